@@ -1,0 +1,1 @@
+"""Sources: where records come from, each with an explicit, resumable position."""

@@ -1,0 +1,66 @@
+"""The ``streamer`` command line.
+
+Each sub-command lives in its own module under ``streamer.cli`` and exposes
+``register(subparsers)``; this keeps the CLI from growing into one god module and
+lets each layer (read, services, pipelines) own its commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from streamer import __version__
+from streamer.errors import StreamerError
+
+# Modules providing sub-commands, in --help order. A module that is not there yet is skipped.
+_COMMAND_MODULES = (
+    "streamer.cli.run_cmd",
+    "streamer.cli.validate_cmd",
+    "streamer.cli.read_cmd",
+    "streamer.cli.show_cmd",
+    "streamer.cli.timeline_cmd",
+    "streamer.cli.services_cmd",
+    "streamer.cli.demo_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamer",
+        description="mor-streamer: ingest Kafka topics and files into Apache Hudi "
+        "Merge-On-Read tables (indexed logs, log compaction, compaction).",
+    )
+    parser.add_argument("--version", action="version", version=f"mor-streamer {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except StreamerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

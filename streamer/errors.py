@@ -1,0 +1,66 @@
+"""One exception root for everything mor-streamer raises on purpose.
+
+Callers catch :class:`StreamerError` to handle any of our failures, or a subclass
+to handle one kind. Every message names the path, key or field at fault, because
+an error a user cannot locate is an error they cannot fix.
+"""
+
+from __future__ import annotations
+
+
+class StreamerError(Exception):
+    """Root of all mor-streamer errors."""
+
+
+class ConfigError(StreamerError):
+    """A pipeline/table configuration is invalid (names the file and field)."""
+
+
+class EnvironmentSetupError(StreamerError):
+    """A required external part (JVM jars, Java, broker) is missing or misconfigured."""
+
+
+class TableError(StreamerError):
+    """Base for problems with a table on storage."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message if path is None or path in message else f"{message}: {path}")
+        self.path = path
+
+
+class NotAHudiTableError(TableError):
+    """The path has no ``.hoodie/hoodie.properties``."""
+
+
+class UnsupportedTableVersionError(TableError):
+    """The table's version (or layout) is one we cannot read or write."""
+
+
+class MissingFileError(TableError):
+    """A file referenced by a completed instant is missing."""
+
+
+class CorruptDataError(TableError):
+    """Bytes on storage do not follow the format (bad magic, impossible length...)."""
+
+
+class SchemaError(StreamerError):
+    """Incompatible or invalid schema (names the field)."""
+
+
+class CommitError(StreamerError):
+    """A commit could not be completed."""
+
+
+class CommitConflictError(CommitError):
+    """Another writer committed or holds the lock first. Retryable."""
+
+    retryable = True
+
+
+class SourceError(StreamerError):
+    """A source cannot be read or its stored position is unusable."""
+
+
+class KafkaBrokerError(StreamerError):
+    """The Kafka broker could not be started, reached or stopped in time."""

@@ -1,0 +1,174 @@
+"""The one filesystem seam: every byte we read or write goes through here.
+
+It wraps :mod:`pyarrow.fs` so the same code runs on a local folder, S3 or HDFS.
+Paths handed around the code base are plain strings *inside* the filesystem
+(no scheme); :func:`resolve` splits a user's URI into the two.
+
+Why a seam instead of ``open()``: object stores cannot rename atomically or append,
+and tests want to inject faults. Keeping the calls in one place means those
+differences are handled once.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from streamer.errors import MissingFileError
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    size: int
+    is_dir: bool
+    mtime_ns: int | None = None
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+class FileSystem:
+    """A thin, typed wrapper over a :class:`pyarrow.fs.FileSystem`."""
+
+    def __init__(self, fs: pafs.FileSystem | None = None) -> None:
+        self.arrow: pafs.FileSystem = fs if fs is not None else pafs.LocalFileSystem()
+
+    # -- construction -------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.arrow, pafs.LocalFileSystem)
+
+    @property
+    def supports_atomic_rename(self) -> bool:
+        """Local and HDFS renames are atomic; object-store "renames" are copies."""
+        return self.is_local or self.arrow.type_name == "hdfs"
+
+    # -- reading ------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return self.arrow.get_file_info(path).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        return self.arrow.get_file_info(path).type == pafs.FileType.Directory
+
+    def status(self, path: str) -> FileStatus:
+        info = self.arrow.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise MissingFileError("file not found", path)
+        return FileStatus(path, info.size or 0, info.type == pafs.FileType.Directory, info.mtime_ns)
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        """Direct children of ``path`` (empty if it does not exist)."""
+        try:
+            infos = self.arrow.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        except NotADirectoryError:
+            return []
+        return [
+            FileStatus(i.path, i.size or 0, i.type == pafs.FileType.Directory, i.mtime_ns)
+            for i in infos
+        ]
+
+    def walk_files(self, path: str) -> Iterator[FileStatus]:
+        infos = self.arrow.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        for i in infos:
+            if i.type == pafs.FileType.File:
+                yield FileStatus(i.path, i.size or 0, False, i.mtime_ns)
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            with self.arrow.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError as e:
+            raise MissingFileError("file not found", path) from e
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        """Random-access handle (for Parquet footers and log block seeks)."""
+        try:
+            return self.arrow.open_input_file(path)
+        except FileNotFoundError as e:
+            raise MissingFileError("file not found", path) from e
+
+    # -- writing ------------------------------------------------------------------
+    def mkdirs(self, path: str) -> None:
+        self.arrow.create_dir(path, recursive=True)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a whole file (not atomic on its own; see :meth:`write_atomic`)."""
+        parent = posixpath.dirname(path)
+        if parent:
+            self.mkdirs(parent)
+        with self.arrow.open_output_stream(path) as f:
+            f.write(data)
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Make ``path`` appear with all of ``data`` or not at all.
+
+        Local/HDFS: write a hidden temp file, fsync, rename. Object stores: a single PUT
+        is already atomic.
+        """
+        if not self.supports_atomic_rename:
+            self.write_bytes(path, data)
+            return
+        parent = posixpath.dirname(path)
+        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        self.write_bytes(tmp, data)
+        if self.is_local:
+            _fsync_local(tmp)
+        self.arrow.move(tmp, path)
+        if self.is_local:
+            _fsync_local(parent)
+
+    def open_output_stream(self, path: str) -> pa.NativeFile:
+        parent = posixpath.dirname(path)
+        if parent:
+            self.mkdirs(parent)
+        return self.arrow.open_output_stream(path)
+
+    def delete_file(self, path: str, missing_ok: bool = True) -> None:
+        try:
+            self.arrow.delete_file(path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def delete_dir(self, path: str) -> None:
+        if self.exists(path):
+            self.arrow.delete_dir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.arrow.move(src, dst)
+
+    def fsync(self, path: str) -> None:
+        """Make a local file durable (no-op elsewhere: object stores are durable on close)."""
+        if self.is_local:
+            _fsync_local(path)
+
+
+def _fsync_local(path: str) -> None:
+    flags = os.O_RDONLY
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def resolve(uri: str) -> tuple[FileSystem, str]:
+    """Split a user's path or URI into (filesystem, path inside it).
+
+    Plain paths are local and made absolute, so relative lake folders work from any cwd.
+    """
+    if "://" not in uri:
+        return FileSystem(pafs.LocalFileSystem()), os.path.abspath(uri).replace(os.sep, "/")
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return FileSystem(fs), path.rstrip("/")

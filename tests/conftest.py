@@ -1,0 +1,61 @@
+"""Session-wide fixtures: one SparkSession and one Kafka broker per test session.
+
+Both are created lazily on first use, never at import time, so the fast subset
+(``-m "not integration and not kafka"``) starts no JVM at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures" / "hudi"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from streamer.spark import get_spark
+
+    session = get_spark(app_name="mor-streamer-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[object]:
+    """A real Kafka broker: $KAFKA_BOOTSTRAP_SERVERS, else testcontainers, else local KRaft."""
+    from streamer.testing.kafka import kafka_for_tests
+
+    with kafka_for_tests() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def hudi_fixtures_dir(tmp_path_factory) -> Path:
+    """All Hudi-written fixture tables unzipped once: <dir>/<zip stem>/<table folder>."""
+    if not FIXTURES.is_dir():
+        pytest.fail(f"Hudi fixtures not found at {FIXTURES}")
+    out = tmp_path_factory.mktemp("hudi_fixtures")
+    for z in sorted(FIXTURES.glob("*.zip")):
+        dest = out / z.stem
+        with zipfile.ZipFile(z) as zf:
+            names = [n for n in zf.namelist() if not n.startswith("__MACOSX/")]
+            zf.extractall(dest, members=names)
+        junk = dest / "__MACOSX"
+        if junk.exists():
+            shutil.rmtree(junk)
+    return out
+
+
+def fixture_table_path(fixtures_dir: Path, name: str) -> Path:
+    """The single top-level table folder inside an unzipped fixture."""
+    folders = [p for p in (fixtures_dir / name).iterdir() if p.is_dir()]
+    if len(folders) != 1:
+        raise AssertionError(f"fixture {name}: expected one top-level folder, got {folders}")
+    return folders[0]

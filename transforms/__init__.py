@@ -1,0 +1,1 @@
+"""Transforms: per-batch DataFrame transformations, chained in order."""
