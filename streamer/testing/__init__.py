@@ -1,1 +1,1 @@
-"""streamer.testing"""
+"""Test support that users may also run: a real Kafka broker for local pipelines."""

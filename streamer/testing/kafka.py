@@ -1,0 +1,405 @@
+"""A real, single-node Apache Kafka broker (KRaft) for tests and the demo.
+
+Why not a mock: the streamer's exactly-once story rests on real offsets, real
+partitions and real consumer behaviour, so the tests talk to a real broker. The
+broker runs from the Maven-resolved jars in ``.jvm/kafka`` (its own classpath,
+never Spark's) on a free 127.0.0.1 port, with its data in a temp folder.
+
+Order of preference (:func:`kafka_for_tests`): ``KAFKA_BOOTSTRAP_SERVERS`` if set;
+testcontainers' Kafka when a Docker engine answers; else the local broker.
+
+Every wait here is bounded: a broker that stops answering produces a
+:class:`~streamer.errors.KafkaBrokerError` naming the address, never a hang.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from streamer.errors import KafkaBrokerError
+from streamer.jvm import classpath, java_executable
+
+log = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 90.0
+_STOP_TIMEOUT_S = 20.0
+_ADMIN_TIMEOUT_S = 15.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _random_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+@dataclass
+class KafkaClient:
+    """Admin/produce helpers over any broker, with bounded waits and clear errors."""
+
+    bootstrap_servers: str
+    timeout_s: float = _ADMIN_TIMEOUT_S
+
+    def _admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(
+            {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 5000}
+        )
+
+    def _unreachable(self, what: str, cause: object) -> KafkaBrokerError:
+        return KafkaBrokerError(
+            f"Kafka broker at {self.bootstrap_servers} did not answer while trying to {what} "
+            f"within {self.timeout_s:.0f}s (is it stopped?): {cause}"
+        )
+
+    def ping(self) -> None:
+        """Raise :class:`KafkaBrokerError` unless the broker answers a metadata request."""
+        try:
+            self._admin().list_topics(timeout=self.timeout_s)
+        except Exception as e:  # confluent_kafka.KafkaException and friends
+            raise self._unreachable("list topics", e) from e
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        from confluent_kafka.admin import NewTopic
+
+        admin = self._admin()  # must outlive the futures, or librdkafka destroys the handle
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+            operation_timeout=self.timeout_s,
+            request_timeout=self.timeout_s,
+        )
+        try:
+            futures[name].result(timeout=self.timeout_s + 5)
+        except Exception as e:
+            if "TOPIC_ALREADY_EXISTS" in str(e):
+                return name
+            raise self._unreachable(f"create topic {name!r}", e) from e
+        self._wait_topic_ready(name, partitions)
+        return name
+
+    def _wait_topic_ready(self, name: str, partitions: int) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            md = self._admin().list_topics(topic=name, timeout=self.timeout_s)
+            topic = md.topics.get(name)
+            if (
+                topic is not None
+                and topic.error is None
+                and len(topic.partitions) == partitions
+                and all(p.leader >= 0 for p in topic.partitions.values())
+            ):
+                return
+            time.sleep(0.1)
+        raise self._unreachable(f"see topic {name!r} with {partitions} partitions ready", "timed out")
+
+    def produce(
+        self,
+        topic: str,
+        values: Iterable[bytes | str | None],
+        keys: Iterable[bytes | str | None] | None = None,
+        partition: int | None = None,
+    ) -> int:
+        """Produce and wait for every delivery; returns the count delivered.
+
+        Raises :class:`KafkaBrokerError` naming how many records were not delivered,
+        so a producer against a dead broker fails loudly instead of buffering forever.
+        """
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "linger.ms": 5,
+                "enable.idempotence": True,
+                "message.timeout.ms": int(self.timeout_s * 1000),
+                "socket.timeout.ms": 5000,
+            }
+        )
+        failures: list[str] = []
+        delivered = 0
+
+        def on_delivery(err, _msg) -> None:
+            nonlocal delivered
+            if err is not None:
+                failures.append(str(err))
+            else:
+                delivered += 1
+
+        key_iter = iter(keys) if keys is not None else None
+        sent = 0
+        for value in values:
+            key = next(key_iter) if key_iter is not None else None
+            kwargs = {"partition": partition} if partition is not None else {}
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            sent += 1
+            if sent % 1000 == 0:
+                producer.poll(0)
+        remaining = producer.flush(self.timeout_s + 5)
+        if remaining or failures:
+            reason = failures[0] if failures else f"{remaining} still queued after flush"
+            raise KafkaBrokerError(
+                f"Kafka broker at {self.bootstrap_servers}: {sent - delivered} of {sent} records "
+                f"to topic {topic!r} were not delivered: {reason}"
+            )
+        return delivered
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """High watermark per partition (the next offset to be written)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": f"mor-streamer-probe-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            md = consumer.list_topics(topic, timeout=self.timeout_s)
+            parts = md.topics[topic].partitions
+            out = {}
+            for p in parts:
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=self.timeout_s
+                )
+                out[p] = high
+            return out
+        except Exception as e:
+            raise self._unreachable(f"read end offsets of {topic!r}", e) from e
+        finally:
+            consumer.close()
+
+
+@dataclass
+class LocalKafkaBroker(KafkaClient):
+    """A KRaft broker process started from ``.jvm/kafka`` in a temp folder.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`.
+    """
+
+    bootstrap_servers: str = ""
+    port: int = 0
+    controller_port: int = 0
+    workdir: Path | None = None
+    heap: str = "512m"
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+    _owns_workdir: bool = field(default=False, repr=False)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
+        if self._proc is not None:
+            return self
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="mor-kafka-"))
+            self._owns_workdir = True
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+        self.bootstrap_servers = f"127.0.0.1:{self.port}"
+        props = self._write_config()
+        self._format(props)
+        log_path = self.workdir / "broker.log"
+        self._log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the process lifetime
+        self._proc = subprocess.Popen(
+            self._java_cmd("kafka.Kafka", str(props)),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._wait_until_ready(timeout_s)
+        log.info("Kafka broker ready at %s (data in %s)", self.bootstrap_servers, self.workdir)
+        return self
+
+    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
+        """Stop cleanly (SIGTERM, controlled shutdown); SIGKILL if it overruns."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("Kafka broker at %s did not stop in %ss; killing", self.bootstrap_servers, timeout_s)
+                proc.kill()
+                proc.wait(10)
+        if getattr(self, "_log_file", None) is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._owns_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def kill(self) -> None:
+        """SIGKILL without cleanup of the data folder (for fault tests)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(10)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def __enter__(self) -> LocalKafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def ping(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise KafkaBrokerError(
+                f"Kafka broker at {self.bootstrap_servers} has exited with code "
+                f"{self._proc.returncode}; log tail:\n{self.log_tail()}"
+            )
+        super().ping()
+
+    # -- internals ------------------------------------------------------------------
+    def _java_cmd(self, main: str, *args: str) -> list[str]:
+        log4j = resources.files("streamer.resources").joinpath("log4j2.properties")
+        return [
+            java_executable(),
+            f"-Xmx{self.heap}",
+            f"-Xms{min(256, int(self.heap.rstrip('m')))}m" if self.heap.endswith("m") else "-Xms256m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile=file:{log4j}",
+            f"-Dkafka.logs.dir={self.workdir}",
+            "-cp",
+            os.pathsep.join(classpath("kafka")),
+            main,
+            *args,
+        ]
+
+    def _write_config(self) -> Path:
+        assert self.workdir is not None
+        data = self.workdir / "data"
+        cfg = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(data),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "log.flush.interval.messages": "10000",
+            "message.max.bytes": "10485760",
+            "delete.topic.enable": "true",
+        }
+        path = self.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+        return path
+
+    def _format(self, props: Path) -> None:
+        cmd = self._java_cmd(
+            "kafka.tools.StorageTool", "format", "-t", _random_cluster_id(), "-c", str(props),
+            "--ignore-formatted",
+        )
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired as e:
+            raise KafkaBrokerError(f"formatting the KRaft log dir in {self.workdir} timed out") from e
+        if out.returncode != 0:
+            raise KafkaBrokerError(
+                f"formatting the KRaft log dir in {self.workdir} failed (exit {out.returncode}):\n"
+                f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+            )
+
+    def _wait_until_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last: object = None
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                code = self._proc.returncode
+                self.stop()
+                raise KafkaBrokerError(
+                    f"Kafka broker on 127.0.0.1:{self.port} exited during start-up (code {code}); "
+                    f"log tail:\n{last}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+                KafkaClient(self.bootstrap_servers, timeout_s=5).ping()
+                return
+            except (OSError, KafkaBrokerError) as e:
+                last = e
+                time.sleep(0.25)
+        tail = self.log_tail()
+        self.stop()
+        raise KafkaBrokerError(
+            f"Kafka broker on 127.0.0.1:{self.port} did not answer within {timeout_s:.0f}s; "
+            f"last error: {last}; log tail:\n{tail}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.workdir is None:
+            return ""
+        path = self.workdir / "broker.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def docker_available(timeout_s: float = 3.0) -> bool:
+    """True when a Docker engine answers (testcontainers can then run Kafka)."""
+    try:
+        import docker  # testcontainers depends on it
+
+        client = docker.from_env(timeout=timeout_s)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def kafka_for_tests(prefer: Sequence[str] = ("env", "docker", "local")) -> Iterator[KafkaClient]:
+    """Yield a client for a real broker, choosing the first available of ``prefer``."""
+    for kind in prefer:
+        if kind == "env" and os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+            client = KafkaClient(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+            client.ping()
+            yield client
+            return
+        if kind == "docker" and docker_available():
+            from testcontainers.kafka import KafkaContainer
+
+            with KafkaContainer() as container:
+                yield KafkaClient(container.get_bootstrap_server())
+            return
+        if kind == "local":
+            with LocalKafkaBroker() as broker:
+                yield broker
+            return
+    raise KafkaBrokerError(f"no Kafka broker available (tried {', '.join(prefer)})")
