@@ -1,0 +1,326 @@
+"""Hudi-compatible bloom filters (``SIMPLE`` and ``DYNAMIC_V0``), byte for byte.
+
+Why byte-compatible: the filter lives in Parquet footers (``org.apache.hudi.bloomfilter``)
+that Hudi's own bloom index reads, and our index reads the footers Hudi wrote. So the
+hash, the bit layout and the Java ``DataOutput`` serialization must match exactly.
+
+The format, as observed in fixture footers and Hudi's public sources:
+
+* hash: Hadoop's MurmurHash2 variant (hash type 1) over the key's UTF-8 bytes. The ``k``
+  positions of a key are chained: ``h_i = murmur(key, seed=h_{i-1})`` starting from seed 0,
+  position ``abs(h_i % vector_size)`` with Java's truncating ``%`` on a signed int.
+* sizes: ``bits = ceil(n * -ln(p) / ln(2)^2)``, ``k = ceil(ln(2) * bits / n)``.
+* a standard filter serializes as ``int32 -1, int32 k, int8 hash_type, int32 bits`` and the
+  bit vector packed little-endian within each byte (bit ``i`` -> byte ``i//8``, ``1<<(i%8)``).
+* ``DYNAMIC_V0`` = that header, then ``int32 rows_capacity, int32 current_row_count,
+  int32 n_rows`` and each row as a standard filter. A new row opens every ``num_entries``
+  keys until ``rows * num_entries >= max_entries``; then keys go round-robin over the rows.
+* the whole thing is base64 (standard alphabet, padded).
+
+Hashing is vectorised with numpy over keys of equal byte length (one pass per length).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.errors import CorruptDataError
+
+SIMPLE = "SIMPLE"
+DYNAMIC_V0 = "DYNAMIC_V0"
+MURMUR_HASH = 1
+
+#: Hudi's defaults (``hoodie.index.bloom.num_entries``, ``.fpp``,
+#: ``hoodie.bloom.index.filter.dynamic.max.entries``).
+DEFAULT_NUM_ENTRIES = 60_000
+DEFAULT_FPP = 1e-9
+DEFAULT_MAX_ENTRIES = 100_000
+
+_M = np.uint32(0x5BD1E995)
+_FILTER_VERSION = -1
+
+
+def bit_size(num_entries: int, fpp: float) -> int:
+    return int(math.ceil(num_entries * (-math.log(fpp) / (math.log(2) * math.log(2)))))
+
+
+def num_hashes(bits: int, num_entries: int) -> int:
+    return int(math.ceil(math.log(2) * bits / num_entries))
+
+
+# -- hashing ----------------------------------------------------------------------------------
+def _murmur_same_length(words: np.ndarray, tail: np.ndarray, length: int, seed: np.ndarray) -> np.ndarray:
+    """Hadoop MurmurHash of ``n`` keys of one byte length, with per-key seeds (uint32).
+
+    ``words``: (n, length//4) little-endian uint32 blocks; ``tail``: (n, length%4) int8 bytes.
+    The tail follows Hadoop exactly: bytes are sign-extended Java bytes and fold in as
+    ``b[-3]<<16 ^ b[-2]<<8 ^ b[-1]`` (relative to the end of the key).
+    """
+    with np.errstate(over="ignore"):
+        h = seed ^ np.uint32(length)
+        for j in range(words.shape[1]):
+            k = words[:, j] * _M
+            k ^= k >> np.uint32(24)
+            k *= _M
+            h = h * _M
+            h ^= k
+        left = tail.shape[1]
+        if left:
+            t = tail.astype(np.int32)
+            if left >= 3:
+                h ^= (t[:, left - 3] << 16).astype(np.uint32)
+            if left >= 2:
+                h ^= (t[:, left - 2] << 8).astype(np.uint32)
+            h ^= t[:, left - 1].astype(np.uint32)
+            h = h * _M
+        h ^= h >> np.uint32(13)
+        h = h * _M
+        h ^= h >> np.uint32(15)
+    return h
+
+
+def hash_positions(keys: Sequence[str] | pa.Array, nb_hash: int, vector_size: int) -> np.ndarray:
+    """Bit positions (n, nb_hash) int64 for each key, in input order (Hudi's HashFunction)."""
+    arr = _as_binary(keys)
+    n = len(arr)
+    out = np.empty((n, nb_hash), dtype=np.int64)
+    if n == 0:
+        return out
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    if (lengths == 0).any():
+        raise ValueError("bloom filter keys must not be empty (Hudi rejects zero-length keys)")
+    for length in np.unique(lengths):
+        length = int(length)
+        idx = np.nonzero(lengths == length)[0]
+        starts = offsets[:-1][idx]
+        mat = data[starts[:, None] + np.arange(length)[None, :]]  # (m, length) uint8
+        nwords = length // 4
+        words = np.ascontiguousarray(mat[:, : nwords * 4]).view("<u4").reshape(len(idx), nwords)
+        tail = mat[:, nwords * 4 :].view(np.int8)
+        h = np.zeros(len(idx), dtype=np.uint32)
+        for i in range(nb_hash):
+            h = _murmur_same_length(words, tail, length, h)
+            out[idx, i] = np.abs(h.view(np.int32).astype(np.int64)) % vector_size
+    return out
+
+
+def _as_binary(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if not isinstance(keys, pa.Array):
+        keys = pa.array(list(keys), type=pa.string())
+    if keys.null_count:
+        raise ValueError("bloom filter keys must not be null")
+    if pa.types.is_large_string(keys.type) or pa.types.is_large_binary(keys.type):
+        keys = keys.cast(pa.string() if pa.types.is_large_string(keys.type) else pa.binary())
+    if pa.types.is_string(keys.type):
+        keys = keys.view(pa.binary())
+    if not pa.types.is_binary(keys.type):
+        keys = pc.cast(keys, pa.string()).view(pa.binary())
+    return keys
+
+
+# -- filters ----------------------------------------------------------------------------------
+@dataclass
+class _Row:
+    """One standard bloom filter: unpacked bits for fast set/test, packed on serialize."""
+
+    vector_size: int
+    bits: np.ndarray = field(repr=False)
+
+    @classmethod
+    def empty(cls, vector_size: int) -> _Row:
+        return cls(vector_size, np.zeros(vector_size, dtype=bool))
+
+    def packed(self) -> bytes:
+        return np.packbits(self.bits, bitorder="little").tobytes()
+
+
+class BloomFilter:
+    """A Hudi bloom filter of type ``SIMPLE`` or ``DYNAMIC_V0``."""
+
+    def __init__(
+        self,
+        type_code: str,
+        vector_size: int,
+        nb_hash: int,
+        hash_type: int = MURMUR_HASH,
+        *,
+        rows: list[_Row] | None = None,
+        row_capacity: int = 0,
+        max_entries: int = 0,
+        current_count: int = 0,
+    ) -> None:
+        if type_code not in (SIMPLE, DYNAMIC_V0):
+            raise ValueError(f"unsupported bloom filter type code {type_code!r}")
+        if hash_type != MURMUR_HASH:
+            raise ValueError(f"unsupported bloom hash type {hash_type} (only murmur=1)")
+        self.type_code = type_code
+        self.vector_size = vector_size
+        self.nb_hash = nb_hash
+        self.hash_type = hash_type
+        self.rows = rows if rows is not None else [_Row.empty(vector_size)]
+        self.row_capacity = row_capacity  # "nr": keys per row before a new one opens
+        self.max_entries = max_entries  # not serialized by Hudi; only drives row growth
+        self.current_count = current_count
+        # Round-robin state once the row bound is reached (not serialized, as in Hudi).
+        self._reached_max = False
+        self._rr_index = 0
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def new_simple(cls, num_entries: int = DEFAULT_NUM_ENTRIES, fpp: float = DEFAULT_FPP) -> BloomFilter:
+        bits = bit_size(num_entries, fpp)
+        return cls(SIMPLE, bits, num_hashes(bits, num_entries))
+
+    @classmethod
+    def new_dynamic(
+        cls,
+        num_entries: int = DEFAULT_NUM_ENTRIES,
+        fpp: float = DEFAULT_FPP,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+    ) -> BloomFilter:
+        bits = bit_size(num_entries, fpp)
+        return cls(
+            DYNAMIC_V0,
+            bits,
+            num_hashes(bits, num_entries),
+            row_capacity=num_entries,
+            max_entries=max_entries,
+        )
+
+    @classmethod
+    def from_footer(cls, serialized: str | bytes, type_code: str | bytes) -> BloomFilter:
+        """Parse a footer's base64 filter. Raises :class:`CorruptDataError` on bad bytes."""
+        if isinstance(type_code, bytes):
+            type_code = type_code.decode()
+        if isinstance(serialized, bytes):
+            serialized = serialized.decode("ascii")
+        try:
+            raw = base64.b64decode(serialized, validate=True)
+            return cls._parse(raw, type_code or SIMPLE)
+        except (ValueError, struct.error, IndexError) as e:
+            raise CorruptDataError(f"unreadable {type_code} bloom filter: {e}") from e
+
+    @classmethod
+    def _parse(cls, raw: bytes, type_code: str) -> BloomFilter:
+        nb_hash, hash_type, vsize, pos = _read_filter_header(raw, 0)
+        if type_code.startswith("DYNAMIC"):
+            nr, cur, nrows = struct.unpack_from(">iii", raw, pos)
+            pos += 12
+            rows = []
+            for _ in range(nrows):
+                _, _, rvs, pos = _read_filter_header(raw, pos)
+                rows.append(_Row(rvs, _unpack_bits(raw, pos, rvs)))
+                pos += (rvs + 7) // 8
+            f = cls(DYNAMIC_V0, vsize, nb_hash, hash_type, rows=rows, row_capacity=nr, current_count=cur)
+            # Hudi does not serialize max entries; assume the default bound so adds keep
+            # the same row growth a Hudi writer with default config would have.
+            f.max_entries = max(DEFAULT_MAX_ENTRIES, nr * nrows)
+        else:
+            f = cls(SIMPLE, vsize, nb_hash, hash_type, rows=[_Row(vsize, _unpack_bits(raw, pos, vsize))])
+            pos += (vsize + 7) // 8
+        if pos != len(raw):
+            raise ValueError(f"{len(raw) - pos} trailing bytes after the filter")
+        return f
+
+    # -- use -------------------------------------------------------------------------------
+    def add(self, key: str) -> None:
+        self.add_many([key])
+
+    def add_many(self, keys: Iterable[str] | pa.Array | pa.ChunkedArray) -> None:
+        """Add keys in order (order decides which dynamic row each key lands in)."""
+        if not isinstance(keys, pa.Array | pa.ChunkedArray | list | tuple):
+            keys = list(keys)
+        pos = hash_positions(keys, self.nb_hash, self.vector_size)
+        if self.type_code == SIMPLE:
+            self.rows[0].bits[pos.ravel()] = True
+            return
+        start = 0
+        n = len(pos)
+        while start < n:
+            row, take = self._next_run(n - start)
+            chunk = pos[start : start + take]
+            if row is None:  # round-robin over all rows, one key per row in turn
+                nrows = len(self.rows)
+                which = (self._rr_index + np.arange(take)) % nrows
+                for r in range(nrows):
+                    self.rows[r].bits[chunk[which == r].ravel()] = True
+                self._rr_index += take
+            else:
+                self.rows[row].bits[chunk.ravel()] = True
+            self.current_count += take
+            start += take
+
+    def _next_run(self, remaining: int) -> tuple[int | None, int]:
+        """Which row the next keys go to and how many of them (Hudi's getActiveStandardBF)."""
+        if self._reached_max:
+            return None, remaining
+        nr = self.row_capacity
+        if self.current_count >= nr:
+            if len(self.rows) * nr < self.max_entries:
+                self.rows.append(_Row.empty(self.vector_size))
+                self.current_count = 0
+            else:
+                # The first key after the bound goes to row 0, then round-robin from 0.
+                self._reached_max = True
+                return 0, 1
+        return len(self.rows) - 1, min(remaining, nr - self.current_count)
+
+    def might_contain(self, key: str) -> bool:
+        return bool(self.might_contain_many([key])[0])
+
+    def might_contain_many(self, keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Vectorised membership test: a bool per key."""
+        pos = hash_positions(keys, self.nb_hash, self.vector_size)
+        hit = np.zeros(len(pos), dtype=bool)
+        for row in self.rows:
+            hit |= row.bits[pos].all(axis=1)
+        return hit
+
+    # -- bytes -----------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        parts = [_filter_header(self.nb_hash, self.hash_type, self.vector_size)]
+        if self.type_code == DYNAMIC_V0:
+            parts.append(struct.pack(">iii", self.row_capacity, self.current_count, len(self.rows)))
+            for row in self.rows:
+                parts.append(_filter_header(self.nb_hash, self.hash_type, row.vector_size))
+                parts.append(row.packed())
+        else:
+            parts.append(self.rows[0].packed())
+        return b"".join(parts)
+
+    def serialize(self) -> str:
+        return base64.b64encode(self.to_bytes()).decode("ascii")
+
+
+def _filter_header(nb_hash: int, hash_type: int, vector_size: int) -> bytes:
+    return struct.pack(">iibi", _FILTER_VERSION, nb_hash, hash_type, vector_size)
+
+
+def _read_filter_header(raw: bytes, pos: int) -> tuple[int, int, int, int]:
+    (ver,) = struct.unpack_from(">i", raw, pos)
+    if ver != _FILTER_VERSION:
+        raise ValueError(f"unsupported filter version {ver} at byte {pos}")
+    nb_hash, hash_type, vsize = struct.unpack_from(">ibi", raw, pos + 4)
+    if vsize <= 0 or nb_hash <= 0:
+        raise ValueError(f"impossible filter sizes (bits={vsize}, hashes={nb_hash})")
+    return nb_hash, hash_type, vsize, pos + 13
+
+
+def _unpack_bits(raw: bytes, pos: int, vector_size: int) -> np.ndarray:
+    nbytes = (vector_size + 7) // 8
+    if pos + nbytes > len(raw):
+        raise ValueError("bit vector runs past the end of the filter")
+    packed = np.frombuffer(raw, dtype=np.uint8, count=nbytes, offset=pos)
+    return np.unpackbits(packed, bitorder="little")[:vector_size].astype(bool)

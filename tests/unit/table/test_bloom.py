@@ -1,0 +1,137 @@
+"""Bloom filter unit tests: Java semantics of the hash, row growth, serialization."""
+
+from __future__ import annotations
+
+import base64
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from streamer.errors import CorruptDataError
+from streamer.table.bloom import (
+    DYNAMIC_V0,
+    SIMPLE,
+    BloomFilter,
+    bit_size,
+    hash_positions,
+    num_hashes,
+)
+
+
+def _to_i32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x >= 1 << 31 else x
+
+
+def _java_murmur(data: bytes, seed: int) -> int:
+    """Scalar transliteration of Java int arithmetic, as an independent check."""
+    m = 0x5BD1E995
+    length = len(data)
+    h = _to_i32(seed ^ length)
+    sb = [b - 256 if b > 127 else b for b in data]  # Java bytes are signed
+    for i in range(length >> 2):
+        k = (sb[4 * i + 3] << 24) | ((sb[4 * i + 2] & 0xFF) << 16) | ((sb[4 * i + 1] & 0xFF) << 8) | (sb[4 * i] & 0xFF)
+        k = _to_i32(k * m)
+        k = _to_i32(k ^ ((k & 0xFFFFFFFF) >> 24))
+        k = _to_i32(k * m)
+        h = _to_i32(h * m)
+        h = _to_i32(h ^ k)
+    left = length & 3
+    if left:
+        if left >= 3:
+            h = _to_i32(h ^ (sb[length - 3] << 16))
+        if left >= 2:
+            h = _to_i32(h ^ (sb[length - 2] << 8))
+        h = _to_i32(h ^ sb[length - 1])
+        h = _to_i32(h * m)
+    h = _to_i32(h ^ ((h & 0xFFFFFFFF) >> 13))
+    h = _to_i32(h * m)
+    h = _to_i32(h ^ ((h & 0xFFFFFFFF) >> 15))
+    return h
+
+
+def _java_positions(key: str, nb_hash: int, vsize: int) -> list[int]:
+    out, h = [], 0
+    for _ in range(nb_hash):
+        h = _java_murmur(key.encode("utf-8"), h)
+        r = abs(h) % vsize  # Java: abs(h % v) == abs(h) % v for truncating %
+        out.append(r)
+    return out
+
+
+KEYS = ["1", "ab", "abc", "abcd", "TXN-001", "id:1,name:Alice", "ünïcødé-κλειδί", "\u00ff\u00fe\u00fd", "x" * 37]
+
+
+def test_sizes_match_hudi_defaults() -> None:
+    bits = bit_size(60_000, 1e-9)
+    assert bits == 2_587_966  # the vector size in every fixture footer
+    assert num_hashes(bits, 60_000) == 30
+
+
+def test_vectorised_hash_matches_scalar_java_semantics() -> None:
+    pos = hash_positions(KEYS, 30, 2_587_966)
+    for i, key in enumerate(KEYS):
+        assert pos[i].tolist() == _java_positions(key, 30, 2_587_966), key
+
+
+def test_add_then_might_contain_and_no_false_negatives() -> None:
+    bf = BloomFilter.new_dynamic()
+    bf.add_many(pa.array(KEYS))
+    assert all(bf.might_contain(k) for k in KEYS)
+    assert not bf.might_contain("definitely-not-there")
+
+
+def test_dynamic_rows_grow_then_round_robin() -> None:
+    bf = BloomFilter.new_dynamic(num_entries=10, fpp=0.01, max_entries=25)
+    keys = [f"k{i}" for i in range(45)]
+    bf.add_many(keys[:7])
+    bf.add_many(keys[7:])  # split adds must behave like one sequential add
+    assert len(bf.rows) == 3  # 10 + 10 + 10 >= 25 -> bound reached at the third row
+    ref = BloomFilter.new_dynamic(num_entries=10, fpp=0.01, max_entries=25)
+    for k in keys:
+        ref.add(k)
+    assert ref.serialize() == bf.serialize()
+    assert bf.might_contain_many(keys).all()
+    # after the bound: key 30 -> row 0, then round robin 0,1,2,0...
+    p30 = hash_positions([keys[30]], bf.nb_hash, bf.vector_size)[0]
+    assert bf.rows[0].bits[p30].all()
+
+
+def test_serialization_layout_and_roundtrip() -> None:
+    bf = BloomFilter.new_dynamic(num_entries=100, fpp=0.01, max_entries=1000)
+    bf.add_many(["a", "b", "c"])
+    raw = base64.b64decode(bf.serialize())
+    ver, k, ht, vs, nr, cur, rows = struct.unpack_from(">iibiiii", raw, 0)
+    assert (ver, k, ht, vs, nr, cur, rows) == (-1, bf.nb_hash, 1, bf.vector_size, 100, 3, 1)
+    back = BloomFilter.from_footer(bf.serialize(), DYNAMIC_V0)
+    assert back.serialize() == bf.serialize()
+    assert back.might_contain("b")
+
+
+def test_simple_filter_roundtrip() -> None:
+    bf = BloomFilter.new_simple(1000, 0.001)
+    bf.add_many(KEYS)
+    raw = base64.b64decode(bf.serialize())
+    assert len(raw) == 13 + (bf.vector_size + 7) // 8
+    back = BloomFilter.from_footer(bf.serialize(), SIMPLE)
+    assert back.might_contain_many(KEYS).all()
+    # bit i lives in byte i // 8 at 1 << (i % 8)
+    pos = hash_positions(["1"], bf.nb_hash, bf.vector_size)[0]
+    bits = np.frombuffer(raw[13:], dtype=np.uint8)
+    assert all(bits[p // 8] & (1 << (p % 8)) for p in pos)
+
+
+@pytest.mark.parametrize("bad", ["not base64!", base64.b64encode(b"\x00\x00\x00\x01").decode(), ""])
+def test_corrupt_filter_raises_corrupt_data(bad: str) -> None:
+    with pytest.raises(CorruptDataError):
+        BloomFilter.from_footer(bad, DYNAMIC_V0)
+
+
+def test_empty_and_null_keys_rejected() -> None:
+    bf = BloomFilter.new_simple(10, 0.1)
+    with pytest.raises(ValueError):
+        bf.add("")
+    with pytest.raises(ValueError):
+        bf.add_many(pa.array(["a", None]))
