@@ -1,0 +1,145 @@
+"""One pipeline (source → transforms → target) and the file that holds many.
+
+Defaults that depend on other fields (table name, error table path, checkpoint folder)
+are filled here, once, so the runner, the CLI and the docs all see the same values.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from streamer.config.base import OptionMap, StrictModel
+from streamer.config.policies import PoliciesConfig
+from streamer.config.sources import SourceConfig
+from streamer.config.target import TargetConfig
+from streamer.config.transforms import TransformConfig
+from streamer.config.units import Duration, format_duration
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+class TriggerConfig(StrictModel):
+    """``once``: read what is there (one batch), commit, exit. ``continuous``: a batch every ``interval``."""
+
+    mode: Literal["once", "continuous"] = "once"
+    interval: Duration = Field(default="10s")
+
+    def spark_processing_time(self) -> str:
+        """The ``processingTime`` string for ``DataStreamWriter.trigger``."""
+        return f"{round(self.interval.total_seconds() * 1000)} milliseconds"
+
+
+class EngineConfig(StrictModel):
+    """Where per-file-group work runs. ``engine: auto`` is shorthand for ``{mode: auto}``."""
+
+    mode: Literal["auto", "local", "spark"] = "auto"
+    #: ``auto`` writes batches up to this many records on the driver, larger ones on executors.
+    local_max_records: Annotated[int, Field(gt=0)] = 200_000
+    #: Driver threads of the local engine.
+    local_threads: Annotated[int, Field(gt=0)] = 4
+
+
+class SparkSettings(StrictModel):
+    """The SparkSession a pipeline needs (only honoured by the first session of a process)."""
+
+    master: str | None = None
+    conf: OptionMap = {}
+
+
+class ErrorsConfig(StrictModel):
+    """The error table: bad records with the reason and raw payload, never silently dropped."""
+
+    path: str | None = None
+    #: Fail the batch (no commit) if more than this fraction of its records are bad; None = never.
+    max_error_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
+
+
+def _engine_shorthand(value: object) -> object:
+    return {"mode": value} if isinstance(value, str) else value
+
+
+class PipelineConfig(StrictModel):
+    """One source → transforms → Hudi MOR table, with its services and trigger."""
+
+    name: str
+    source: SourceConfig
+    transforms: list[TransformConfig] = []
+    target: TargetConfig
+    policies: PoliciesConfig = PoliciesConfig()
+    errors: ErrorsConfig = ErrorsConfig()
+    trigger: TriggerConfig = TriggerConfig()
+    engine: Annotated[EngineConfig, BeforeValidator(_engine_shorthand)] = EngineConfig()
+    spark: SparkSettings = SparkSettings()
+    #: Spark Structured Streaming checkpoint folder (continuous mode with Kafka).
+    checkpoint_dir: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"name {v!r} must start with a letter or _ and use letters, digits, _ or -")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_defaults(cls, data: Any) -> Any:
+        """Fill table name, error path and checkpoint folder from ``name`` and ``target.path``."""
+        if not isinstance(data, dict):
+            return data
+        name, target = data.get("name"), data.get("target")
+        if not isinstance(name, str) or not isinstance(target, dict):
+            return data
+        data = dict(data)
+        if target.get("table_name") is None:
+            data["target"] = {**target, "table_name": name.replace("-", "_")}
+        path = target.get("path")
+        if isinstance(path, str) and path:
+            base = posixpath.dirname(path.rstrip("/")) or "."
+            errors = data.get("errors")
+            if errors is None:
+                errors = {}
+            if isinstance(errors, dict) and errors.get("path") is None:
+                data["errors"] = {**errors, "path": posixpath.join(base, "_errors", name)}
+            if data.get("checkpoint_dir") is None:
+                data["checkpoint_dir"] = posixpath.join(base, "_checkpoints", name)
+        return data
+
+    @model_validator(mode="after")
+    def _coherent(self) -> PipelineConfig:
+        if self.errors.path and self.errors.path.rstrip("/") == self.target.path.rstrip("/"):
+            raise ValueError("errors.path must differ from target.path")
+        if self.trigger.mode == "continuous" and self.trigger.interval <= timedelta(0):
+            raise ValueError("trigger.interval must be positive in continuous mode")
+        return self
+
+    def summary(self) -> str:
+        """One line for ``streamer validate`` and logs (never contains secrets)."""
+        src = self.source
+        if src.type == "kafka":
+            what = f"kafka({src.format}) {src.topic}@{src.bootstrap_servers}"
+        elif src.type == "files":
+            what = f"files({src.format}) {src.path}"
+        else:
+            what = f"generator(seed={src.seed}, {src.records_per_batch}/batch)"
+        t = self.target
+        parts = f"key={','.join(t.record_key)}"
+        if t.partition_by:
+            parts += f" partition={','.join(t.partition_by)}"
+        trig = self.trigger.mode
+        if trig == "continuous":
+            trig += f"/{format_duration(self.trigger.interval)}"
+        return (
+            f"{self.name}: {what} -> {t.path} [{t.table_name}, {t.operation}, {parts}] "
+            f"{len(self.transforms)} transform(s), trigger={trig}, engine={self.engine.mode}"
+        )
+
+
+class PipelinesFile(StrictModel):
+    """The top level of a pipeline YAML file (names/paths are checked unique by the loader)."""
+
+    pipelines: list[PipelineConfig] = Field(min_length=1)

@@ -1,0 +1,130 @@
+"""Table services policies: ``policies: {log_compaction, compaction, clean, archive}``.
+
+Every service has ``mode: inline|async|off``. ``inline`` runs it in the writer right
+after a commit whose trigger fires (simple, delays the next batch); ``async`` only
+schedules a plan and leaves execution to a separate worker (``streamer services``);
+``off`` never schedules it. Defaults are Hudi's where Hudi has one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from streamer.config.base import StrictModel
+from streamer.config.units import Duration, Size
+
+Mode = Literal["inline", "async", "off"]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class LogCompactionPolicy(StrictModel):
+    """RFC-48: merge runs of small log blocks in a file slice into one block."""
+
+    mode: Mode = "inline"
+    #: A file slice qualifies once it has at least this many small consecutive blocks.
+    min_blocks: Annotated[int, Field(ge=2)] = 5
+    #: Blocks up to this size count as "small" (larger ones are never rewritten again).
+    small_block_bytes: Size = 16 * 1024**2
+    #: Upper bound of one merged block; a longer run is split.
+    max_block_bytes: Size = 256 * 1024**2
+
+    @model_validator(mode="after")
+    def _sizes(self) -> LogCompactionPolicy:
+        if self.small_block_bytes > self.max_block_bytes:
+            raise ValueError("small_block_bytes cannot exceed max_block_bytes")
+        return self
+
+
+class CompactionTrigger(StrictModel):
+    """When to schedule compaction: after N delta commits and/or T since the last one."""
+
+    #: Hudi ``hoodie.compact.inline.max.delta.commits``.
+    delta_commits: PositiveInt | None = 5
+    #: Hudi ``hoodie.compact.inline.max.delta.seconds``.
+    seconds: Duration | None = None
+    #: ``any``: either threshold fires; ``all``: both must.
+    combine: Literal["any", "all"] = "any"
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> CompactionTrigger:
+        if self.delta_commits is None and self.seconds is None:
+            raise ValueError("set delta_commits and/or seconds")
+        if self.seconds is not None and self.seconds.total_seconds() <= 0:
+            raise ValueError("seconds must be positive")
+        return self
+
+
+class CompactionPolicy(StrictModel):
+    """Full compaction: merge a file slice's base file and logs into a new base file."""
+
+    mode: Mode = "inline"
+    trigger: CompactionTrigger = CompactionTrigger()
+    #: Which file slices a plan takes first (Hudi's compaction strategies).
+    strategy: Literal["log_file_size", "bounded_io", "day_based"] = "log_file_size"
+    #: ``bounded_io``: stop adding slices once this many bytes would be read+written.
+    io_budget_bytes: Size = 500 * 1024**3
+    #: ``day_based``: number of most recent day partitions to compact.
+    day_partitions: PositiveInt = 10
+    #: Do not schedule another plan while this many are pending.
+    max_pending: PositiveInt = 1
+
+
+class CleanPolicy(StrictModel):
+    """Delete file slices no longer needed by readers: keep N commits or N versions per group."""
+
+    mode: Mode = "inline"
+    retain_commits: PositiveInt | None = None
+    retain_file_versions: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> CleanPolicy:
+        if self.retain_commits is not None and self.retain_file_versions is not None:
+            raise ValueError("set retain_commits or retain_file_versions, not both")
+        return self
+
+    @property
+    def rule(self) -> tuple[Literal["commits", "file_versions"], int]:
+        """The retention in force (Hudi's default: keep 10 commits)."""
+        if self.retain_file_versions is not None:
+            return "file_versions", self.retain_file_versions
+        return "commits", self.retain_commits if self.retain_commits is not None else 10
+
+
+class ArchivePolicy(StrictModel):
+    """Move old instants out of the active timeline once it exceeds ``max_commits``."""
+
+    mode: Mode = "inline"
+    #: Hudi ``hoodie.keep.min.commits`` / ``hoodie.keep.max.commits``.
+    min_commits: PositiveInt = 20
+    max_commits: PositiveInt = 30
+
+    @model_validator(mode="after")
+    def _range(self) -> ArchivePolicy:
+        if self.min_commits >= self.max_commits:
+            raise ValueError("min_commits must be less than max_commits")
+        return self
+
+
+class PoliciesConfig(StrictModel):
+    log_compaction: LogCompactionPolicy = LogCompactionPolicy()
+    compaction: CompactionPolicy = CompactionPolicy()
+    clean: CleanPolicy = CleanPolicy()
+    archive: ArchivePolicy = ArchivePolicy()
+
+    @model_validator(mode="after")
+    def _archive_after_clean(self) -> PoliciesConfig:
+        # Archiving an instant the cleaner still needs would lose the files it names.
+        kind, retained = self.clean.rule
+        if (
+            self.archive.mode != "off"
+            and self.clean.mode != "off"
+            and kind == "commits"
+            and self.archive.min_commits <= retained
+        ):
+            raise ValueError(
+                f"archive.min_commits ({self.archive.min_commits}) must exceed "
+                f"clean.retain_commits ({retained}), as in Hudi"
+            )
+        return self
