@@ -1,0 +1,314 @@
+"""The timeline: what happened to a table, in order, and what is still in flight.
+
+Layout 1 (table version 6) keeps every state file flat in ``.hoodie/``; layout 2
+(versions 8/9) keeps them in ``.hoodie/timeline/`` and names completed instants
+``<requested>_<completed>.<action>``. We read both and write layout 1.
+
+Writing follows Hudi's protocol so other engines (and a crashed writer's successor)
+interpret our instants correctly: ``requested`` -> ``inflight`` -> completed, where
+the completed file appears in one atomic step (:meth:`FileSystem.write_atomic`) only
+after the data it describes is durable. Readers trust completed instants only.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streamer.errors import CommitError, MissingFileError, UnsupportedTableVersionError
+from streamer.fs import FileSystem
+from streamer.table.instant import (
+    Action,
+    Instant,
+    State,
+    TimelineFile,
+    new_instant_time,
+    parse_timeline_file,
+)
+from streamer.table.properties import METAFOLDER, TableProperties
+
+HEARTBEAT_FOLDER = ".heartbeat"
+
+
+def timeline_dir(base_path: str, props: TableProperties) -> str:
+    meta = posixpath.join(base_path, METAFOLDER)
+    sub = props.timeline_path
+    return posixpath.join(meta, sub) if sub else meta
+
+
+@dataclass
+class Timeline:
+    """A snapshot of the active timeline, oldest instant first.
+
+    It is a value: :meth:`reload` gives a fresh one. Write methods update both
+    storage and this snapshot so a writer can keep using the object it holds.
+    """
+
+    fs: FileSystem
+    base_path: str
+    layout_version: int
+    folder: str
+    instants: list[Instant] = field(default_factory=list)
+    _files: dict[tuple[str, State], TimelineFile] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, fs: FileSystem, base_path: str, props: TableProperties) -> Timeline:
+        folder = timeline_dir(base_path, props)
+        tl = cls(fs, base_path, props.timeline_layout_version, folder)
+        tl._scan()
+        return tl
+
+    def reload(self) -> Timeline:
+        tl = Timeline(self.fs, self.base_path, self.layout_version, self.folder)
+        tl._scan()
+        return tl
+
+    def _scan(self) -> None:
+        by_ts: dict[str, dict[State, TimelineFile]] = {}
+        for st in self.fs.list_dir(self.folder):
+            if st.is_dir:
+                continue
+            parsed = parse_timeline_file(st.name)
+            if parsed is None:
+                continue
+            by_ts.setdefault(parsed.timestamp, {})[parsed.state] = parsed
+        instants: list[Instant] = []
+        files: dict[tuple[str, State], TimelineFile] = {}
+        for ts in sorted(by_ts):
+            states = by_ts[ts]
+            for state, tf in states.items():
+                files[(ts, state)] = tf
+            top = max(states, key=lambda s: s.rank)
+            tf = states[top]
+            pending = states.get(State.REQUESTED) or states.get(State.INFLIGHT)
+            pending_action = pending.action if (top is State.COMPLETED and pending) else None
+            instants.append(Instant(ts, tf.action, top, tf.completion_time, pending_action))
+        self.instants = instants
+        self._files = files
+
+    # ------------------------------------------------------------------ queries
+    def __iter__(self):
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def completed(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_completed]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_pending]
+
+    def filter(
+        self, actions: Iterable[str] | None = None, states: Iterable[State] | None = None
+    ) -> list[Instant]:
+        acts = set(actions) if actions is not None else None
+        sts = set(states) if states is not None else None
+        return [
+            i
+            for i in self.instants
+            if (acts is None or i.action in acts) and (sts is None or i.state in sts)
+        ]
+
+    def completed_writes(self) -> list[Instant]:
+        """Completed commit/deltacommit/replacecommit instants: the ones carrying data."""
+        return [i for i in self.instants if i.is_completed and i.action in Action.WRITE_ACTIONS]
+
+    def last_completed_write(self) -> Instant | None:
+        writes = self.completed_writes()
+        return writes[-1] if writes else None
+
+    def get(self, timestamp: str) -> Instant | None:
+        for i in self.instants:
+            if i.timestamp == timestamp:
+                return i
+        return None
+
+    def is_completed(self, timestamp: str) -> bool:
+        inst = self.get(timestamp)
+        return inst is not None and inst.is_completed
+
+    def completed_timestamps(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.instants if i.is_completed)
+
+    def pending_compactions(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_pending and i.action == Action.COMPACTION]
+
+    def pending_log_compactions(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_pending and i.action == Action.LOG_COMPACTION]
+
+    def pending_clusterings(self) -> list[Instant]:
+        return [
+            i
+            for i in self.instants
+            if i.is_pending and i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT)
+        ]
+
+    def completion_time(self, timestamp: str) -> str | None:
+        """Completion time of an instant (layout 2), its requested time in layout 1."""
+        inst = self.get(timestamp)
+        if inst is None or not inst.is_completed:
+            return None
+        return inst.completion_time or inst.timestamp
+
+    def as_of(self, timestamp: str) -> Timeline:
+        """The timeline as a reader at ``timestamp`` saw it: instants requested at or
+        before it; completed ones stay completed only if they completed by then
+        (layout 2 knows completion times; layout 1 only requested times)."""
+        kept: list[Instant] = []
+        for i in self.instants:
+            if i.timestamp > timestamp:
+                continue
+            if i.is_completed and i.completion_time and i.completion_time > timestamp:
+                pend = i.pending_action or i.action
+                i = Instant(i.timestamp, pend, State.INFLIGHT)
+            kept.append(i)
+        tl = Timeline(self.fs, self.base_path, self.layout_version, self.folder, kept)
+        tl._files = self._files
+        return tl
+
+    def failed_writes(self, heartbeat_timeout_s: float | None = None) -> list[Instant]:
+        """Pending ingestion writes whose writer is gone.
+
+        A write is failed when it is pending and has no fresh heartbeat file
+        (``.hoodie/.heartbeat/<instant>``); with ``heartbeat_timeout_s=None`` every
+        pending write counts (Hudi's eager policy for a single writer). Table services
+        (compaction, log compaction, clustering) are never "failed": their plans are
+        re-executed, not rolled back.
+        """
+        out = []
+        now = time.time()
+        for i in self.pending():
+            if i.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
+                continue
+            if heartbeat_timeout_s is not None:
+                hb = posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp)
+                if self.fs.exists(hb):
+                    mtime_ns = self.fs.status(hb).mtime_ns or 0
+                    if now - mtime_ns / 1e9 < heartbeat_timeout_s:
+                        continue
+            out.append(i)
+        return out
+
+    # ------------------------------------------------------------------ file access
+    def path_of(self, instant: Instant, state: State | None = None) -> str:
+        state = state or instant.state
+        tf = self._files.get((instant.timestamp, state))
+        if tf is not None:
+            return posixpath.join(self.folder, tf.name)
+        if state is State.COMPLETED:
+            action = instant.completed_action
+        else:
+            action = instant.pending_action or instant.action
+        probe = Instant(instant.timestamp, action, state, instant.completion_time)
+        return posixpath.join(self.folder, probe.file_name(self.layout_version))
+
+    def read_details(self, instant: Instant, state: State | None = None) -> bytes:
+        """Bytes of the instant's file in ``state`` (default: its current state)."""
+        path = self.path_of(instant, state)
+        try:
+            return self.fs.read_bytes(path)
+        except MissingFileError:
+            raise MissingFileError("timeline file missing", path) from None
+
+    def read_plan(self, instant: Instant) -> bytes:
+        """The requested file (compaction/clustering/rollback/clean plans live there)."""
+        return self.read_details(instant, State.REQUESTED)
+
+    # ------------------------------------------------------------------ writing (layout 1)
+    def _require_writable(self) -> None:
+        if self.layout_version != 1:
+            raise UnsupportedTableVersionError(
+                f"writing timeline layout {self.layout_version} is not supported", self.folder
+            )
+
+    def new_instant_time(self) -> str:
+        """A fresh instant time later than every instant on this timeline."""
+        last = self.instants[-1].timestamp if self.instants else None
+        return new_instant_time(after=last)
+
+    def create_requested(
+        self, action: str, timestamp: str | None = None, content: bytes = b""
+    ) -> Instant:
+        """Write ``<ts>.<action>.requested`` (plans go in ``content``) and return the instant."""
+        self._require_writable()
+        ts = timestamp or self.new_instant_time()
+        if self.get(ts) is not None:
+            raise CommitError(f"instant {ts} already exists on the timeline {self.folder}")
+        inst = Instant(ts, action, State.REQUESTED)
+        self._write(inst, content, atomic=True)
+        self.instants.append(inst)
+        self.instants.sort(key=lambda i: i.timestamp)
+        return inst
+
+    def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
+        """``requested`` -> ``inflight``; the requested file stays, as in Hudi."""
+        self._require_writable()
+        if not instant.is_requested:
+            raise CommitError(f"{instant} is not requested; cannot move to inflight")
+        inflight = instant.with_state(State.INFLIGHT)
+        self._write(inflight, content, atomic=True)
+        self._replace(inflight)
+        return inflight
+
+    def complete(self, instant: Instant, metadata: bytes) -> Instant:
+        """Publish the instant: the completed file appears atomically with ``metadata``.
+
+        A pending compaction completes as ``commit``, a log compaction as
+        ``deltacommit``, a clustering as ``replacecommit``.
+        """
+        self._require_writable()
+        if not instant.is_inflight:
+            raise CommitError(f"{instant} is not inflight; cannot complete it")
+        done = Instant(
+            instant.timestamp,
+            Action.COMPLETES_AS.get(instant.action, instant.action),
+            State.COMPLETED,
+            None,
+            instant.action,
+        )
+        path = posixpath.join(self.folder, done.file_name(1))
+        if self.fs.exists(path):
+            raise CommitError(f"instant already completed: {path}")
+        self._write(done, metadata, atomic=True)
+        self._replace(done)
+        return done
+
+    def delete_pending(self, instant: Instant) -> None:
+        """Remove a pending instant's requested/inflight files (after its rollback)."""
+        self._require_writable()
+        if instant.is_completed:
+            raise CommitError(f"{instant} is completed; roll it back instead of deleting it")
+        for state in (State.INFLIGHT, State.REQUESTED):
+            self.fs.delete_file(self.path_of(instant, state))
+            self._files.pop((instant.timestamp, state), None)
+        self.instants = [i for i in self.instants if i.timestamp != instant.timestamp]
+
+    def delete_completed(self, instant: Instant) -> None:
+        """Remove all files of a completed instant (restore/rollback of a commit).
+
+        The completed file goes first so readers never see a completed instant
+        whose plan has vanished.
+        """
+        self._require_writable()
+        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
+            self.fs.delete_file(self.path_of(instant, state))
+            self._files.pop((instant.timestamp, state), None)
+        self.instants = [i for i in self.instants if i.timestamp != instant.timestamp]
+
+    def _write(self, instant: Instant, content: bytes, atomic: bool) -> None:
+        name = instant.file_name(1)
+        path = posixpath.join(self.folder, name)
+        if atomic:
+            self.fs.write_atomic(path, content)
+        else:
+            self.fs.write_bytes(path, content)
+        self._files[(instant.timestamp, instant.state)] = TimelineFile(
+            instant.timestamp, instant.action, instant.state, None, name
+        )
+
+    def _replace(self, new: Instant) -> None:
+        self.instants = [new if i.timestamp == new.timestamp else i for i in self.instants]
