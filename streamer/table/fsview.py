@@ -1,0 +1,325 @@
+"""The file system view: which files make up the table as of an instant.
+
+Files are grouped into *file groups* (one file id in one partition) and those into
+*file slices* (one base instant: an optional base file plus the log files appended to
+it). Only what completed instants wrote is visible:
+
+- a base file is visible when the instant in its name completed;
+- a log file is visible when its slice's base instant completed *or* is a pending
+  compaction (async compaction: writers already append to the new slice while the
+  compactor produces its base file). Per-block visibility (the block's own instant)
+  is the merger's job;
+- table version 8+ names a log file by its own deltacommit; it belongs to the slice
+  with the newest base instant that was requested before the log's instant completed;
+- file groups replaced by a completed ``replacecommit`` (insert overwrite, clustering)
+  are gone.
+
+While a compaction is pending, the *merged* slice (old base + old logs + new logs) is
+what a snapshot must read; :meth:`FileSystemView.latest_merged_slices` returns it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from streamer.errors import MissingFileError
+from streamer.fs import FileSystem
+from streamer.table.instant import Action, Instant
+from streamer.table.metadata import CommitMetadata, CompactionPlan
+from streamer.table.naming import (
+    PARTITION_METAFILE,
+    parse_base_file_name,
+    parse_log_file_name,
+)
+from streamer.table.properties import METAFOLDER, TableProperties
+from streamer.table.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class BaseFile:
+    path: str
+    file_id: str
+    instant_time: str
+    write_token: str
+    size: int = 0
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: str
+    file_id: str
+    base_instant: str
+    version: int
+    write_token: str
+    size: int = 0
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+    @property
+    def sort_key(self) -> tuple[str, int, str]:
+        return (self.base_instant, self.version, self.write_token)
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A base file (optional) and its log files, in the order they were written."""
+
+    partition_path: str
+    file_id: str
+    base_instant: str
+    base_file: BaseFile | None = None
+    log_files: tuple[LogFile, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return self.base_file is None and not self.log_files
+
+    def without_logs(self) -> FileSlice:
+        return FileSlice(self.partition_path, self.file_id, self.base_instant, self.base_file, ())
+
+    @property
+    def paths(self) -> list[str]:
+        out = [self.base_file.path] if self.base_file else []
+        return out + [lf.path for lf in self.log_files]
+
+
+@dataclass
+class FileGroup:
+    partition_path: str
+    file_id: str
+    base_files: list[BaseFile] = field(default_factory=list)
+    log_files: list[LogFile] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _AsOf:
+    """Visibility facts for one point in time, computed once per query."""
+
+    completed: frozenset[str]
+    completion: dict[str, str]
+    pending_compactions: dict[tuple[str, str], str]  # (partition, file id) -> compaction instant
+    replaced: frozenset[tuple[str, str]]
+
+
+class FileSystemView:
+    """Lists a table's files once and answers slice queries for any instant."""
+
+    def __init__(
+        self, fs: FileSystem, base_path: str, props: TableProperties, timeline: Timeline
+    ) -> None:
+        self.fs = fs
+        self.base_path = base_path.rstrip("/")
+        self.props = props
+        self.timeline = timeline
+        self._commit_cache: dict[str, CommitMetadata] = {}
+        self._plan_cache: dict[str, CompactionPlan] = {}
+
+    # ------------------------------------------------------------------ listing
+    @cached_property
+    def _groups(self) -> dict[tuple[str, str], FileGroup]:
+        groups: dict[tuple[str, str], FileGroup] = {}
+        meta_prefix = posixpath.join(self.base_path, METAFOLDER) + "/"
+        partitions: set[str] = set()
+        for st in self.fs.walk_files(self.base_path):
+            if st.path.startswith(meta_prefix):
+                continue
+            rel_dir = posixpath.relpath(posixpath.dirname(st.path), self.base_path)
+            rel_dir = "" if rel_dir == "." else rel_dir
+            if any(seg.startswith(".") for seg in rel_dir.split("/") if seg):
+                continue
+            name = st.name
+            if name == PARTITION_METAFILE:
+                partitions.add(rel_dir)
+                continue
+            if (b := parse_base_file_name(name)) is not None:
+                g = groups.setdefault((rel_dir, b.file_id), FileGroup(rel_dir, b.file_id))
+                g.base_files.append(BaseFile(st.path, b.file_id, b.instant_time, b.write_token, st.size))
+            elif (lf := parse_log_file_name(name)) is not None and lf.kind == "log" and not lf.cdc:
+                g = groups.setdefault((rel_dir, lf.file_id), FileGroup(rel_dir, lf.file_id))
+                g.log_files.append(
+                    LogFile(st.path, lf.file_id, lf.base_instant, lf.version, lf.write_token or "", st.size)
+                )
+        self._partitions = sorted(partitions | {p for p, _ in groups})
+        return groups
+
+    def partitions(self) -> list[str]:
+        """Relative partition paths ('' for a non-partitioned table)."""
+        _ = self._groups
+        return list(self._partitions)
+
+    def file_groups(self, partition: str | None = None) -> list[FileGroup]:
+        return [g for (p, _), g in sorted(self._groups.items()) if partition is None or p == partition]
+
+    # ------------------------------------------------------------------ metadata (cached)
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        cm = self._commit_cache.get(instant.timestamp)
+        if cm is None:
+            path = self.timeline.path_of(instant)
+            cm = CommitMetadata.from_bytes(self.timeline.read_details(instant), path)
+            self._commit_cache[instant.timestamp] = cm
+        return cm
+
+    def compaction_plan(self, instant: Instant) -> CompactionPlan:
+        plan = self._plan_cache.get(instant.timestamp)
+        if plan is None:
+            plan = CompactionPlan.from_bytes(self.timeline.read_plan(instant), self.timeline.path_of(instant))
+            self._plan_cache[instant.timestamp] = plan
+        return plan
+
+    # ------------------------------------------------------------------ visibility
+    def _as_of(self, as_of: str | None) -> _AsOf:
+        tl = self.timeline.as_of(as_of) if as_of else self.timeline
+        completed = tl.completed()
+        pending: dict[tuple[str, str], str] = {}
+        for inst in tl.pending_compactions():
+            for op in self.compaction_plan(inst).operations:
+                pending[(op.partition_path, op.file_id)] = inst.timestamp
+        replaced: set[tuple[str, str]] = set()
+        for inst in completed:
+            if inst.action == Action.REPLACE_COMMIT:
+                replaced |= self.commit_metadata(inst).replaced_file_ids()
+        return _AsOf(
+            frozenset(i.timestamp for i in completed),
+            {i.timestamp: (i.completion_time or i.timestamp) for i in completed},
+            pending,
+            frozenset(replaced),
+        )
+
+    def _slices(self, g: FileGroup, v: _AsOf) -> list[FileSlice]:
+        """Visible slices of one group, oldest first."""
+        pending = v.pending_compactions.get((g.partition_path, g.file_id))
+        bases = {b.instant_time: b for b in g.base_files if b.instant_time in v.completed}
+        slice_keys = set(bases)
+        if pending:
+            slice_keys.add(pending)
+        logs: dict[str, list[LogFile]] = {}
+        layout2 = self.timeline.layout_version >= 2
+        ordered_keys = sorted(slice_keys)
+        for lf in g.log_files:
+            if layout2:
+                done = v.completion.get(lf.base_instant)
+                if done is None:
+                    continue
+                earlier = [k for k in ordered_keys if k < done]
+                key = earlier[-1] if earlier else ""
+            else:
+                key = lf.base_instant
+                if key not in v.completed and key != pending:
+                    continue
+            logs.setdefault(key, []).append(lf)
+        out = []
+        for key in sorted(slice_keys | set(logs)):
+            lfs = tuple(sorted(logs.get(key, []), key=lambda f: f.sort_key))
+            out.append(FileSlice(g.partition_path, g.file_id, key, bases.get(key), lfs))
+        return out
+
+    def _visible_groups(self, partitions: Iterable[str] | None, v: _AsOf) -> Iterable[FileGroup]:
+        wanted = set(partitions) if partitions is not None else None
+        for (p, fid), g in sorted(self._groups.items()):
+            if wanted is not None and p not in wanted:
+                continue
+            if (p, fid) in v.replaced:
+                continue
+            yield g
+
+    # ------------------------------------------------------------------ slice queries
+    def latest_file_slices(
+        self, as_of: str | None = None, partitions: Iterable[str] | None = None
+    ) -> list[FileSlice]:
+        """The newest visible slice of every live file group (pending-compaction slices as is)."""
+        v = self._as_of(as_of)
+        out = []
+        for g in self._visible_groups(partitions, v):
+            slices = self._slices(g, v)
+            if slices:
+                out.append(slices[-1])
+        return out
+
+    def latest_merged_slices(
+        self, as_of: str | None = None, partitions: Iterable[str] | None = None
+    ) -> list[FileSlice]:
+        """What a snapshot reads: the latest slice, merged with its predecessor while the
+        compaction that starts it is still pending (old base + old logs + new logs)."""
+        v = self._as_of(as_of)
+        out = []
+        for g in self._visible_groups(partitions, v):
+            slices = self._slices(g, v)
+            if not slices:
+                continue
+            latest = slices[-1]
+            pending = v.pending_compactions.get((g.partition_path, g.file_id))
+            if latest.base_instant == pending and latest.base_file is None and len(slices) > 1:
+                prev = slices[-2]
+                latest = FileSlice(
+                    g.partition_path,
+                    g.file_id,
+                    prev.base_instant,
+                    prev.base_file,
+                    prev.log_files + latest.log_files,
+                )
+            if not latest.is_empty:
+                out.append(latest)
+        return out
+
+    def latest_base_files(
+        self, as_of: str | None = None, partitions: Iterable[str] | None = None
+    ) -> list[FileSlice]:
+        """Read-optimized view: each live group's newest completed base file (no logs)."""
+        out = []
+        for s in self.latest_merged_slices(as_of, partitions):
+            if s.base_file is not None:
+                out.append(s.without_logs())
+        return out
+
+    def all_slices(self, as_of: str | None = None) -> dict[tuple[str, str], list[FileSlice]]:
+        """Every visible slice of every live group (for cleaning and compaction planning)."""
+        v = self._as_of(as_of)
+        return {(g.partition_path, g.file_id): self._slices(g, v) for g in self._visible_groups(None, v)}
+
+    def replaced_file_groups(self, as_of: str | None = None) -> frozenset[tuple[str, str]]:
+        return self._as_of(as_of).replaced
+
+    def pending_compaction_file_groups(self) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> instant of the pending compaction that names it."""
+        return dict(self._as_of(None).pending_compactions)
+
+    # ------------------------------------------------------------------ integrity
+    def check_committed_files(self, as_of: str | None = None) -> None:
+        """Raise :class:`MissingFileError` for a file a completed instant wrote into a
+        live slice that is not on storage (cleaning only removes superseded slices)."""
+        v = self._as_of(as_of)
+        present = {f.path for g in self._groups.values() for f in (*g.base_files, *g.log_files)}
+        latest = {(s.partition_path, s.file_id): s.base_instant for s in self.latest_file_slices(as_of)}
+        tl = self.timeline.as_of(as_of) if as_of else self.timeline
+        for inst in tl.completed_writes():
+            for stat in self.commit_metadata(inst).write_stats():
+                if not stat.path or not stat.file_id:
+                    continue
+                partition = stat.partition_path if stat.partition_path is not None else ""
+                key = (partition, stat.file_id)
+                if key in v.replaced:
+                    continue
+                full = posixpath.join(self.base_path, stat.path)
+                if full in present:
+                    continue
+                name = posixpath.basename(stat.path)
+                b = parse_base_file_name(name)
+                lf = parse_log_file_name(name)
+                if b is not None:
+                    slice_instant = b.instant_time
+                elif lf is not None and self.timeline.layout_version < 2:
+                    slice_instant = lf.base_instant
+                else:
+                    slice_instant = None
+                newest = latest.get(key)
+                if newest is None or (slice_instant is not None and slice_instant >= newest):
+                    raise MissingFileError(f"file written by completed instant {inst.timestamp} is missing", full)
