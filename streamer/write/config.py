@@ -1,0 +1,242 @@
+"""What a table is (identity, keys, partitioning) and how we write it (sizes, formats).
+
+Two dataclasses because they live in different places: :class:`TableConfig` is the
+table's identity and is persisted in ``hoodie.properties`` (so any writer that opens
+the table later builds the same keys and partition paths), while :class:`WriteOptions`
+are per-writer tuning knobs a user may change between runs without rewriting data.
+Keeping the mapping to Hudi property names here means the rest of the writer never
+spells a ``hoodie.*`` string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from streamer.errors import ConfigError
+
+
+class KeyGenType(str, Enum):
+    """The Hudi key generators we implement, by their Java class (what readers expect)."""
+
+    SIMPLE = "org.apache.hudi.keygen.SimpleKeyGenerator"
+    COMPLEX = "org.apache.hudi.keygen.ComplexKeyGenerator"
+    NON_PARTITIONED = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    TIMESTAMP = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+
+    @classmethod
+    def parse(cls, value: str | KeyGenType) -> KeyGenType:
+        if isinstance(value, KeyGenType):
+            return value
+        short = {
+            "simple": cls.SIMPLE,
+            "complex": cls.COMPLEX,
+            "non_partitioned": cls.NON_PARTITIONED,
+            "nonpartitioned": cls.NON_PARTITIONED,
+            "timestamp": cls.TIMESTAMP,
+            "timestamp_based": cls.TIMESTAMP,
+        }
+        key = value.strip()
+        if key.lower() in short:
+            return short[key.lower()]
+        for member in cls:
+            if member.value == key:
+                return member
+        raise ConfigError(f"unknown key generator {value!r} (one of {sorted(short)})")
+
+
+class TimestampType(str, Enum):
+    """How a timestamp key generator reads its field (Hudi's ``timestamp.type``)."""
+
+    EPOCHMILLISECONDS = "EPOCHMILLISECONDS"
+    UNIX_TIMESTAMP = "UNIX_TIMESTAMP"  # epoch seconds
+    DATE_STRING = "DATE_STRING"
+
+
+class LogBlockFormat(str, Enum):
+    """Parquet blocks carry the RFC-06 index; Avro blocks are Hudi's default and unindexed."""
+
+    PARQUET = "parquet"
+    AVRO = "avro"
+
+
+# Hudi property names for what we persist.
+PROP_TS_TYPE = "hoodie.keygen.timebased.timestamp.type"
+PROP_TS_INPUT_FMT = "hoodie.keygen.timebased.input.dateformat"
+PROP_TS_OUTPUT_FMT = "hoodie.keygen.timebased.output.dateformat"
+PROP_TS_TIMEZONE = "hoodie.keygen.timebased.timezone"
+PROP_LOG_FORMAT = "hoodie.table.log.file.format"
+PROP_POPULATE_META = "hoodie.populate.meta.fields"
+
+
+@dataclass(frozen=True)
+class TimestampKeyGenConfig:
+    """Timestamp-based partitioning: epoch millis/seconds or a date string → a path."""
+
+    timestamp_type: TimestampType = TimestampType.EPOCHMILLISECONDS
+    output_format: str = "yyyy/MM/dd"
+    input_format: str = "yyyy-MM-dd HH:mm:ss"
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A table's identity: everything that decides record keys and file placement."""
+
+    name: str
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...] = ()
+    ordering_field: str | None = None
+    keygen: KeyGenType = KeyGenType.SIMPLE
+    hive_style_partitioning: bool = False
+    timestamp: TimestampKeyGenConfig = field(default_factory=TimestampKeyGenConfig)
+    log_block_format: LogBlockFormat = LogBlockFormat.PARQUET
+    database: str | None = "default"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "record_key_fields", tuple(self.record_key_fields))
+        object.__setattr__(self, "partition_fields", tuple(self.partition_fields))
+        object.__setattr__(self, "keygen", KeyGenType.parse(self.keygen))
+        object.__setattr__(self, "log_block_format", LogBlockFormat(self.log_block_format))
+        self.validate()
+
+    def validate(self) -> None:
+        if not self.name:
+            raise ConfigError("table name is empty")
+        if not self.record_key_fields:
+            raise ConfigError(f"table {self.name}: at least one record key field is needed")
+        kg = self.keygen
+        if kg is KeyGenType.SIMPLE and (
+            len(self.record_key_fields) != 1 or len(self.partition_fields) > 1
+        ):
+            raise ConfigError(
+                f"table {self.name}: SimpleKeyGenerator takes one record key field and at "
+                f"most one partition field (got keys {self.record_key_fields}, partitions "
+                f"{self.partition_fields}); use keygen='complex'"
+            )
+        if kg is KeyGenType.NON_PARTITIONED and self.partition_fields:
+            raise ConfigError(
+                f"table {self.name}: NonpartitionedKeyGenerator cannot take partition fields "
+                f"{self.partition_fields}"
+            )
+        if kg is KeyGenType.TIMESTAMP and (
+            len(self.partition_fields) != 1 or len(self.record_key_fields) != 1
+        ):
+            raise ConfigError(
+                f"table {self.name}: TimestampBasedKeyGenerator needs one record key field "
+                "and exactly one (timestamp) partition field"
+            )
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_fields)
+
+    def with_changes(self, **changes) -> TableConfig:
+        return replace(self, **changes)
+
+    # -- hoodie.properties ------------------------------------------------------------
+    def extra_properties(self) -> dict[str, str]:
+        """Keys beyond :func:`new_table_properties`' arguments that we persist."""
+        extra = {
+            PROP_LOG_FORMAT: self.log_block_format.value.upper(),
+            PROP_POPULATE_META: "true",
+        }
+        if self.keygen is KeyGenType.TIMESTAMP:
+            extra.update(
+                {
+                    PROP_TS_TYPE: self.timestamp.timestamp_type.value,
+                    PROP_TS_OUTPUT_FMT: self.timestamp.output_format,
+                    PROP_TS_INPUT_FMT: self.timestamp.input_format,
+                    PROP_TS_TIMEZONE: self.timestamp.timezone,
+                }
+            )
+        return extra
+
+    @classmethod
+    def from_properties(cls, raw: dict[str, str]) -> TableConfig:
+        """Rebuild from ``hoodie.properties`` (a table written by us or by Hudi)."""
+
+        def split(v: str | None) -> tuple[str, ...]:
+            return tuple(f.strip().split(":")[0] for f in (v or "").split(",") if f.strip())
+
+        keys = split(raw.get("hoodie.table.recordkey.fields"))
+        parts = split(raw.get("hoodie.table.partition.fields"))
+        kg_class = raw.get("hoodie.table.keygenerator.class")
+        if kg_class:
+            try:
+                keygen = KeyGenType.parse(kg_class)
+            except ConfigError as e:
+                raise ConfigError(
+                    f"table {raw.get('hoodie.table.name')}: key generator {kg_class} is not "
+                    "supported by this writer"
+                ) from e
+        elif not parts:
+            keygen = KeyGenType.NON_PARTITIONED
+        elif len(keys) == 1 and len(parts) == 1:
+            keygen = KeyGenType.SIMPLE
+        else:
+            keygen = KeyGenType.COMPLEX
+        ts = TimestampKeyGenConfig(
+            timestamp_type=TimestampType(raw.get(PROP_TS_TYPE, "EPOCHMILLISECONDS")),
+            output_format=raw.get(PROP_TS_OUTPUT_FMT, "yyyy/MM/dd"),
+            input_format=raw.get(PROP_TS_INPUT_FMT, "yyyy-MM-dd HH:mm:ss"),
+            timezone=raw.get(PROP_TS_TIMEZONE, "UTC"),
+        )
+        fmt = raw.get(PROP_LOG_FORMAT, "PARQUET").lower()
+        return cls(
+            name=raw.get("hoodie.table.name", ""),
+            record_key_fields=keys,
+            partition_fields=parts,
+            ordering_field=(
+                raw.get("hoodie.table.precombine.field")
+                or (raw.get("hoodie.table.ordering.fields") or "").split(",")[0]
+                or None
+            ),
+            keygen=keygen,
+            hive_style_partitioning=(
+                raw.get("hoodie.datasource.write.hive_style_partitioning", "false").lower()
+                == "true"
+            ),
+            timestamp=ts,
+            log_block_format=LogBlockFormat(fmt if fmt in ("parquet", "avro") else "parquet"),
+            database=raw.get("hoodie.database.name"),
+        )
+
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Per-writer knobs (not persisted). Defaults follow Hudi's where Hudi has one.
+
+    ``small_file_limit``/``max_file_size`` drive insert routing (Hudi's
+    ``hoodie.parquet.small.file.limit`` / ``hoodie.parquet.max.file.size``).
+    ``bloom_*`` size the Hudi-compatible dynamic bloom filters (Hudi's defaults, so a
+    Hudi reader's bloom index can use our base-file footers unchanged).
+    ``engine``: ``local``, ``spark`` or ``auto`` (local below ``auto_local_max_rows``).
+    """
+
+    small_file_limit: int = 100 * MiB
+    max_file_size: int = 120 * MiB
+    default_record_size: int = 1024
+    bloom_num_entries: int = 60_000
+    bloom_fpp: float = 1e-9
+    bloom_max_entries: int = 100_000
+    engine: str = "auto"
+    auto_local_max_rows: int = 200_000
+    parallelism: int = 4
+    lock_timeout_s: float = 0.0
+    heartbeat_expiry_s: float = 60.0
+    combine_before_insert: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_file_size <= 0 or self.small_file_limit < 0:
+            raise ConfigError("max_file_size must be > 0 and small_file_limit >= 0")
+        if self.small_file_limit > self.max_file_size:
+            raise ConfigError(
+                f"small_file_limit ({self.small_file_limit}) exceeds max_file_size "
+                f"({self.max_file_size})"
+            )
+        if self.engine not in ("auto", "local", "spark"):
+            raise ConfigError(f"engine must be auto, local or spark, not {self.engine!r}")

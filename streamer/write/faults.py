@@ -1,0 +1,48 @@
+"""Fault injection for crash tests: die with SIGKILL at the N-th I/O step of a commit.
+
+Reliability tests must kill a *real* writer process at arbitrary points (after some
+blocks are written, before the completed instant...) and prove the next writer
+recovers. The writer calls :func:`step` at every I/O step of a commit; when
+``MOR_STREAMER_KILL_AT_STEP=N`` is set, the N-th call kills the process on the spot —
+no cleanup, no ``finally`` blocks, exactly like ``kill -9`` or a lost node.
+Unset (production), :func:`step` costs one integer increment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+ENV_KILL_AT = "MOR_STREAMER_KILL_AT_STEP"
+ENV_TRACE = "MOR_STREAMER_TRACE_STEPS"
+
+_lock = threading.Lock()
+_count = 0
+_kill_at = int(os.environ.get(ENV_KILL_AT, "0") or 0)
+_trace = os.environ.get(ENV_TRACE)
+
+
+def step(label: str) -> None:
+    """Mark one I/O step; may SIGKILL the process when fault injection is armed."""
+    global _count
+    with _lock:
+        _count += 1
+        n = _count
+    if _trace:
+        with open(_trace, "a") as f:
+            f.write(f"{n}\t{label}\n")
+    if _kill_at and n == _kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def steps_taken() -> int:
+    return _count
+
+
+def reset(kill_at: int = 0) -> None:
+    """Re-arm within a process (tests that run several writers in one interpreter)."""
+    global _count, _kill_at
+    with _lock:
+        _count = 0
+        _kill_at = kill_at

@@ -1,0 +1,126 @@
+"""Turn a user's batch into one row per key: keys built, duplicates combined, deletes split.
+
+A micro-batch routinely carries several versions of the same key (a Kafka topic with
+retries, a CDC stream). Hudi combines them before writing ("precombine"): the row with
+the greatest ordering value wins, ties go to the row that came last. Doing this once,
+vectorised, up front means every later stage (index, routing, file-group writers) can
+assume unique keys, which is what makes their per-key logic simple.
+
+A row is a delete when the operation is ``delete`` or its ``_hoodie_is_deleted`` column
+is true; deletes take part in combining (a later upsert of the same key revives it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.errors import SchemaError
+from streamer.write.config import TableConfig
+from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL, build_keys
+
+IS_DELETED_COL = "_hoodie_is_deleted"
+_ROW_COL = "__row"
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """Unique keys, split into rows to upsert and keys to delete.
+
+    ``upserts`` holds the user's columns plus ``_hoodie_record_key`` and
+    ``_hoodie_partition_path``; ``deletes`` holds the two key columns and the ordering
+    value (Hudi delete blocks carry it so readers can order a delete against updates).
+    """
+
+    upserts: pa.Table
+    deletes: pa.Table
+    input_rows: int
+
+    @property
+    def num_upserts(self) -> int:
+        return self.upserts.num_rows
+
+    @property
+    def num_deletes(self) -> int:
+        return self.deletes.num_rows
+
+
+def with_keys(table: pa.Table, cfg: TableConfig) -> pa.Table:
+    """``table`` plus the two Hudi key columns (replacing any stale ones)."""
+    keys = build_keys(table, cfg)
+    for col in (RECORD_KEY_COL, PARTITION_PATH_COL):
+        if col in table.column_names:
+            table = table.drop_columns([col])
+    return table.append_column(RECORD_KEY_COL, keys.record_keys).append_column(
+        PARTITION_PATH_COL, keys.partition_paths
+    )
+
+
+def latest_per_key(table: pa.Table, ordering_field: str | None) -> pa.Table:
+    """Keep, for each (partition, record key), the row with the greatest ordering value (last on ties).
+
+    Sort by (key, ordering, arrival) and keep each key's last row: one sort and one
+    shifted comparison, no Python loop over rows.
+    """
+    n = table.num_rows
+    if n <= 1:
+        return table
+    if ordering_field is not None and ordering_field not in table.column_names:
+        raise SchemaError(f"ordering field {ordering_field!r} is missing from the batch")
+    work = table.append_column(_ROW_COL, pa.array(np.arange(n, dtype=np.int64)))
+    sort_keys = [
+        (PARTITION_PATH_COL, "ascending", "at_start"),
+        (RECORD_KEY_COL, "ascending", "at_start"),
+    ]
+    if ordering_field is not None:
+        sort_keys.append((ordering_field, "ascending", "at_start"))
+    sort_keys.append((_ROW_COL, "ascending", "at_start"))
+    idx = pc.sort_indices(work, sort_keys=sort_keys)
+    # last row of each run of equal (partition, key): differs from the next row, or final
+    differs = None
+    for col in (PARTITION_PATH_COL, RECORD_KEY_COL):
+        s = pc.take(work.column(col), idx).combine_chunks()
+        d = pc.not_equal(s.slice(0, n - 1), s.slice(1))
+        differs = d if differs is None else pc.or_(differs, d)
+    is_last = pa.concat_arrays([differs, pa.array([True])])
+    keep = pc.filter(idx, is_last)
+    # restore arrival order so the result is stable and easy to reason about
+    keep = pc.take(keep, pc.sort_indices(keep))
+    return table.take(keep)
+
+
+def _deleted_mask(table: pa.Table) -> pa.Array | None:
+    if IS_DELETED_COL not in table.column_names:
+        return None
+    col = table.column(IS_DELETED_COL).combine_chunks()
+    if not pa.types.is_boolean(col.type):
+        raise SchemaError(f"{IS_DELETED_COL} must be boolean, got {col.type}")
+    return pc.fill_null(col, False)
+
+
+def delete_rows(keys_and_ordering: pa.Table, ordering_field: str | None) -> pa.Table:
+    cols = [RECORD_KEY_COL, PARTITION_PATH_COL]
+    if ordering_field is not None and ordering_field in keys_and_ordering.column_names:
+        cols.append(ordering_field)
+    return keys_and_ordering.select(cols)
+
+
+def prepare_batch(
+    table: pa.Table, cfg: TableConfig, *, all_deletes: bool = False, combine: bool = True
+) -> PreparedBatch:
+    """Build keys, combine duplicates and split deletes (the first stage of every write)."""
+    n = table.num_rows
+    keyed = with_keys(table, cfg)
+    if combine:
+        keyed = latest_per_key(keyed, cfg.ordering_field)
+    if all_deletes:
+        return PreparedBatch(keyed.slice(0, 0), delete_rows(keyed, cfg.ordering_field), n)
+    mask = _deleted_mask(keyed)
+    if mask is None or not pc.any(mask).as_py():
+        return PreparedBatch(keyed, delete_rows(keyed.slice(0, 0), cfg.ordering_field), n)
+    deletes = keyed.filter(mask)
+    upserts = keyed.filter(pc.invert(mask))
+    return PreparedBatch(upserts, delete_rows(deletes, cfg.ordering_field), n)

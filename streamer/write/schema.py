@@ -1,0 +1,169 @@
+"""Schema evolution rules, checked before a single byte of a commit is written.
+
+A table's schema is the ``schema`` in its latest commit's metadata. An incoming batch
+may *evolve* it only in ways every reader of older files can follow:
+
+* a new column is accepted when nullable (old files simply lack it → null);
+* a type may widen along Avro's promotions (int→long→float→double, float→double);
+* a column the batch lacks is filled with nulls if the table allows nulls there,
+  except record key, partition and ordering fields, which must always be present.
+
+Anything else — narrowing a type, changing it, dropping a key field — is refused with
+a :class:`SchemaError` naming the field, because a half-written commit with an
+unreadable schema would be far harder to undo than a refused batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from streamer.errors import SchemaError
+
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+
+# Avro's promotions: the writer's type (key) may be read as any of these reader types.
+_PROMOTIONS: dict[pa.DataType, tuple[pa.DataType, ...]] = {
+    pa.int8(): (pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()),
+    pa.int16(): (pa.int32(), pa.int64(), pa.float32(), pa.float64()),
+    pa.int32(): (pa.int64(), pa.float32(), pa.float64()),
+    pa.int64(): (pa.float32(), pa.float64()),
+    pa.float32(): (pa.float64(),),
+    pa.string(): (pa.large_string(),),
+    pa.binary(): (pa.large_binary(),),
+}
+
+
+@dataclass(frozen=True)
+class SchemaDecision:
+    """The schema to write this commit with, and how to make the batch fit it."""
+
+    schema: pa.Schema  # data columns only (no meta columns), all nullable
+    evolved: bool
+
+
+def data_schema(schema: pa.Schema) -> pa.Schema:
+    """Drop Hudi meta columns and make every field nullable (Spark/Hudi write unions)."""
+    fields = [f for f in schema if f.name not in META_COLUMNS]
+    return pa.schema([_nullable(f) for f in fields])
+
+
+def _nullable(f: pa.Field) -> pa.Field:
+    t = f.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable(c) for c in t])
+    return pa.field(f.name, t, nullable=True)
+
+
+def _is_promotion(old: pa.DataType, new: pa.DataType) -> bool:
+    return new in _PROMOTIONS.get(old, ())
+
+
+def _merge_type(path: str, old: pa.DataType, new: pa.DataType) -> pa.DataType:
+    if old.equals(new):
+        return old
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        return _merge_struct(path, old, new)
+    if pa.types.is_dictionary(new):
+        return _merge_type(path, old, new.value_type)
+    if pa.types.is_large_string(new) and pa.types.is_string(old):
+        return old
+    if _is_promotion(old, new):
+        return new
+    if _is_promotion(new, old):
+        raise SchemaError(
+            f"field {path!r}: narrowing {old} to {new} is not allowed (readers of existing "
+            "files would lose data); cast the column to the table's type"
+        )
+    if (pa.types.is_list(old) or pa.types.is_large_list(old)) and (
+        pa.types.is_list(new) or pa.types.is_large_list(new)
+    ):
+        _merge_type(f"{path}.element", old.value_type, new.value_type)
+        return old
+    if pa.types.is_map(old) and pa.types.is_map(new):
+        _merge_type(f"{path}.key", old.key_type, new.key_type)
+        _merge_type(f"{path}.value", old.item_type, new.item_type)
+        return old
+    if pa.types.is_timestamp(old) and pa.types.is_timestamp(new) and old.unit == new.unit:
+        return old
+    raise SchemaError(f"field {path!r}: type change from {old} to {new} is not allowed")
+
+
+def _merge_struct(path: str, old: pa.StructType, new: pa.StructType) -> pa.StructType:
+    new_by_name = {f.name: f for f in new}
+    fields = []
+    for f in old:
+        if f.name in new_by_name:
+            fields.append(pa.field(f.name, _merge_type(f"{path}.{f.name}", f.type, new_by_name[f.name].type)))
+        else:
+            fields.append(f)
+    old_names = {f.name for f in old}
+    fields.extend(_nullable(f) for f in new if f.name not in old_names)
+    return pa.struct(fields)
+
+
+def reconcile(
+    table_schema: pa.Schema | None,
+    incoming: pa.Schema,
+    required_fields: tuple[str, ...],
+) -> SchemaDecision:
+    """Decide the commit's schema or raise :class:`SchemaError` naming the culprit field."""
+    incoming = data_schema(incoming)
+    for name in required_fields:
+        if incoming.get_field_index(name) < 0:
+            raise SchemaError(
+                f"field {name!r} (record key/partition/ordering field) is missing from the batch"
+            )
+    if table_schema is None:
+        return SchemaDecision(incoming, evolved=False)
+    table_schema = data_schema(table_schema)
+    by_name = {f.name: f for f in incoming}
+    fields: list[pa.Field] = []
+    evolved = False
+    for f in table_schema:
+        new = by_name.get(f.name)
+        if new is None:
+            fields.append(f)  # missing → filled with nulls by conform()
+            continue
+        merged = _merge_type(f.name, f.type, new.type)
+        evolved |= not merged.equals(f.type)
+        fields.append(pa.field(f.name, merged, nullable=True))
+    known = set(table_schema.names)
+    for f in incoming:
+        if f.name not in known:
+            fields.append(_nullable(f))
+            evolved = True
+    return SchemaDecision(pa.schema(fields), evolved)
+
+
+def conform(batch: pa.Table, schema: pa.Schema, keep: tuple[str, ...] = ()) -> pa.Table:
+    """Reorder/cast ``batch`` to ``schema`` (missing columns become nulls).
+
+    Columns named in ``keep`` (our key columns) are carried along after the data.
+    """
+    n = batch.num_rows
+    cols = []
+    for f in schema:
+        if f.name in batch.column_names:
+            col = batch.column(f.name)
+            if not col.type.equals(f.type):
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaError(f"field {f.name!r}: cannot cast {col.type} to {f.type}: {e}") from e
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(n, f.type))
+    names = list(schema.names)
+    for k in keep:
+        if k in batch.column_names and k not in names:
+            cols.append(batch.column(k))
+            names.append(k)
+    return pa.Table.from_arrays(cols, names=names)
