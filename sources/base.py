@@ -1,0 +1,87 @@
+"""The contract between sources and the pipeline runner.
+
+A source turns (spark, start position) into a :class:`Batch`: good records, bad
+records (for the error table) and the end position. The runner writes both, stores
+``batch.end`` in the same Hudi commit, and on restart passes the stored position
+back, so a batch is written once however often the process dies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from sources.position import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Columns of every source's ``Batch.errors`` (the error table's schema, in this order).
+ERROR_SCHEMA_DDL = (
+    "source_type STRING, source_position STRING, topic STRING, `partition` INT, `offset` BIGINT, "
+    "file STRING, raw_payload STRING, payload_encoding STRING, reason STRING, error_time TIMESTAMP"
+)
+ERROR_COLUMNS = (
+    "source_type", "source_position", "topic", "partition", "offset",
+    "file", "raw_payload", "payload_encoding", "reason", "error_time",
+)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One micro-batch read from a source.
+
+    ``df`` holds the good records, ``errors`` the bad ones (see :data:`ERROR_COLUMNS`);
+    both are lazy Spark DataFrames over the same input. Sources that must parse the
+    input once for both cache it; the runner calls :meth:`release` after the commit.
+    """
+
+    df: DataFrame
+    errors: DataFrame
+    start: Position | None
+    end: Position
+    #: DataFrames the source cached to serve both ``df`` and ``errors``; see :meth:`release`.
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Free cached input once the batch is committed (safe to call more than once)."""
+        for d in self.cached:
+            d.unpersist()
+
+    @property
+    def has_new_data(self) -> bool:
+        """False when the source had nothing new (``end`` equals ``start``): skip the commit."""
+        return self.start != self.end
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A batch source; every source type implements this."""
+
+    #: ``"kafka"``, ``"files"`` or ``"generator"``.
+    source_type: str
+
+    def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
+        """Read what is available after ``start`` (None = the configured beginning)."""
+        ...
+
+    def initial_position(self) -> Position | None:
+        """Where a pipeline with no stored position starts (None if it must be resolved by reading)."""
+        ...
+
+
+@runtime_checkable
+class StreamingSource(Source, Protocol):
+    """A source that can also drive Spark Structured Streaming (continuous mode)."""
+
+    def stream(self, spark: SparkSession, start: Position | None = None) -> DataFrame:
+        """A streaming DataFrame of raw input, for ``writeStream.foreachBatch``."""
+        ...
+
+    def batch_from_raw(self, raw: DataFrame, start: Position | None) -> Batch:
+        """Decode one micro-batch of :meth:`stream` output handed to ``foreachBatch``."""
+        ...
+
+
+def empty_errors(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], ERROR_SCHEMA_DDL)
