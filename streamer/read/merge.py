@@ -1,0 +1,329 @@
+"""Merging one file slice: base records overlaid by the log's records, in Arrow.
+
+Two steps, both free of per-record Python loops:
+
+1. :func:`effective_blocks` decides which log blocks count. Only blocks of completed
+   instants; a rollback command block cancels every block of its target instant
+   wherever it sits in the log; a log-compacted block (``COMPACTED_BLOCK_TIMES``) stands
+   in for the blocks it names - but only once its own instant completed, else the
+   originals stay; corrupt blocks are skipped and reported.
+2. :func:`merge_records` stacks base and block records with their position
+   (``seq`` = block order, ``row`` = order within the block), sorts by
+   ``(key, [ordering value], seq, row)`` and keeps each key's last row. Event-time
+   ordering (a precombine/ordering field) lets an older-but-later-written record lose;
+   commit-time ordering is pure write order. Deletes (delete blocks and
+   ``_hoodie_is_deleted``) then remove the winners they beat, vectorised with a join.
+
+A log-compacted block takes the position of the last block it replaces, so blocks
+appended after the compacted range (RFC-48 scenario 1) still win under commit-time order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+log = logging.getLogger(__name__)
+
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+COMMIT_TIME = "_hoodie_commit_time"
+IS_DELETED = "_hoodie_is_deleted"
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+_KEY, _SEQ, _ROW, _ORD = "__mor_key", "__mor_seq", "__mor_row", "__mor_ord"
+
+# Log block types (the int32 on the wire).
+COMMAND, DELETE, CORRUPT, AVRO_DATA, HFILE_DATA, PARQUET_DATA, CDC = range(7)
+DATA_TYPES = frozenset({AVRO_DATA, HFILE_DATA, PARQUET_DATA})
+ROLLBACK_COMMAND = "0"
+
+
+class BlockLike(Protocol):
+    """What merging needs from :class:`streamer.table.log_format.LogBlock`."""
+
+    block_type: Any
+    header: Any
+
+    @property
+    def instant_time(self) -> str | None: ...
+    @property
+    def target_instant_time(self) -> str | None: ...
+    @property
+    def compacted_block_times(self) -> Sequence[str] | None: ...
+    @property
+    def corrupt_reason(self) -> str | None: ...
+    def records(self, columns: Sequence[str] | None = None) -> pa.Table: ...
+    def deletes(self) -> pa.Table: ...
+
+
+def block_type_code(block: BlockLike) -> int:
+    bt = block.block_type
+    if isinstance(bt, Enum):
+        bt = bt.value
+    return int(bt)
+
+
+def command_type(block: BlockLike) -> str | None:
+    """The COMMAND_BLOCK_TYPE header (key 3) value, '0' for a rollback."""
+    for k, v in (block.header or {}).items():
+        code = k.value if isinstance(k, Enum) else k
+        if code == 3 or str(k).upper().endswith("COMMAND_BLOCK_TYPE"):
+            return str(v)
+    return None
+
+
+@dataclass
+class CorruptBlock:
+    path: str
+    reason: str
+
+
+@dataclass
+class ScanStats:
+    """Counters of one read: what was skipped and why (never silently)."""
+
+    corrupt_blocks: list[CorruptBlock] = field(default_factory=list)
+    rolled_back_blocks: int = 0
+    uncommitted_blocks: int = 0
+    compacted_away_blocks: int = 0
+    log_blocks_read: int = 0
+    file_slices: int = 0
+
+    def add(self, other: ScanStats) -> None:
+        self.corrupt_blocks.extend(other.corrupt_blocks)
+        self.rolled_back_blocks += other.rolled_back_blocks
+        self.uncommitted_blocks += other.uncommitted_blocks
+        self.compacted_away_blocks += other.compacted_away_blocks
+        self.log_blocks_read += other.log_blocks_read
+        self.file_slices += other.file_slices
+
+    @property
+    def corrupt_block_count(self) -> int:
+        return len(self.corrupt_blocks)
+
+
+def effective_blocks(
+    blocks: Sequence[tuple[str, BlockLike]], completed: frozenset[str] | set[str], stats: ScanStats
+) -> list[BlockLike]:
+    """Filter a slice's blocks (``(log path, block)`` in log order) to the ones that count."""
+    kept: list[tuple[str | None, BlockLike]] = []  # (instant, block)
+    for path, b in blocks:
+        code = block_type_code(b)
+        if code == CORRUPT or getattr(b, "corrupt_reason", None):
+            reason = getattr(b, "corrupt_reason", None) or "corrupt block"
+            stats.corrupt_blocks.append(CorruptBlock(path, reason))
+            log.warning("skipping corrupt log block in %s: %s", path, reason)
+            continue
+        stats.log_blocks_read += 1
+        if code == COMMAND:
+            if command_type(b) in (None, ROLLBACK_COMMAND) and b.target_instant_time:
+                before = len(kept)
+                kept = [(t, k) for t, k in kept if t != b.target_instant_time]
+                stats.rolled_back_blocks += before - len(kept)
+            continue
+        if code == CDC:
+            continue
+        instant = b.instant_time
+        if instant not in completed:
+            stats.uncommitted_blocks += 1
+            continue
+        compacted = list(b.compacted_block_times or [])
+        if compacted:
+            names = set(compacted)
+            positions = [i for i, (t, _) in enumerate(kept) if t in names]
+            if positions:
+                at = positions[-1] - (len(positions) - 1)
+                kept = [e for e in kept if e[0] not in names]
+                stats.compacted_away_blocks += len(positions)
+                kept.insert(at, (instant, b))
+                continue
+        kept.append((instant, b))
+    # A rollback may target a block that appears *after* it (reordered logs): drop those too.
+    targets = {
+        b.target_instant_time
+        for _, b in blocks
+        if not getattr(b, "corrupt_reason", None) and block_type_code(b) == COMMAND and b.target_instant_time
+    }
+    final = [k for t, k in kept if t not in targets]
+    stats.rolled_back_blocks += len(kept) - len(final)
+    return final
+
+
+# ============================================================================= record merging
+@dataclass(frozen=True)
+class MergeSpec:
+    """How records of one table are keyed and ordered."""
+
+    record_key_fields: tuple[str, ...] = ()
+    ordering_field: str | None = None
+    event_time_ordering: bool = True
+    populate_meta_fields: bool = True
+
+    def key_columns(self) -> list[str]:
+        if self.populate_meta_fields:
+            return [RECORD_KEY]
+        return list(self.record_key_fields)
+
+    def needed_columns(self) -> list[str]:
+        out = self.key_columns()
+        if self.ordering_field and self.event_time_ordering:
+            out.append(self.ordering_field)
+        return out + [IS_DELETED]
+
+
+def record_keys(table: pa.Table, spec: MergeSpec) -> pa.Array:
+    """The record key column as strings, composed from key fields without meta fields."""
+    if spec.populate_meta_fields and RECORD_KEY in table.column_names:
+        return pc.cast(table.column(RECORD_KEY), pa.string()).combine_chunks()
+    fields = spec.record_key_fields
+    if not fields:
+        raise ValueError("table has no meta fields and no record key fields")
+    if len(fields) == 1:
+        return pc.cast(table.column(fields[0]), pa.string()).combine_chunks()
+    parts: list[Any] = []
+    for i, f in enumerate(fields):
+        prefix = ("," if i else "") + f + ":"
+        parts.append(pa.scalar(prefix))
+        parts.append(pc.fill_null(pc.cast(table.column(f), pa.string()), "__null__"))
+    return pc.binary_join_element_wise(*parts, "").combine_chunks()
+
+
+def align_tables(tables: Sequence[pa.Table], schema: pa.Schema | None = None) -> list[pa.Table]:
+    """Cast tables to one schema (union of theirs unless given); missing columns are nulls."""
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        return []
+    if schema is None:
+        schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+    out = []
+    for t in tables:
+        cols = []
+        for f in schema:
+            if f.name in t.column_names:
+                col = t.column(f.name)
+                if not col.type.equals(f.type):
+                    try:
+                        col = col.cast(f.type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        col = pa.nulls(len(t), f.type)
+                cols.append(col)
+            else:
+                cols.append(pa.nulls(len(t), f.type))
+        out.append(pa.Table.from_arrays(cols, schema=schema.remove_metadata()))
+    return out
+
+
+def concat_aligned(tables: Sequence[pa.Table], schema: pa.Schema | None = None) -> pa.Table | None:
+    aligned = align_tables(tables, schema)
+    if not aligned:
+        return None
+    return pa.concat_tables(aligned) if len(aligned) > 1 else aligned[0]
+
+
+def _tag(table: pa.Table, seq: int, spec: MergeSpec) -> pa.Table:
+    n = len(table)
+    table = table.append_column(_KEY, record_keys(table, spec))
+    table = table.append_column(_SEQ, pa.array([seq] * n, pa.int32()) if n else pa.array([], pa.int32()))
+    return table.append_column(_ROW, pa.array(range(n), pa.int64()))
+
+
+def merge_records(
+    base: pa.Table | None,
+    blocks: Sequence[tuple[str, pa.Table]],
+    spec: MergeSpec,
+) -> pa.Table | None:
+    """Merge base records with log blocks (``("data"|"delete", table)`` in effective order).
+
+    Delete tables carry ``_hoodie_record_key`` (and ``ordering_value`` when the writer
+    set one). Returns ``None`` when there is nothing at all.
+    """
+    data: list[pa.Table] = []
+    deletes: list[pa.Table] = []
+    if base is not None:
+        data.append(_tag(base, 0, spec))
+    for seq, (kind, t) in enumerate(blocks, start=1):
+        if kind == "delete":
+            deletes.append(_tag_deletes(t, seq))
+        elif len(t):
+            data.append(_tag(t, seq, spec))
+    if base is not None and not blocks:
+        return base  # nothing to overlay: a base file holds one version per key
+    merged = concat_aligned(data)
+    if merged is None:
+        return None
+    event_time = bool(spec.event_time_ordering and spec.ordering_field and spec.ordering_field in merged.column_names)
+    sort_keys = [(_KEY, "ascending", "at_start")]
+    if event_time:
+        merged = merged.append_column(_ORD, merged.column(spec.ordering_field))
+        sort_keys.append((_ORD, "ascending", "at_start"))  # a null ordering value loses
+    sort_keys += [(_SEQ, "ascending", "at_start"), (_ROW, "ascending", "at_start")]
+    order = pc.sort_indices(merged, sort_keys=sort_keys)
+    merged = merged.take(order)
+    keys = merged.column(_KEY).combine_chunks()
+    if len(keys) > 1:
+        last = pc.not_equal(keys.slice(0, len(keys) - 1), keys.slice(1))
+        last = pa.concat_arrays([pc.fill_null(last, True), pa.array([True])])
+    else:
+        last = pa.array([True] * len(keys), pa.bool_())
+    winners = merged.filter(last)
+    if deletes:
+        winners = _apply_deletes(winners, pa.concat_tables(deletes, promote_options="permissive"), event_time)
+    if IS_DELETED in winners.column_names:
+        flag = pc.fill_null(pc.cast(winners.column(IS_DELETED), pa.bool_()), False)
+        winners = winners.filter(pc.invert(flag))
+    return winners.drop_columns([c for c in (_KEY, _SEQ, _ROW, _ORD) if c in winners.column_names])
+
+
+def _tag_deletes(t: pa.Table, seq: int) -> pa.Table:
+    n = len(t)
+    ordv = t.column("ordering_value") if "ordering_value" in t.column_names else pa.nulls(n)
+    return pa.table({
+        _KEY: pc.cast(t.column(RECORD_KEY), pa.string()),
+        "del_ord": ordv,
+        "del_seq": pa.array([seq] * n, pa.int32()) if n else pa.array([], pa.int32()),
+    })
+
+
+def _apply_deletes(winners: pa.Table, deletes: pa.Table, event_time: bool) -> pa.Table:
+    """Drop winners a delete beats: later in write order, or (event time, with a real
+    ordering value) a higher ordering value / equal value written later. A delete whose
+    ordering value is Hudi's default 0 (or null) means "natural order": write order."""
+    if not len(deletes) or not len(winners):
+        return winners
+    cols = [_KEY, _SEQ] + ([_ORD] if event_time else [])
+    probe = winners.select(cols)
+    joined = deletes.join(probe, keys=_KEY, join_type="inner")
+    if not len(joined):
+        return winners
+    later = pc.greater(joined.column("del_seq"), joined.column(_SEQ))
+    beats = later
+    if event_time:
+        rec = joined.column(_ORD)
+        d = joined.column("del_ord")
+        try:
+            d_cast = d.cast(rec.type) if not d.type.equals(rec.type) else d
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            d_cast = pa.nulls(len(joined), rec.type)
+        natural = pc.fill_null(pc.is_null(d_cast), True)
+        with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            natural = pc.or_(natural, pc.fill_null(pc.equal(d, pa.scalar(0, d.type)), False))
+        higher = pc.fill_null(pc.greater(d_cast, rec), False)
+        tie_later = pc.and_(pc.fill_null(pc.equal(d_cast, rec), False), later)
+        beats = pc.if_else(natural, later, pc.or_(higher, tie_later))
+    killed = pc.unique(joined.filter(beats).column(_KEY))
+    if not len(killed):
+        return winners
+    return winners.filter(pc.invert(pc.is_in(winners.column(_KEY), value_set=killed)))

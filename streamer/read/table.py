@@ -1,0 +1,255 @@
+"""``Table``: open a Hudi table and query it (snapshot, read-optimized, incremental, time travel).
+
+Planning (which slices, which instants count) happens here on the driver; reading a
+slice is :func:`streamer.read.slice_reader.read_file_slice`, run in a small thread pool
+locally or on Spark executors by :mod:`streamer.read.spark_source`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from streamer.errors import StreamerError
+from streamer.fs import FileSystem, resolve
+from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
+from streamer.read.slice_reader import SliceReadSpec, read_file_slice
+from streamer.table.fsview import FileSlice, FileSystemView
+from streamer.table.instant import Action
+from streamer.table.naming import partition_values
+from streamer.table.properties import TableProperties, load_properties
+from streamer.table.timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+QUERIES = ("snapshot", "read_optimized", "incremental")
+#: Schema metadata key carrying the corrupt-block count on every result table.
+CORRUPT_BLOCKS_METADATA_KEY = b"morstreamer.corrupt_blocks"
+
+
+class QueryError(StreamerError):
+    """An invalid query (unknown type, instant not on the timeline...)."""
+
+
+@dataclass
+class ReadPlan:
+    """The slices a query reads and how to read them."""
+
+    slices: list[FileSlice]
+    spec: SliceReadSpec
+    schema: pa.Schema | None
+
+
+@dataclass
+class ReadResult:
+    table: pa.Table
+    stats: ScanStats = field(default_factory=ScanStats)
+
+
+class Table:
+    """A Hudi table on any ``pyarrow.fs`` filesystem."""
+
+    def __init__(self, fs: FileSystem, base_path: str) -> None:
+        self.fs = fs
+        self.base_path = base_path.rstrip("/") or "/"
+        self.properties: TableProperties = load_properties(fs, self.base_path)
+        self.last_stats: ScanStats | None = None
+
+    @classmethod
+    def open(cls, path_or_uri: str, fs: FileSystem | None = None) -> Table:
+        if fs is not None:
+            return cls(fs, path_or_uri)
+        fs_, path = resolve(path_or_uri)
+        return cls(fs_, path)
+
+    # ------------------------------------------------------------------ state
+    @cached_property
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.fs, self.base_path, self.properties)
+
+    @cached_property
+    def fsview(self) -> FileSystemView:
+        return FileSystemView(self.fs, self.base_path, self.properties, self.timeline)
+
+    def refresh(self) -> None:
+        """Forget cached timeline and listing (see new commits)."""
+        self.__dict__.pop("timeline", None)
+        self.__dict__.pop("fsview", None)
+
+    def merge_spec(self) -> MergeSpec:
+        p = self.properties
+        return MergeSpec(
+            record_key_fields=p.record_key_fields,
+            ordering_field=p.precombine_field,
+            event_time_ordering=p.merge_mode == "EVENT_TIME_ORDERING",
+            populate_meta_fields=p.populate_meta_fields,
+        )
+
+    def schema(self) -> pa.Schema | None:
+        """Latest table schema (meta columns included when the table populates them)."""
+        for s in self.fsview.latest_merged_slices():
+            if s.base_file is not None:
+                with self.fs.open_input_file(s.base_file.path) as f:
+                    schema = pq.read_schema(f).remove_metadata()
+                if not self.properties.populate_meta_fields:
+                    schema = pa.schema([f for f in schema if f.name not in META_COLUMNS])
+                return schema
+        avro = None
+        last = self.timeline.last_completed_write()
+        if last is not None:
+            avro = self.fsview.commit_metadata(last).schema
+        avro = avro or self.properties.create_schema
+        if not avro:
+            return None
+        from streamer.table.avro_schema import avro_to_arrow
+
+        schema = avro_to_arrow(json.loads(avro))
+        if self.properties.populate_meta_fields:
+            meta = [pa.field(c, pa.string()) for c in META_COLUMNS if c not in schema.names]
+            schema = pa.schema(meta + list(schema))
+        return schema
+
+    # ------------------------------------------------------------------ planning
+    def _check_instant(self, ts: str | None, what: str) -> None:
+        if ts is not None and (not ts.isdigit() or len(ts) < 8):
+            raise QueryError(f"{what} {ts!r} is not an instant time (yyyyMMddHHmmssSSS)")
+
+    def plan(
+        self,
+        query: str = "snapshot",
+        as_of: str | None = None,
+        begin: str | None = None,
+        end: str | None = None,
+        columns: list[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> ReadPlan:
+        if query not in QUERIES:
+            raise QueryError(f"unknown query {query!r}; expected one of {', '.join(QUERIES)}")
+        for ts, what in ((as_of, "as_of"), (begin, "begin"), (end, "end")):
+            self._check_instant(ts, what)
+        props = self.properties
+        tl = self.timeline.as_of(as_of) if as_of else self.timeline
+        if query == "incremental":
+            if not props.populate_meta_fields:
+                raise QueryError(f"incremental queries need meta fields: {self.base_path}")
+            as_of = end
+            tl = self.timeline.as_of(end) if end else self.timeline
+        completed = frozenset(i.timestamp for i in tl.completed())
+        view = self.fsview
+        if query == "read_optimized":
+            slices = view.latest_base_files(as_of)
+        else:
+            slices = view.latest_merged_slices(as_of)
+        if query == "snapshot":
+            view.check_committed_files(as_of)
+        if query == "incremental":
+            touched: set[tuple[str, str]] = set()
+            for inst in tl.completed_writes():
+                if (begin is None or inst.timestamp > begin) and (end is None or inst.timestamp <= end):
+                    if inst.pending_action == Action.COMPACTION:
+                        continue  # compaction rewrites, it changes no record
+                    touched |= {
+                        (p, f) for p, ids in view.commit_metadata(inst).file_ids_by_partition().items() for f in ids
+                    }
+            slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
+        schema = self.schema() if (filter is not None and props.partition_fields) else None
+        if filter is not None and props.partition_fields:
+            slices = [s for s in slices if self._partition_may_match(s.partition_path, filter, schema)]
+        spec = SliceReadSpec(
+            merge=self.merge_spec(),
+            completed=completed,
+            columns=tuple(columns) if columns else None,
+            filter=filter,
+            include_logs=query != "read_optimized",
+            begin=begin if query == "incremental" else None,
+            end=end if query == "incremental" else None,
+            partition_fields=props.partition_fields,
+            hive_style=props.hive_style_partitioning,
+            add_partition_columns=props.drop_partition_columns,
+        )
+        return ReadPlan(slices, spec, schema)
+
+    def _partition_may_match(self, partition: str, expr: pc.Expression, schema: pa.Schema | None) -> bool:
+        """Evaluate the filter on the partition's values alone; unknown columns keep it."""
+        props = self.properties
+        values = partition_values(partition, props.partition_fields, props.hive_style_partitioning,
+                                  props.url_encode_partitioning)
+        if not values:
+            return True
+        cols = {}
+        for name, value in values.items():
+            arr = pa.array([value], pa.string())
+            if schema is not None and name in schema.names:
+                try:
+                    arr = arr.cast(schema.field(name).type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    return True
+            cols[name] = arr
+        try:
+            return len(pa.table(cols).filter(expr)) > 0
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, TypeError):
+            return True
+
+    # ------------------------------------------------------------------ reading
+    def scan(
+        self,
+        query: str = "snapshot",
+        as_of: str | None = None,
+        begin: str | None = None,
+        end: str | None = None,
+        columns: list[str] | None = None,
+        filter: pc.Expression | None = None,
+        max_workers: int = 4,
+    ) -> ReadResult:
+        """Like :meth:`read`, also returning what was skipped (corrupt blocks, rollbacks)."""
+        plan = self.plan(query, as_of, begin, end, columns, filter)
+        stats = ScanStats()
+        tables: list[pa.Table] = []
+
+        def one(s: FileSlice):
+            return read_file_slice(self.fs, s, plan.spec)
+
+        if len(plan.slices) > 1 and max_workers > 1:
+            with ThreadPoolExecutor(max_workers=max_workers) as pool:
+                results = list(pool.map(one, plan.slices))
+        else:
+            results = [one(s) for s in plan.slices]
+        for t, st in results:
+            stats.add(st)
+            if t is not None:
+                tables.append(t)
+        table = concat_aligned(tables)
+        if table is None:
+            table = self._empty(columns)
+        if stats.corrupt_blocks:
+            log.warning("%s: %d corrupt log block(s) skipped", self.base_path, stats.corrupt_block_count)
+        meta = dict(table.schema.metadata or {})
+        meta[CORRUPT_BLOCKS_METADATA_KEY] = str(stats.corrupt_block_count).encode()
+        table = table.replace_schema_metadata(meta)
+        self.last_stats = stats
+        return ReadResult(table, stats)
+
+    def read(
+        self,
+        query: str = "snapshot",
+        as_of: str | None = None,
+        begin: str | None = None,
+        end: str | None = None,
+        columns: list[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> pa.Table:
+        """Query the table; see :meth:`scan` for the read's statistics (also ``last_stats``)."""
+        return self.scan(query, as_of, begin, end, columns, filter).table
+
+    def _empty(self, columns: list[str] | None) -> pa.Table:
+        schema = self.schema() or pa.schema([])
+        if columns:
+            schema = pa.schema([schema.field(c) for c in columns if c in schema.names])
+        return schema.empty_table()
