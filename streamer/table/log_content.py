@@ -29,17 +29,16 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from streamer.errors import SchemaError
 from streamer.table.avro_schema import avro_records_to_arrow, avro_to_arrow
+from streamer.table.base_file import parquet_bytes
 
 AVRO_BLOCK_VERSION = 3
 DELETE_BLOCK_VERSION = 3
 RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"
 ORDERING_VALUE = "ordering_value"
-PARQUET_BLOCK_CODEC = "gzip"
 
 _NS = "org.apache.hudi.avro.model"
 
@@ -201,12 +200,7 @@ def _maps_as_dicts(v: Any) -> Any:
 # -- Parquet data -----------------------------------------------------------------------------
 def encode_parquet_content(table: pa.Table, kv_metadata: Mapping[str, str]) -> bytes:
     """A whole Parquet file (GZIP, like Hudi) carrying ``kv_metadata`` in its footer."""
-    meta = dict(table.schema.metadata or {})
-    meta.update({k.encode(): v.encode() for k, v in kv_metadata.items()})
-    table = table.replace_schema_metadata(meta)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=PARQUET_BLOCK_CODEC, write_statistics=True)
-    return sink.getvalue().to_pybytes()
+    return parquet_bytes(table, kv_metadata)
 
 
 def sort_by_record_key(table: pa.Table) -> pa.Table:

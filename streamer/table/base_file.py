@@ -1,0 +1,180 @@
+"""Hudi base files: Parquet with the meta columns and the bloom/range footer.
+
+What Hudi puts in a base file footer (every fixture agrees): ``org.apache.hudi.bloomfilter``
+(base64 DYNAMIC_V0), ``hoodie_bloom_filter_type_code``, ``hoodie_min_record_key``,
+``hoodie_max_record_key``; plus ``parquet.avro.schema`` and ``writer.model.name=avro`` when
+the Avro writer wrote it (the Spark row writer puts Spark's row metadata instead). Readers
+need none of the last ones: parquet-avro and hudi-rs derive the schema from the Parquet
+schema, so we write the Avro schema only when the caller gives one.
+
+Why footers matter: the bloom index reads only footers (min/max prune, then bloom), and
+confirms candidates by reading only the ``_hoodie_record_key`` column. Nothing here reads
+rows it does not need. Files are GZIP like Hudi's default codec; timestamps are coerced to
+microseconds because Hudi's Java readers cannot read nanosecond Parquet timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from streamer.errors import CorruptDataError, SchemaError
+from streamer.fs import FileSystem
+from streamer.table.bloom import BloomFilter
+
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+RECORD_KEY = "_hoodie_record_key"
+BLOOM_KEY = "org.apache.hudi.bloomfilter"
+BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
+MIN_KEY = "hoodie_min_record_key"
+MAX_KEY = "hoodie_max_record_key"
+AVRO_SCHEMA_KEY = "parquet.avro.schema"
+CODEC = "gzip"
+
+
+@dataclass(frozen=True)
+class BaseFileFooter:
+    """What the index needs from a base file, read without touching rows."""
+
+    path: str
+    num_rows: int
+    kv: dict[str, str]
+    schema: pa.Schema
+
+    @property
+    def min_record_key(self) -> str | None:
+        return self.kv.get(MIN_KEY)
+
+    @property
+    def max_record_key(self) -> str | None:
+        return self.kv.get(MAX_KEY)
+
+    @property
+    def bloom_type_code(self) -> str | None:
+        return self.kv.get(BLOOM_TYPE_KEY)
+
+    def bloom_filter(self) -> BloomFilter | None:
+        raw = self.kv.get(BLOOM_KEY)
+        if raw is None:
+            return None
+        try:
+            return BloomFilter.from_footer(raw, self.bloom_type_code or "SIMPLE")
+        except CorruptDataError as e:
+            raise CorruptDataError(f"{e} (footer of {self.path})", self.path) from e
+
+
+@dataclass(frozen=True)
+class BaseFileStats:
+    path: str
+    num_rows: int
+    size_bytes: int
+    min_record_key: str | None
+    max_record_key: str | None
+
+
+def _open(fs: FileSystem, path: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(fs.open_input_file(path))
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptDataError(f"not a readable Parquet base file: {e}", path) from e
+
+
+def read_footer(fs: FileSystem, path: str) -> BaseFileFooter:
+    pf = _open(fs, path)
+    md = pf.metadata
+    kv = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in (md.metadata or {}).items()}
+    return BaseFileFooter(path, md.num_rows, kv, pf.schema_arrow)
+
+
+def read_base_file(fs: FileSystem, path: str, columns: list[str] | None = None) -> pa.Table:
+    """Rows of a base file, reading only ``columns`` when given."""
+    pf = _open(fs, path)
+    if columns is not None:
+        missing = [c for c in columns if c not in pf.schema_arrow.names]
+        if missing:
+            raise SchemaError(f"columns {missing} not in base file {path}")
+    return pf.read(columns=columns)
+
+
+def read_record_keys(fs: FileSystem, path: str) -> pa.Array:
+    """Only the ``_hoodie_record_key`` column chunk(s) of a base file."""
+    return read_base_file(fs, path, [RECORD_KEY]).column(0).combine_chunks()
+
+
+def write_base_file(
+    fs: FileSystem,
+    path: str,
+    table: pa.Table,
+    *,
+    bloom: BloomFilter | None = None,
+    extra_kv: Mapping[str, str] | None = None,
+    avro_schema: Mapping[str, Any] | str | None = None,
+) -> BaseFileStats:
+    """Write a Hudi base file: rows sorted by record key, Hudi's footer keys.
+
+    ``bloom`` receives every record key of the file (pass a fresh filter; default is a new
+    Hudi-default DYNAMIC_V0 filter). ``avro_schema`` (the table's writer schema) is stored
+    as ``parquet.avro.schema`` like Hudi's Avro writer does.
+    """
+    missing = [c for c in META_COLUMNS if c not in table.column_names]
+    if missing:
+        raise SchemaError(f"base file {path} needs meta columns; missing {missing}")
+    keys = table.column(RECORD_KEY)
+    if keys.null_count:
+        raise SchemaError(f"base file {path}: {keys.null_count} rows without _hoodie_record_key")
+    table = table.take(pc.sort_indices(table, [(RECORD_KEY, "ascending")]))
+    keys = table.column(RECORD_KEY)
+    bloom = bloom if bloom is not None else BloomFilter.new_dynamic()
+    kv: dict[str, str] = {}
+    if table.num_rows:
+        bloom.add_many(keys)
+        kv[MIN_KEY] = keys[0].as_py()
+        kv[MAX_KEY] = keys[-1].as_py()
+    kv[BLOOM_KEY] = bloom.serialize()
+    kv[BLOOM_TYPE_KEY] = bloom.type_code
+    if avro_schema is not None:
+        kv[AVRO_SCHEMA_KEY] = avro_schema if isinstance(avro_schema, str) else json.dumps(avro_schema, separators=(",", ":"))
+        kv["writer.model.name"] = "avro"
+    kv.update(extra_kv or {})
+    write_parquet(fs, path, table, kv)
+    return BaseFileStats(path, table.num_rows, fs.status(path).size, kv.get(MIN_KEY), kv.get(MAX_KEY))
+
+
+def parquet_bytes(table: pa.Table, kv: Mapping[str, str]) -> bytes:
+    """The Parquet encoding shared by base files and Parquet log blocks."""
+    sink = pa.BufferOutputStream()
+    _write(table, sink, kv)
+    return sink.getvalue().to_pybytes()
+
+
+def write_parquet(fs: FileSystem, path: str, table: pa.Table, kv: Mapping[str, str]) -> None:
+    with fs.open_output_stream(path) as out:
+        _write(table, out, kv)
+    fs.fsync(path)
+
+
+def _write(table: pa.Table, sink: Any, kv: Mapping[str, str]) -> None:
+    meta = dict(table.schema.metadata or {})
+    meta.update({k.encode(): v.encode() for k, v in kv.items()})
+    pq.write_table(
+        table.replace_schema_metadata(meta),
+        sink,
+        compression=CODEC,
+        coerce_timestamps="us",
+        allow_truncated_timestamps=False,
+        write_statistics=True,
+    )
