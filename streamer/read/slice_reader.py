@@ -40,15 +40,14 @@ class SliceReadSpec:
     columns: tuple[str, ...] | None = None
     filter: pc.Expression | None = None
     include_logs: bool = True
-    begin: str | None = None  # incremental: commit time > begin
-    end: str | None = None  # incremental: commit time <= end
+    commit_times: frozenset[str] | None = None  # incremental: keep rows of these commits
     partition_fields: tuple[str, ...] = ()
     hive_style: bool = False
     add_partition_columns: bool = False
 
     @property
     def incremental(self) -> bool:
-        return self.begin is not None or self.end is not None
+        return self.commit_times is not None
 
 
 def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None) -> pa.Table:
@@ -99,13 +98,8 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
             if name not in table.column_names:
                 table = table.append_column(name, pa.array([values.get(name)] * len(table), pa.string()))
     if spec.incremental and COMMIT_TIME in table.column_names:
-        ct = table.column(COMMIT_TIME)
-        mask = pa.array([True] * len(table), pa.bool_())
-        if spec.begin is not None:
-            mask = pc.and_(mask, pc.greater(ct, spec.begin))
-        if spec.end is not None:
-            mask = pc.and_(mask, pc.less_equal(ct, spec.end))
-        table = table.filter(mask)
+        wanted = pa.array(sorted(spec.commit_times or ()), pa.string())
+        table = table.filter(pc.is_in(table.column(COMMIT_TIME), value_set=wanted))
     if spec.filter is not None and pushdown is None:
         table = table.filter(spec.filter)
     if spec.columns is not None:

@@ -22,7 +22,7 @@ from streamer.fs import FileSystem, resolve
 from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice, FileSystemView
-from streamer.table.instant import Action
+from streamer.table.instant import Action, Instant
 from streamer.table.naming import partition_values
 from streamer.table.properties import TableProperties, load_properties
 from streamer.table.timeline import Timeline
@@ -118,7 +118,7 @@ class Table:
 
     # ------------------------------------------------------------------ planning
     def _check_instant(self, ts: str | None, what: str) -> None:
-        if ts is not None and (not ts.isdigit() or len(ts) < 8):
+        if ts is not None and not ts.isdigit():
             raise QueryError(f"{what} {ts!r} is not an instant time (yyyyMMddHHmmssSSS)")
 
     def plan(
@@ -136,28 +136,31 @@ class Table:
             self._check_instant(ts, what)
         props = self.properties
         tl = self.timeline.as_of(as_of) if as_of else self.timeline
+        by_completion = False
         if query == "incremental":
             if not props.populate_meta_fields:
                 raise QueryError(f"incremental queries need meta fields: {self.base_path}")
             as_of = end
-            tl = self.timeline.as_of(end) if end else self.timeline
+            by_completion = self.timeline.layout_version >= 2
+            if end:
+                tl = self.timeline.completed_by(end) if by_completion else self.timeline.as_of(end)
         completed = frozenset(i.timestamp for i in tl.completed())
         view = self.fsview
         if query == "read_optimized":
-            slices = view.latest_base_files(as_of)
+            slices = view.latest_base_files(as_of, by_completion=by_completion)
         else:
-            slices = view.latest_merged_slices(as_of)
+            slices = view.latest_merged_slices(as_of, by_completion=by_completion)
         if query == "snapshot":
             view.check_committed_files(as_of)
+        commit_times: frozenset[str] | None = None
         if query == "incremental":
+            selected = self._incremental_instants(tl, begin, end)
+            commit_times = frozenset(i.timestamp for i in selected)
             touched: set[tuple[str, str]] = set()
-            for inst in tl.completed_writes():
-                if (begin is None or inst.timestamp > begin) and (end is None or inst.timestamp <= end):
-                    if inst.pending_action == Action.COMPACTION:
-                        continue  # compaction rewrites, it changes no record
-                    touched |= {
-                        (p, f) for p, ids in view.commit_metadata(inst).file_ids_by_partition().items() for f in ids
-                    }
+            for inst in selected:
+                touched |= {
+                    (p, f) for p, ids in view.commit_metadata(inst).file_ids_by_partition().items() for f in ids
+                }
             slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
         schema = self.schema() if (filter is not None and props.partition_fields) else None
         if filter is not None and props.partition_fields:
@@ -168,13 +171,28 @@ class Table:
             columns=tuple(columns) if columns else None,
             filter=filter,
             include_logs=query != "read_optimized",
-            begin=begin if query == "incremental" else None,
-            end=end if query == "incremental" else None,
+            commit_times=commit_times,
             partition_fields=props.partition_fields,
             hive_style=props.hive_style_partitioning,
             add_partition_columns=props.drop_partition_columns,
         )
         return ReadPlan(slices, spec, schema)
+
+    def _incremental_instants(self, tl: Timeline, begin: str | None, end: str | None) -> list[Instant]:
+        """Completed writes in ``(begin, end]``, compactions excluded (they change no record).
+
+        Layout 1 compares requested instant times; layout 2 (Hudi 1.x) compares
+        completion times, so a commit that finished after ``end`` waits for the next
+        window instead of being missed or read twice.
+        """
+        out = []
+        for inst in tl.completed_writes():
+            if inst.pending_action == Action.COMPACTION:
+                continue
+            t = (inst.completion_time or inst.timestamp) if tl.layout_version >= 2 else inst.timestamp
+            if (begin is None or t > begin) and (end is None or t <= end):
+                out.append(inst)
+        return out
 
     def _partition_may_match(self, partition: str, expr: pc.Expression, schema: pa.Schema | None) -> bool:
         """Evaluate the filter on the partition's values alone; unknown columns keep it."""

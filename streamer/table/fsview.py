@@ -176,8 +176,13 @@ class FileSystemView:
         return plan
 
     # ------------------------------------------------------------------ visibility
-    def _as_of(self, as_of: str | None) -> _AsOf:
-        tl = self.timeline.as_of(as_of) if as_of else self.timeline
+    def _timeline(self, as_of: str | None, by_completion: bool = False) -> Timeline:
+        if not as_of:
+            return self.timeline
+        return self.timeline.completed_by(as_of) if by_completion else self.timeline.as_of(as_of)
+
+    def _as_of(self, as_of: str | None, by_completion: bool = False) -> _AsOf:
+        tl = self._timeline(as_of, by_completion)
         completed = tl.completed()
         pending: dict[tuple[str, str], str] = {}
         for inst in tl.pending_compactions():
@@ -245,11 +250,17 @@ class FileSystemView:
         return out
 
     def latest_merged_slices(
-        self, as_of: str | None = None, partitions: Iterable[str] | None = None
+        self,
+        as_of: str | None = None,
+        partitions: Iterable[str] | None = None,
+        by_completion: bool = False,
     ) -> list[FileSlice]:
         """What a snapshot reads: the latest slice, merged with its predecessor while the
-        compaction that starts it is still pending (old base + old logs + new logs)."""
-        v = self._as_of(as_of)
+        compaction that starts it is still pending (old base + old logs + new logs).
+
+        ``as_of`` keeps instants requested at or before it; with ``by_completion`` only
+        those that had also completed by then (see :meth:`Timeline.completed_by`)."""
+        v = self._as_of(as_of, by_completion)
         out = []
         for g in self._visible_groups(partitions, v):
             slices = self._slices(g, v)
@@ -271,11 +282,14 @@ class FileSystemView:
         return out
 
     def latest_base_files(
-        self, as_of: str | None = None, partitions: Iterable[str] | None = None
+        self,
+        as_of: str | None = None,
+        partitions: Iterable[str] | None = None,
+        by_completion: bool = False,
     ) -> list[FileSlice]:
         """Read-optimized view: each live group's newest completed base file (no logs)."""
         out = []
-        for s in self.latest_merged_slices(as_of, partitions):
+        for s in self.latest_merged_slices(as_of, partitions, by_completion):
             if s.base_file is not None:
                 out.append(s.without_logs())
         return out

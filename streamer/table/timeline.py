@@ -155,16 +155,27 @@ class Timeline:
         return inst.completion_time or inst.timestamp
 
     def as_of(self, timestamp: str) -> Timeline:
-        """The timeline as a reader at ``timestamp`` saw it: instants requested at or
-        before it; completed ones stay completed only if they completed by then
-        (layout 2 knows completion times; layout 1 only requested times)."""
+        """The timeline restricted to instants requested at or before ``timestamp``.
+
+        Time travel names a commit by its (requested) instant time and must include
+        it, in both layouts, as Hudi and hudi-rs do; completion times only decide
+        which file slice a layout-2 log file belongs to.
+        """
+        kept = [i for i in self.instants if i.timestamp <= timestamp]
+        tl = Timeline(self.fs, self.base_path, self.layout_version, self.folder, kept)
+        tl._files = self._files
+        return tl
+
+    def completed_by(self, timestamp: str) -> Timeline:
+        """The timeline as a reader at wall-clock ``timestamp`` saw it: instants that
+        completed later are still inflight (layout 2 knows completion times; layout 1
+        falls back to requested times). Incremental reads of layout-2 tables use this."""
         kept: list[Instant] = []
         for i in self.instants:
             if i.timestamp > timestamp:
                 continue
-            if i.is_completed and i.completion_time and i.completion_time > timestamp:
-                pend = i.pending_action or i.action
-                i = Instant(i.timestamp, pend, State.INFLIGHT)
+            if i.is_completed and (i.completion_time or i.timestamp) > timestamp:
+                i = Instant(i.timestamp, i.pending_action or i.action, State.INFLIGHT)
             kept.append(i)
         tl = Timeline(self.fs, self.base_path, self.layout_version, self.folder, kept)
         tl._files = self._files
