@@ -1,1 +1,71 @@
-"""Transforms: per-batch DataFrame transformations, chained in order."""
+"""Transforms: per-batch DataFrame steps, chained in the order the pipeline lists them.
+
+``build_transform(config)`` makes one step from its validated config;
+``apply_transforms(df, configs, spark)`` runs a whole ``transforms:`` list and wraps
+any failure in :class:`TransformError` naming the step (``transforms[2] (cast)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from streamer.config.transforms import (
+    CastTransformConfig,
+    DeriveTransformConfig,
+    DropTransformConfig,
+    FilterTransformConfig,
+    FlattenTransformConfig,
+    RenameTransformConfig,
+    SqlTransformConfig,
+    TransformConfig,
+)
+from transforms.base import Transform, TransformError
+from transforms.columns import (
+    CastTransform,
+    DeriveTransform,
+    DropTransform,
+    FilterTransform,
+    RenameTransform,
+)
+from transforms.flatten import FlattenTransform
+from transforms.sql import SqlTransform
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_REGISTRY: dict[type, type] = {
+    SqlTransformConfig: SqlTransform,
+    FlattenTransformConfig: FlattenTransform,
+    RenameTransformConfig: RenameTransform,
+    CastTransformConfig: CastTransform,
+    DropTransformConfig: DropTransform,
+    FilterTransformConfig: FilterTransform,
+    DeriveTransformConfig: DeriveTransform,
+}
+
+
+def build_transform(config: TransformConfig) -> Transform:
+    return _REGISTRY[type(config)](config)
+
+
+def apply_transforms(
+    df: DataFrame, configs: Sequence[TransformConfig], spark: SparkSession | None = None
+) -> DataFrame:
+    """Apply each transform in order. Spark analyses eagerly, so a bad column or SQL
+    error surfaces here, attributed to its step, not later inside the writer."""
+    spark = spark or df.sparkSession
+    for i, config in enumerate(configs):
+        try:
+            df = build_transform(config).apply(df, spark)
+        except Exception as e:
+            raise TransformError(f"transforms[{i}] ({config.type}) failed: {_first_line(e)}") from e
+    return df
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
+
+
+__all__ = ["Transform", "TransformError", "apply_transforms", "build_transform"]

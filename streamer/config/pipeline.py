@@ -95,7 +95,7 @@ class PipelineConfig(StrictModel):
         if not isinstance(name, str) or not isinstance(target, dict):
             return data
         data = dict(data)
-        if target.get("table_name") is None:
+        if target.get("table_name") is None and _NAME.match(name):
             data["target"] = {**target, "table_name": name.replace("-", "_")}
         path = target.get("path")
         if isinstance(path, str) and path:

@@ -1,0 +1,189 @@
+"""Kafka client settings and offset planning, shared by the JSON and Avro sources.
+
+Two clients see the same settings: Spark's Kafka connector (``kafka.*`` options) and
+librdkafka on the driver (partition list and watermarks, so every batch has explicit
+end offsets). Dicts that carry credentials are :class:`RedactedOptions`, whose
+``repr``/``str`` mask them; pass them to a client, never to a logger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sources.position import KafkaOffsets
+from streamer.config.base import is_secret_key, reveal
+from streamer.config.sources import KafkaSecurity, KafkaSourceConfig
+from streamer.errors import SourceError
+
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+class RedactedOptions(dict[str, str]):
+    """A plain ``dict`` whose printed form hides secret values."""
+
+    def __repr__(self) -> str:
+        shown = {k: ("**********" if is_secret_key(k) else v) for k, v in self.items()}
+        return f"RedactedOptions({shown!r})"
+
+    __str__ = __repr__
+
+
+def jaas_config(security: KafkaSecurity) -> str:
+    """The ``sasl.jaas.config`` line for the Java client (contains the password)."""
+    mechanism = security.effective_sasl_mechanism
+    if mechanism is None or security.sasl_username is None or security.sasl_password is None:
+        raise SourceError("jaas config needs a SASL protocol with sasl_username and sasl_password")
+
+    def quote(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return (
+        f"{_LOGIN_MODULES[mechanism]} required username={quote(security.sasl_username)} "
+        f"password={quote(security.sasl_password.get_secret_value())};"
+    )
+
+
+def spark_kafka_options(config: KafkaSourceConfig) -> RedactedOptions:
+    """``kafka.*`` options for ``spark.read(Stream).format("kafka")`` (credentials included)."""
+    s = config.security
+    opts = RedactedOptions({"kafka.bootstrap.servers": config.bootstrap_servers})
+    opts["kafka.security.protocol"] = s.protocol
+    if s.effective_sasl_mechanism:
+        opts["kafka.sasl.mechanism"] = s.effective_sasl_mechanism
+        opts["kafka.sasl.jaas.config"] = jaas_config(s)
+    for key, value in _ssl_settings(s).items():
+        opts[f"kafka.{key}"] = value
+    if config.group_id:
+        opts["kafka.group.id"] = config.group_id
+    opts.update(reveal(config.options))
+    return opts
+
+
+def librdkafka_config(config: KafkaSourceConfig) -> RedactedOptions:
+    """The same settings for ``confluent_kafka`` (driver-side metadata calls)."""
+    s = config.security
+    conf = RedactedOptions(
+        {
+            "bootstrap.servers": config.bootstrap_servers,
+            "security.protocol": s.protocol,
+            "group.id": config.group_id or "mor-streamer-metadata",
+            "enable.auto.commit": "false",
+        }
+    )
+    if s.effective_sasl_mechanism:
+        conf["sasl.mechanism"] = s.effective_sasl_mechanism
+        conf["sasl.username"] = s.sasl_username or ""
+        conf["sasl.password"] = s.sasl_password.get_secret_value() if s.sasl_password else ""
+    if s.ssl_endpoint_identification_algorithm is not None:
+        conf["ssl.endpoint.identification.algorithm"] = s.ssl_endpoint_identification_algorithm or "none"
+    # Java keystores (JKS) do not translate to librdkafka; pass PEM paths via options if needed.
+    return conf
+
+
+def _ssl_settings(s: KafkaSecurity) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for field in (
+        "ssl_truststore_location",
+        "ssl_truststore_password",
+        "ssl_keystore_location",
+        "ssl_keystore_password",
+        "ssl_key_password",
+        "ssl_endpoint_identification_algorithm",
+    ):
+        value: Any = getattr(s, field)
+        if value is not None:
+            out[field.replace("_", ".")] = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+    return out
+
+
+# -- offsets ----------------------------------------------------------------------------
+
+
+def fetch_watermarks(config: KafkaSourceConfig) -> tuple[dict[int, int], dict[int, int]]:
+    """(low, high) watermark offsets per partition of the topic, from the broker."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    timeout = config.metadata_timeout.total_seconds()
+    where = f"topic {config.topic!r} at {config.bootstrap_servers}"
+    consumer = Consumer(dict(librdkafka_config(config)))
+    try:
+        md = consumer.list_topics(config.topic, timeout=timeout)
+        topic = md.topics.get(config.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            reason = topic.error if topic is not None and topic.error is not None else "no such topic"
+            raise SourceError(f"cannot read {where}: {reason}")
+        low, high = {}, {}
+        for p in sorted(topic.partitions):
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(config.topic, p), timeout=timeout)
+            low[p], high[p] = lo, hi
+        return low, high
+    except KafkaException as e:
+        raise SourceError(f"cannot read {where}: {e}") from e
+    finally:
+        consumer.close()
+
+
+def resolve_start(
+    config: KafkaSourceConfig, start: KafkaOffsets | None, low: dict[int, int], high: dict[int, int]
+) -> KafkaOffsets:
+    """Concrete start offsets for every partition; raises on data loss if configured to.
+
+    Without a stored position, ``starting_offsets`` decides. Partitions that appeared
+    since the stored position start at their earliest offset (like Spark does).
+    """
+    if start is not None and start.topic != config.topic:
+        raise SourceError(f"stored position is for topic {start.topic!r}, the source reads {config.topic!r}")
+    if start is None:
+        so = config.starting_offsets
+        if so == "earliest":
+            offsets = dict(low)
+        elif so == "latest":
+            offsets = dict(high)
+        else:
+            unknown = sorted(set(so) - set(low))
+            if unknown:
+                raise SourceError(f"starting_offsets names partitions {unknown} that topic {config.topic!r} does not have")
+            offsets = {p: so.get(p, low[p]) for p in low}
+    else:
+        offsets = {p: start.partitions.get(p, low[p]) for p in low}
+        vanished = sorted(set(start.partitions) - set(low))
+        if vanished:
+            raise SourceError(f"partitions {vanished} of topic {config.topic!r} no longer exist (topic recreated?)")
+    for p, o in offsets.items():
+        if o < low[p] or o > high[p]:
+            problem = (
+                f"offset {o} of {config.topic}/{p} is outside the available range "
+                f"[{low[p]}, {high[p]}] (deleted by retention, or the topic was recreated)"
+            )
+            if config.fail_on_data_loss:
+                raise SourceError(problem + "; set fail_on_data_loss: false to skip ahead")
+            offsets[p] = min(max(o, low[p]), high[p])
+    return KafkaOffsets(topic=config.topic, partitions=offsets)
+
+
+def plan_end(start: KafkaOffsets, high: dict[int, int], max_records: int | None) -> KafkaOffsets:
+    """End offsets of the next batch: everything up to ``high``, capped at ``max_records``.
+
+    The cap is shared in proportion to each partition's backlog (as Spark's
+    ``maxOffsetsPerTrigger`` does), and every partition with a backlog moves by at least one.
+    """
+    backlog = {p: max(0, high[p] - o) for p, o in start.partitions.items()}
+    total = sum(backlog.values())
+    if max_records is None or total <= max_records:
+        return KafkaOffsets(topic=start.topic, partitions={p: start.partitions[p] + n for p, n in backlog.items()})
+    share = {p: (n * max_records) // total for p, n in backlog.items()}
+    left = max_records - sum(share.values())
+    for p in sorted(backlog, key=lambda p: -backlog[p]):
+        if left <= 0:
+            break
+        if share[p] < backlog[p]:
+            share[p] += 1
+            left -= 1
+    for p, n in backlog.items():
+        if n > 0 and share[p] == 0:
+            share[p] = 1
+    return KafkaOffsets(topic=start.topic, partitions={p: start.partitions[p] + share[p] for p in backlog})
