@@ -1,1 +1,39 @@
-"""streamer.engine"""
+"""Where the write's per-batch and per-file-group work runs: ``local`` or ``spark``.
+
+``auto`` picks local for Arrow input and for Spark DataFrames up to
+``WriteOptions.auto_local_max_rows`` rows (collecting a small micro-batch to the
+driver is cheaper than scheduling it), and Spark above that.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamer.engine.base import Engine, Prepared
+from streamer.engine.local import LocalEngine
+
+
+def _is_spark_df(data: Any) -> bool:
+    return hasattr(data, "mapInArrow") and hasattr(data, "sparkSession")
+
+
+def select_engine(name: str, data: Any, options: Any) -> Engine:
+    parallelism = getattr(options, "parallelism", 4)
+    if name == "local":
+        return LocalEngine(parallelism)
+    if name == "spark":
+        from streamer.engine.spark import SparkEngine
+
+        return SparkEngine()
+    if name != "auto":
+        raise ValueError(f"engine must be auto, local or spark, not {name!r}")
+    if _is_spark_df(data):
+        limit = getattr(options, "auto_local_max_rows", 200_000)
+        if data.limit(limit + 1).count() > limit:
+            from streamer.engine.spark import SparkEngine
+
+            return SparkEngine()
+    return LocalEngine(parallelism)
+
+
+__all__ = ["Engine", "LocalEngine", "Prepared", "select_engine"]

@@ -124,3 +124,55 @@ def prepare_batch(
     deletes = keyed.filter(mask)
     upserts = keyed.filter(pc.invert(mask))
     return PreparedBatch(upserts, delete_rows(deletes, cfg.ordering_field), n)
+
+
+# --------------------------------------------------------------------------- engine core
+IS_DELETE_COL = "_mor_is_delete"
+KEY_COLUMNS = (RECORD_KEY_COL, PARTITION_PATH_COL, IS_DELETE_COL)
+
+
+@dataclass(frozen=True)
+class PrepareSpec:
+    """What both engines need to turn a raw batch into write-ready rows (picklable)."""
+
+    cfg: TableConfig
+    schema: pa.Schema  # the commit's data schema
+    all_deletes: bool = False
+
+
+def prepare_rows(table: pa.Table, spec: PrepareSpec) -> pa.Table:
+    """Keys built, columns conformed to the commit schema, a delete flag per row.
+
+    Runs per Arrow batch (Spark ``mapInArrow``) or on the whole batch (local engine);
+    combining duplicates is a separate step (:func:`latest_per_key`) because on Spark
+    it needs all rows of a key together.
+    """
+    from streamer.write.schema import conform
+
+    keyed = with_keys(table, spec.cfg)
+    if spec.all_deletes:
+        flag = pc.fill_null(pa.nulls(keyed.num_rows, pa.bool_()), True)
+    else:
+        mask = _deleted_mask(keyed)
+        flag = (
+            mask if mask is not None else pc.fill_null(pa.nulls(keyed.num_rows, pa.bool_()), False)
+        )
+    out = conform(keyed, spec.schema, keep=(RECORD_KEY_COL, PARTITION_PATH_COL))
+    out = out.set_column(
+        out.schema.get_field_index(RECORD_KEY_COL),
+        RECORD_KEY_COL,
+        out.column(RECORD_KEY_COL).cast(pa.string()),
+    )
+    return out.append_column(IS_DELETE_COL, flag)
+
+
+def prepared_schema(spec: PrepareSpec) -> pa.Schema:
+    """Schema of :func:`prepare_rows` output (Spark needs it up front)."""
+    return pa.schema(
+        list(spec.schema)
+        + [
+            pa.field(RECORD_KEY_COL, pa.string()),
+            pa.field(PARTITION_PATH_COL, pa.string()),
+            pa.field(IS_DELETE_COL, pa.bool_()),
+        ]
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streamer.errors import SchemaError
+from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow
 
 META_COLUMNS = (
     "_hoodie_commit_time",
@@ -50,9 +51,17 @@ class SchemaDecision:
 
 
 def data_schema(schema: pa.Schema) -> pa.Schema:
-    """Drop Hudi meta columns and make every field nullable (Spark/Hudi write unions)."""
+    """Drop Hudi meta columns, map types to what Avro can store, make fields nullable.
+
+    The Avro round trip (int8→int, large_string→string, ns→us timestamps...) is what
+    every Hudi reader will see, so rules are judged — and data cast — in those terms:
+    an ``int8`` column is not a "narrowing" of an ``int`` column.
+    """
     fields = [f for f in schema if f.name not in META_COLUMNS]
-    return pa.schema([_nullable(f) for f in fields])
+    if not fields:
+        return pa.schema([])
+    avro = arrow_to_avro(pa.schema(fields), "record", "ns")
+    return pa.schema([_nullable(f) for f in avro_to_arrow(avro)])
 
 
 def _nullable(f: pa.Field) -> pa.Field:

@@ -1,0 +1,147 @@
+"""Bloom index over base files *and* log blocks: tag each incoming key update or insert.
+
+For every file group of the partitions a batch touches:
+
+1. read the one footer that summarises the whole slice (newest Parquet block's
+   cumulative bloom/range, or the base file's footer) and keep the keys it may hold;
+2. only if some survive, read the footers of the slice's members (base file, blocks)
+   and keep, per member, the keys its own range and bloom admit;
+3. only members left with candidates are opened, and then for the key column alone;
+   an exact match makes the key an update of that file group.
+
+Full records are never read. Keys are compared as Arrow strings (UTF-8 byte order)
+throughout. Non-global, like Hudi's default bloom index: a key is looked up in its
+own partition only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.fs import FileSystem
+from streamer.index.slice_members import (
+    LookupStats,
+    Member,
+    slice_members,
+    slice_summary,
+)
+from streamer.table.fsview import FileSlice
+
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+FILE_ID = "_hoodie_file_id"
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """Per input row: the file group it updates, or null (an insert)."""
+
+    file_ids: pa.Array  # string, null = insert
+    stats: LookupStats
+
+    def is_update(self) -> pa.Array:
+        return pc.is_valid(self.file_ids)
+
+
+def _find_in_slice(
+    fs: FileSystem,
+    file_slice: FileSlice,
+    keys: pa.Array,
+    is_committed: Callable[[str], bool],
+    stats: LookupStats,
+) -> np.ndarray:
+    """Bool mask over ``keys``: present in this slice's committed data."""
+    found = np.zeros(len(keys), dtype=bool)
+    members = slice_members(fs, file_slice, is_committed)
+    if not members or len(keys) == 0:
+        return found
+    summary, _ = slice_summary(members, stats)
+    candidates = summary.candidates(keys) if summary is not None else np.ones(len(keys), bool)
+    if not candidates.any():
+        return found
+    cand_idx = np.flatnonzero(candidates)
+    cand_keys = keys.take(pa.array(cand_idx))
+    for m in members:
+        own = _member_candidates(m, cand_keys, stats)
+        if own is None or not own.any():
+            continue
+        member_keys = m.keys(stats)
+        present = pc.is_in(cand_keys.filter(pa.array(own)), value_set=member_keys)
+        hit_idx = cand_idx[np.flatnonzero(own)][present.to_numpy(zero_copy_only=False)]
+        found[hit_idx] = True
+    return found
+
+
+def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats) -> np.ndarray | None:
+    """Which ``keys`` the member's own footer admits (all of them when it has no index)."""
+    if m.kind == "avro":
+        return np.ones(len(keys), dtype=bool)
+    s = m.summary(stats)
+    if s is None:
+        return np.ones(len(keys), dtype=bool)
+    return s.candidates(keys)
+
+
+class BloomIndex:
+    """Looks keys up in the latest (merged) file slices of a table."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        slices: Iterable[FileSlice],
+        is_committed: Callable[[str], bool],
+        parallelism: int = 4,
+    ) -> None:
+        self.fs = fs
+        self.is_committed = is_committed
+        self.parallelism = max(1, parallelism)
+        self.by_partition: dict[str, list[FileSlice]] = {}
+        for s in slices:
+            self.by_partition.setdefault(s.partition_path, []).append(s)
+
+    def lookup(self, keys: pa.Array, partitions: pa.Array) -> IndexResult:
+        """Tag ``keys`` (aligned with ``partitions``): file id of the group holding each."""
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        partitions = (
+            partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+        )
+        n = len(keys)
+        stats = LookupStats()
+        codes = np.full(n, -1, dtype=np.int32)
+        jobs: list[tuple[FileSlice, np.ndarray, pa.Array]] = []
+        for part in pc.unique(partitions).to_pylist():
+            slices = self.by_partition.get(part)
+            if not slices:
+                continue
+            rows = np.flatnonzero(pc.equal(partitions, part).to_numpy(zero_copy_only=False))
+            part_keys = keys.take(pa.array(rows))
+            for s in slices:
+                jobs.append((s, rows, part_keys))
+
+        def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[str, np.ndarray]:
+            s, rows, part_keys = job
+            local = LookupStats()
+            mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local)
+            stats.merge(local)
+            return s.file_id, rows[mask]
+
+        if self.parallelism > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(self.parallelism, thread_name_prefix="bloom-index") as ex:
+                results = list(ex.map(run, jobs))
+        else:
+            results = [run(j) for j in jobs]
+        names: list[str] = []
+        for file_id, hit_rows in results:
+            if len(hit_rows):
+                codes[hit_rows] = len(names)
+                names.append(file_id)
+        dict_arr = pa.DictionaryArray.from_arrays(
+            pa.array(codes, mask=codes < 0), pa.array(names, pa.string())
+        )
+        return IndexResult(dict_arr.cast(pa.string()), stats)

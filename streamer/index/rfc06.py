@@ -1,0 +1,166 @@
+"""RFC-06 index metadata: what a Parquet data block's footer says about its keys.
+
+Each Parquet data block carries, in its Parquet key-value metadata (the only place
+other Hudi readers ignore):
+
+* for the block itself, Hudi's own base-file keys: ``org.apache.hudi.bloomfilter``,
+  ``hoodie_bloom_filter_type_code``, ``hoodie_min_record_key``, ``hoodie_max_record_key``
+  — so the block is indexable exactly like a base file;
+* for the whole file slice so far (base file + every block up to this one), the same
+  three facts under ``mor_streamer.slice.*`` — so the *newest* block's footer answers
+  "could this file group hold key k?" with one footer read, as the RFC proposes.
+
+The cumulative filter is the previous cumulative filter plus this block's keys (no
+filter union needed). It can only over-approximate: keys later deleted, or added by a
+block that was rolled back, stay in it. That costs a false positive, never a miss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.table.bloom import BloomFilter
+
+BLOOM_KEY = "org.apache.hudi.bloomfilter"
+BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
+MIN_KEY = "hoodie_min_record_key"
+MAX_KEY = "hoodie_max_record_key"
+
+SLICE_PREFIX = "mor_streamer.slice."
+SLICE_BLOOM_KEY = SLICE_PREFIX + "bloomfilter"
+SLICE_BLOOM_TYPE_KEY = SLICE_PREFIX + "bloom_filter_type_code"
+SLICE_MIN_KEY = SLICE_PREFIX + "min_record_key"
+SLICE_MAX_KEY = SLICE_PREFIX + "max_record_key"
+SLICE_BASE_INSTANT_KEY = SLICE_PREFIX + "base_instant"
+
+
+@dataclass(frozen=True)
+class BloomParams:
+    """Sizing of the filters we write (Hudi's defaults unless the user tunes them)."""
+
+    num_entries: int = 60_000
+    fpp: float = 1e-9
+    max_entries: int = 100_000
+
+    def new(self) -> BloomFilter:
+        return BloomFilter.new_dynamic(self.num_entries, self.fpp, self.max_entries)
+
+    def sized_for(self, n: int) -> BloomFilter:
+        """A per-block filter sized to the block (small blocks get small footers)."""
+        entries = max(1_000, min(n, self.num_entries))
+        return BloomFilter.new_dynamic(entries, self.fpp, max(entries, self.max_entries))
+
+
+@dataclass
+class KeySummary:
+    """Min/max key and bloom filter of a set of keys (a file, a block or a slice)."""
+
+    min_key: str | None
+    max_key: str | None
+    bloom: BloomFilter | None
+
+    def candidates(self, keys: pa.Array) -> np.ndarray:
+        """Bool mask: which of ``keys`` may be in this set (range, then bloom)."""
+        n = len(keys)
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        mask = np.ones(n, dtype=bool)
+        if self.min_key is not None:
+            mask &= pc.fill_null(pc.greater_equal(keys, self.min_key), False).to_numpy(
+                zero_copy_only=False
+            )
+        if self.max_key is not None:
+            mask &= pc.fill_null(pc.less_equal(keys, self.max_key), False).to_numpy(
+                zero_copy_only=False
+            )
+        if self.bloom is not None and mask.any():
+            idx = np.flatnonzero(mask)
+            hit = self.bloom.might_contain_many(keys.take(pa.array(idx)))
+            mask[idx[~hit]] = False
+        return mask
+
+    def to_kv(self, *, slice_level: bool) -> dict[str, str]:
+        keys = (
+            (SLICE_BLOOM_KEY, SLICE_BLOOM_TYPE_KEY, SLICE_MIN_KEY, SLICE_MAX_KEY)
+            if slice_level
+            else (BLOOM_KEY, BLOOM_TYPE_KEY, MIN_KEY, MAX_KEY)
+        )
+        out: dict[str, str] = {}
+        if self.bloom is not None:
+            out[keys[0]] = self.bloom.serialize()
+            out[keys[1]] = self.bloom.type_code
+        if self.min_key is not None:
+            out[keys[2]] = self.min_key
+        if self.max_key is not None:
+            out[keys[3]] = self.max_key
+        return out
+
+    @classmethod
+    def from_kv(cls, kv: dict[bytes, bytes] | None, *, slice_level: bool) -> KeySummary | None:
+        """Parse from Parquet KV metadata; ``None`` when the footer lacks the index."""
+        if not kv:
+            return None
+        keys = (
+            (SLICE_BLOOM_KEY, SLICE_BLOOM_TYPE_KEY, SLICE_MIN_KEY, SLICE_MAX_KEY)
+            if slice_level
+            else (BLOOM_KEY, BLOOM_TYPE_KEY, MIN_KEY, MAX_KEY)
+        )
+        raw_bloom = kv.get(keys[0].encode())
+        raw_min = kv.get(keys[2].encode())
+        raw_max = kv.get(keys[3].encode())
+        if raw_bloom is None and raw_min is None:
+            return None
+        bloom = None
+        if raw_bloom is not None:
+            type_code = kv.get(keys[1].encode(), b"SIMPLE")
+            bloom = BloomFilter.from_footer(raw_bloom, type_code)
+        return cls(
+            raw_min.decode() if raw_min is not None else None,
+            raw_max.decode() if raw_max is not None else None,
+            bloom,
+        )
+
+    @classmethod
+    def of_keys(cls, keys: pa.Array, bloom: BloomFilter) -> KeySummary:
+        if len(keys) == 0:
+            return cls(None, None, bloom)
+        bloom.add_many(keys)
+        mm = pc.min_max(keys)
+        return cls(mm["min"].as_py(), mm["max"].as_py(), bloom)
+
+
+def extend(prev: KeySummary | None, keys: pa.Array, params: BloomParams) -> KeySummary:
+    """The cumulative summary after adding ``keys`` (a new block) to ``prev``."""
+    if prev is None or prev.bloom is None:
+        return KeySummary.of_keys(keys, params.new())
+    if len(keys) == 0:
+        return prev
+    prev.bloom.add_many(keys)
+    mm = pc.min_max(keys)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    return KeySummary(
+        lo if prev.min_key is None else min(prev.min_key, lo, key=_utf8),
+        hi if prev.max_key is None else max(prev.max_key, hi, key=_utf8),
+        prev.bloom,
+    )
+
+
+def _utf8(s: str) -> bytes:
+    """Arrow compares strings by UTF-8 bytes; so must we, or ranges would disagree."""
+    return s.encode("utf-8")
+
+
+def block_metadata(
+    sorted_keys: pa.Array, prev_slice: KeySummary | None, params: BloomParams, base_instant: str
+) -> dict[str, str]:
+    """Parquet KV metadata for a new data block: its own index plus the slice's."""
+    own = KeySummary.of_keys(sorted_keys, params.sized_for(len(sorted_keys)))
+    cumulative = extend(prev_slice, sorted_keys, params)
+    kv = own.to_kv(slice_level=False)
+    kv.update(cumulative.to_kv(slice_level=True))
+    kv[SLICE_BASE_INSTANT_KEY] = base_instant
+    return kv

@@ -1,0 +1,163 @@
+"""The indexable members of a file slice: its base file and its committed data blocks.
+
+The index and the file-group writer both need to walk a slice's members newest-first
+and read, for each, either just its footer (bloom + range) or just its key column.
+This module gives them one view, with the reads counted, so tests can prove that a
+member whose footer excluded every key was never opened for keys.
+
+Only *committed* data counts: a block whose instant is not a completed instant (a
+failed or rolled-back write) or is named by a rollback command block is skipped —
+a key it holds was never committed, so it must not make an insert look like an update.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from streamer.fs import FileSystem
+from streamer.index.rfc06 import KeySummary
+from streamer.table.fsview import FileSlice
+from streamer.table.log_format import BlockType, LogBlock, read_log_file
+
+RECORD_KEY = "_hoodie_record_key"
+
+
+@dataclass
+class LookupStats:
+    """What a lookup touched: footers read vs. members opened to read keys."""
+
+    footers_read: int = 0
+    keys_read: int = 0
+    footer_ids: list[str] = field(default_factory=list)
+    key_ids: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def footer(self, member_id: str) -> None:
+        with self._lock:
+            self.footers_read += 1
+            self.footer_ids.append(member_id)
+
+    def keys(self, member_id: str) -> None:
+        with self._lock:
+            self.keys_read += 1
+            self.key_ids.append(member_id)
+
+    def merge(self, other: LookupStats) -> None:
+        with self._lock:
+            self.footers_read += other.footers_read
+            self.keys_read += other.keys_read
+            self.footer_ids.extend(other.footer_ids)
+            self.key_ids.extend(other.key_ids)
+
+
+@dataclass
+class Member:
+    """A base file or one data block, read lazily and counted."""
+
+    fs: FileSystem
+    kind: str  # "base" | "parquet" | "avro"
+    path: str
+    instant: str
+    block: LogBlock | None = None
+    _kv: dict[bytes, bytes] | None = field(default=None, repr=False)
+    _kv_read: bool = field(default=False, repr=False)
+
+    @property
+    def member_id(self) -> str:
+        return self.path if self.block is None else f"{self.path}@{self.block.offset}"
+
+    def footer_kv(self, stats: LookupStats | None) -> dict[bytes, bytes] | None:
+        """Parquet KV metadata (base file or Parquet block); ``None`` for Avro blocks."""
+        if self._kv_read:
+            return self._kv
+        self._kv_read = True
+        if self.kind == "avro":
+            return None
+        if stats is not None:
+            stats.footer(self.member_id)
+        if self.kind == "base":
+            with self.fs.open_input_file(self.path) as f:
+                self._kv = dict(pq.read_metadata(f).metadata or {})
+        else:
+            assert self.block is not None
+            self._kv = self.block.parquet_metadata()
+        return self._kv
+
+    def summary(self, stats: LookupStats | None) -> KeySummary | None:
+        return KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
+
+    def slice_summary(self, stats: LookupStats | None) -> KeySummary | None:
+        return KeySummary.from_kv(self.footer_kv(stats), slice_level=True)
+
+    def keys(self, stats: LookupStats | None) -> pa.Array:
+        """Only the record-key column."""
+        if stats is not None:
+            stats.keys(self.member_id)
+        if self.kind == "base":
+            with self.fs.open_input_file(self.path) as f:
+                t = pq.ParquetFile(f).read(columns=[RECORD_KEY])
+            return t.column(0).combine_chunks()
+        assert self.block is not None
+        return self.block.record_keys()
+
+
+def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Callable[[str], bool]:
+    """Committed = completed on the active timeline, or older than it (archived)."""
+
+    def check(instant: str) -> bool:
+        return instant in completed or (first_active is not None and instant < first_active)
+
+    return check
+
+
+def slice_members(
+    fs: FileSystem, file_slice: FileSlice, is_committed: Callable[[str], bool]
+) -> list[Member]:
+    """Base file first, then committed data blocks in write order."""
+    members: list[Member] = []
+    if file_slice.base_file is not None:
+        b = file_slice.base_file
+        members.append(Member(fs, "base", b.path, b.instant_time))
+    blocks: list[LogBlock] = []
+    rolled_back: set[str] = set()
+    for lf in file_slice.log_files:
+        for blk in read_log_file(fs, lf.path, lazy=True):
+            if blk.is_rollback and blk.target_instant_time:
+                rolled_back.add(blk.target_instant_time)
+            blocks.append(blk)
+    for blk in blocks:
+        if blk.block_type not in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
+            continue
+        inst = blk.instant_time or ""
+        if inst in rolled_back or not is_committed(inst):
+            continue
+        kind = "parquet" if blk.block_type == BlockType.PARQUET_DATA else "avro"
+        members.append(Member(fs, kind, blk.log_path, inst, blk))
+    return members
+
+
+def slice_summary(
+    members: list[Member], stats: LookupStats | None
+) -> tuple[KeySummary | None, Member | None]:
+    """The cumulative summary answering for the whole slice, and the member it came from.
+
+    The newest Parquet block carries it (RFC-06); a slice without log blocks is
+    summarised by its base file's footer. ``None`` when neither is available (Avro
+    blocks newest, or a block written without the index): callers check members one
+    by one.
+    """
+    if not members:
+        return None, None
+    newest = members[-1]
+    if newest.kind == "base":
+        return newest.summary(stats), newest
+    if newest.kind == "parquet":
+        s = newest.slice_summary(stats)
+        if s is not None:
+            return s, newest
+    return None, None

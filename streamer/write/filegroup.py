@@ -1,0 +1,250 @@
+"""The per-file-group write: the one function both engines run, on the driver or executors.
+
+Given a file group and the rows routed to it (inserts, updates, deletes), it
+
+* opens a *new* file group with a base file (RFC-06: a group always starts with one),
+  carrying Hudi's footer index (bloom, min/max key); or
+* appends to an existing group one new log file version holding a data block sorted by
+  key — a Parquet block whose footer has the block's and the slice's cumulative index —
+  and a delete block,
+
+and returns the Hudi write stat the driver puts in the commit metadata. Every data file
+is preceded by its marker and written atomically (temp + fsync + rename), so a crash
+leaves either no file or a complete one plus a marker that tells rollback about it.
+
+It is a plain function over picklable dataclasses and an Arrow table: no driver state,
+so Spark can ship it to executors unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.fs import FileSystem
+from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
+from streamer.index.slice_members import is_committed_fn, slice_members, slice_summary
+from streamer.table.fsview import FileSlice
+from streamer.table.log_content import ORDERING_VALUE
+from streamer.table.log_content import encode_parquet_content as _encode_parquet
+from streamer.table.log_format import (
+    BlockType,
+    HeaderKey,
+    encode_data_block,
+    encode_delete_block,
+)
+from streamer.table.metadata import WriteStat
+from streamer.table.naming import base_file_name, log_file_name, write_token
+from streamer.write import faults
+from streamer.write.config import LogBlockFormat
+from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.markers import IOType, Marker, create_marker
+
+OP_COL = "_mor_op"
+OP_INSERT, OP_UPDATE, OP_DELETE = 0, 1, 2
+COMMIT_TIME_COL = "_hoodie_commit_time"
+SEQNO_COL = "_hoodie_commit_seqno"
+FILE_NAME_COL = "_hoodie_file_name"
+META_ORDER = (COMMIT_TIME_COL, SEQNO_COL, RECORD_KEY_COL, PARTITION_PATH_COL, FILE_NAME_COL)
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """Everything a file-group write needs that is the same for the whole commit."""
+
+    fs: FileSystem
+    base_path: str
+    instant: str
+    data_schema: pa.Schema  # the commit's data columns (no meta columns)
+    writer_avro_schema: str  # JSON, meta fields included (log block SCHEMA header)
+    block_format: LogBlockFormat
+    bloom: BloomParams
+    ordering_field: str | None
+    completed: frozenset[str]
+    first_active: str | None
+
+
+@dataclass(frozen=True)
+class FileGroupTask:
+    """One file group's share of the commit (decided on the driver)."""
+
+    task_id: int
+    partition: str
+    file_id: str
+    is_new: bool
+    base_instant: str
+    base_file: str | None = None  # existing base file name
+    log_files: tuple[str, ...] = ()  # existing log file names, in order
+    next_log_version: int = 1
+    slice: FileSlice | None = None
+
+
+def _full_path(ctx: WriteContext, partition: str, name: str) -> str:
+    return posixpath.join(ctx.base_path, partition, name) if partition else posixpath.join(
+        ctx.base_path, name
+    )
+
+
+def _rel_path(partition: str, name: str) -> str:
+    return f"{partition}/{name}" if partition else name
+
+
+def _with_meta(ctx: WriteContext, rows: pa.Table, task: FileGroupTask, file_name: str) -> pa.Table:
+    """Data columns in schema order, Hudi's five meta columns first; sorted by key."""
+    rows = rows.take(pc.sort_indices(rows, [(RECORD_KEY_COL, "ascending")]))
+    n = rows.num_rows
+    seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
+    seqno = pc.binary_join_element_wise(f"{ctx.instant}_{task.task_id}_", seq, "")
+    meta = {
+        COMMIT_TIME_COL: pc.fill_null(pa.nulls(n, pa.string()), ctx.instant),
+        SEQNO_COL: seqno,
+        RECORD_KEY_COL: rows.column(RECORD_KEY_COL).combine_chunks(),
+        PARTITION_PATH_COL: rows.column(PARTITION_PATH_COL).combine_chunks(),
+        FILE_NAME_COL: pc.fill_null(pa.nulls(n, pa.string()), file_name),
+    }
+    arrays = [meta[c] for c in META_ORDER]
+    names = list(META_ORDER)
+    for f in ctx.data_schema:
+        col = rows.column(f.name) if f.name in rows.column_names else pa.nulls(n, f.type)
+        arrays.append(col if col.type.equals(f.type) else col.cast(f.type))
+        names.append(f.name)
+    fields = [pa.field(c, pa.string()) for c in META_ORDER] + list(ctx.data_schema)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _counts(rows: pa.Table) -> tuple[int, int, int]:
+    ops = rows.column(OP_COL).combine_chunks()
+    vc = {d["values"]: d["counts"] for d in pc.value_counts(ops).to_pylist()}
+    return vc.get(OP_INSERT, 0), vc.get(OP_UPDATE, 0), vc.get(OP_DELETE, 0)
+
+
+def write_file_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table) -> WriteStat:
+    """Write ``rows`` (with an ``_mor_op`` column) into ``task``'s file group."""
+    started = time.monotonic()
+    n_ins, n_upd, n_del = _counts(rows)
+    token = write_token(task.task_id, 0, 0)
+    if task.is_new:
+        stat = _write_new_group(ctx, task, rows, token)
+        stat.runtime_stats = {
+            "totalScanTime": 0,
+            "totalUpsertTime": 0,
+            "totalCreateTime": int((time.monotonic() - started) * 1000),
+        }
+    else:
+        stat = _append_to_group(ctx, task, rows, token)
+        stat.runtime_stats = {
+            "totalScanTime": 0,
+            "totalUpsertTime": int((time.monotonic() - started) * 1000),
+            "totalCreateTime": 0,
+        }
+    stat.num_inserts, stat.num_update_writes, stat.num_deletes = n_ins, n_upd, n_del
+    stat.num_writes = n_ins + n_upd
+    return stat
+
+
+# ----------------------------------------------------------------------------- new groups
+def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
+    name = base_file_name(task.file_id, token, ctx.instant)
+    create_marker(ctx.fs, ctx.base_path, ctx.instant, Marker(task.partition, name, IOType.CREATE))
+    faults.step(f"marker CREATE {name}")
+    data = _with_meta(ctx, rows.filter(pc.not_equal(rows.column(OP_COL), OP_DELETE)), task, name)
+    keys = data.column(RECORD_KEY_COL).combine_chunks()
+    own = KeySummary.of_keys(keys, ctx.bloom.new())
+    content = _encode_parquet(data, own.to_kv(slice_level=False))
+    path = _full_path(ctx, task.partition, name)
+    faults.step(f"before base file {name}")
+    ctx.fs.write_atomic(path, content)
+    faults.step(f"after base file {name}")
+    return WriteStat(
+        file_id=task.file_id,
+        path=_rel_path(task.partition, name),
+        prev_commit="null",
+        partition_path=task.partition,
+        total_write_bytes=len(content),
+        file_size_in_bytes=len(content),
+    )
+
+
+# ----------------------------------------------------------------------------- appends
+def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
+    """The slice's cumulative key summary before this write (RFC-06 chaining).
+
+    Taken from the newest committed block's footer (or the base file's); rebuilt from
+    the members' key columns only when no footer carries it (Avro or foreign blocks).
+    """
+    if task.slice is None:
+        return None
+    members = slice_members(ctx.fs, task.slice, is_committed_fn(ctx.completed, ctx.first_active))
+    summary, _ = slice_summary(members, None)
+    if summary is not None and summary.bloom is not None:
+        return summary
+    if not members:
+        return None
+    keys = pa.concat_arrays([m.keys(None) for m in members])
+    return KeySummary.of_keys(keys, ctx.bloom.new())
+
+
+def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
+    log_name = log_file_name(task.file_id, task.base_instant, task.next_log_version, token)
+    # Hudi 0.14 names an APPEND marker after the slice's base file; ours also has a
+    # CREATE marker for the exact log file (we never append to an existing one).
+    append_marker = base_file_name(task.file_id, token, task.base_instant)
+    create_marker(ctx.fs, ctx.base_path, ctx.instant, Marker(task.partition, append_marker, IOType.APPEND))
+    create_marker(ctx.fs, ctx.base_path, ctx.instant, Marker(task.partition, log_name, IOType.CREATE))
+    faults.step(f"markers {log_name}")
+    header = {HeaderKey.INSTANT_TIME: ctx.instant, HeaderKey.SCHEMA: ctx.writer_avro_schema}
+    blocks: list[bytes] = []
+    ops = rows.column(OP_COL)
+    upserts = rows.filter(pc.not_equal(ops, OP_DELETE))
+    deletes = rows.filter(pc.equal(ops, OP_DELETE))
+    if upserts.num_rows:
+        data = _with_meta(ctx, upserts, task, task.file_id)
+        if ctx.block_format is LogBlockFormat.PARQUET:
+            keys = data.column(RECORD_KEY_COL).combine_chunks()
+            kv = block_metadata(keys, _slice_seed(ctx, task), ctx.bloom, task.base_instant)
+            blocks.append(
+                encode_data_block(data, header, kind=BlockType.PARQUET_DATA, parquet_kv_metadata=kv)
+            )
+        else:
+            blocks.append(
+                encode_data_block(
+                    data, header, kind=BlockType.AVRO_DATA, avro_schema=json.loads(ctx.writer_avro_schema)
+                )
+            )
+    if deletes.num_rows:
+        cols = {
+            RECORD_KEY_COL: deletes.column(RECORD_KEY_COL),
+            PARTITION_PATH_COL: deletes.column(PARTITION_PATH_COL),
+        }
+        # A delete without an ordering value (delete by key) is written with Hudi's
+        # default 0, which readers order by commit time: the delete wins.
+        if ctx.ordering_field and ctx.ordering_field in deletes.column_names:
+            ordering = deletes.column(ctx.ordering_field)
+            if ordering.null_count == 0:
+                cols[ORDERING_VALUE] = ordering
+        del_header = {HeaderKey.INSTANT_TIME: ctx.instant}
+        blocks.append(encode_delete_block(pa.table(cols), del_header))
+    content = b"".join(blocks)
+    path = _full_path(ctx, task.partition, log_name)
+    faults.step(f"before log file {log_name}")
+    ctx.fs.write_atomic(path, content)
+    faults.step(f"after log file {log_name}")
+    return WriteStat(
+        file_id=task.file_id,
+        path=_rel_path(task.partition, log_name),
+        prev_commit=task.base_instant,
+        partition_path=task.partition,
+        total_write_bytes=len(content),
+        file_size_in_bytes=len(content),
+        total_log_blocks=len(blocks),
+        log_version=task.next_log_version,
+        log_offset=0,
+        base_file=task.base_file or "",
+        log_files=[*task.log_files, log_name],
+    )

@@ -1,0 +1,47 @@
+"""What a commit returns to its caller: a typed summary, not a bag of strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streamer.index.slice_members import LookupStats
+from streamer.table.metadata import WriteStat
+from streamer.write.rollback import RollbackOutcome
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """One completed deltacommit (``instant``) and what it wrote."""
+
+    instant: str
+    operation: str
+    engine: str
+    stats: list[WriteStat]
+    input_rows: int
+    duration_s: float
+    rollbacks: list[RollbackOutcome] = field(default_factory=list)
+    lookup: LookupStats | None = None
+
+    @property
+    def num_inserts(self) -> int:
+        return sum(s.num_inserts for s in self.stats)
+
+    @property
+    def num_updates(self) -> int:
+        return sum(s.num_update_writes for s in self.stats)
+
+    @property
+    def num_deletes(self) -> int:
+        return sum(s.num_deletes for s in self.stats)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.total_write_bytes for s in self.stats)
+
+    @property
+    def new_file_groups(self) -> int:
+        return sum(1 for s in self.stats if not s.is_log)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.stats

@@ -1,0 +1,193 @@
+"""Roll back a failed (pending) write before the next one starts, as Hudi does.
+
+A writer that died mid-commit leaves a pending ``deltacommit`` and, in its markers,
+the list of files it created or appended to. Its successor:
+
+1. writes a ``rollback.requested`` holding a Hudi ``HoodieRollbackPlan`` built from the
+   markers (base files to delete; file groups whose logs got a block);
+2. executes it: deletes the partial base files (and any temp file a rename never
+   published), appends a rollback *command block* naming the failed instant to each
+   touched file group (a new log version), so every Hudi reader skips its blocks;
+3. deletes the failed instant's timeline files and heartbeat, then completes the
+   rollback with Avro ``HoodieRollbackMetadata``, and drops the markers.
+
+Every step is idempotent, so a rollback interrupted by another crash is simply run
+again from its saved plan.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from dataclasses import dataclass
+
+from streamer.fs import FileSystem
+from streamer.table.instant import Action, Instant, State
+from streamer.table.log_format import HeaderKey, encode_command_block
+from streamer.table.metadata import (
+    RollbackMetadata,
+    RollbackPartitionMetadata,
+    RollbackPlan,
+    RollbackRequest,
+)
+from streamer.table.naming import (
+    log_file_name,
+    parse_base_file_name,
+    parse_log_file_name,
+    write_token,
+)
+from streamer.table.properties import METAFOLDER
+from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
+from streamer.write import faults
+from streamer.write.markers import IOType, delete_markers, list_markers
+
+ROLLBACK_TOKEN = write_token(1, 0, 1)
+
+
+@dataclass(frozen=True)
+class RollbackOutcome:
+    rollback_instant: str
+    target: str
+    deleted_files: int
+    rollback_blocks: int
+
+
+def _abs(base_path: str, partition: str, name: str) -> str:
+    return posixpath.join(base_path, partition, name) if partition else posixpath.join(base_path, name)
+
+
+def build_plan(fs: FileSystem, base_path: str, target: Instant) -> RollbackPlan:
+    """A Hudi rollback plan from the failed instant's markers."""
+    requests: list[RollbackRequest] = []
+    for m in list_markers(fs, base_path, target.timestamp):
+        if m.io_type is IOType.CREATE and parse_base_file_name(m.file_name):
+            requests.append(
+                RollbackRequest(
+                    m.partition, "", "", files_to_be_deleted=[_abs(base_path, m.partition, m.file_name)]
+                )
+            )
+        elif m.io_type is IOType.CREATE and (lf := parse_log_file_name(m.file_name)):
+            path = _abs(base_path, m.partition, m.file_name)
+            size = fs.status(path).size if fs.exists(path) else 0
+            if size == 0:
+                continue  # never published: nothing for readers to skip
+            requests.append(
+                RollbackRequest(m.partition, lf.file_id, lf.base_instant, [], {path: size})
+            )
+        # APPEND markers (Hudi's, named after the base file) need nothing here: the
+        # log file's own CREATE marker says whether a block was published.
+    return RollbackPlan(target.timestamp, target.action, requests)
+
+
+def _temp_leftovers(fs: FileSystem, path: str) -> list[str]:
+    """Temp files a crashed atomic write left next to ``path`` (never renamed)."""
+    parent, name = posixpath.split(path)
+    prefix = f".{name}."
+    return [st.path for st in fs.list_dir(parent) if st.name.startswith(prefix) and st.name.endswith(".tmp")]
+
+
+def _next_log_version(fs: FileSystem, base_path: str, partition: str, file_id: str, base_instant: str) -> int:
+    top = 0
+    for st in fs.list_dir(_abs(base_path, partition, "")):
+        lf = parse_log_file_name(st.name)
+        if lf and lf.file_id == file_id and lf.base_instant == base_instant:
+            top = max(top, lf.version)
+    return top + 1
+
+
+def execute_plan(
+    fs: FileSystem, base_path: str, plan: RollbackPlan, rollback_instant: str
+) -> RollbackMetadata:
+    started = time.monotonic()
+    parts: dict[str, RollbackPartitionMetadata] = {}
+    deleted = 0
+    blocks = 0
+    for req in plan.requests:
+        pm = parts.setdefault(req.partition_path, RollbackPartitionMetadata(req.partition_path))
+        for path in req.files_to_be_deleted:
+            for tmp in _temp_leftovers(fs, path):
+                fs.delete_file(tmp)
+            existed = fs.exists(path)
+            fs.delete_file(path)
+            faults.step(f"rollback delete {posixpath.basename(path)}")
+            if existed:
+                deleted += 1
+                pm.success_delete_files.append(path)
+        if req.log_blocks_to_be_deleted:
+            pm.log_files_from_failed_commit.update(req.log_blocks_to_be_deleted)
+            version = _next_log_version(fs, base_path, req.partition_path, req.file_id, req.latest_base_instant)
+            name = log_file_name(req.file_id, req.latest_base_instant, version, ROLLBACK_TOKEN)
+            block = encode_command_block(
+                {
+                    HeaderKey.INSTANT_TIME: rollback_instant,
+                    HeaderKey.TARGET_INSTANT_TIME: plan.instant_time,
+                }
+            )
+            path = _abs(base_path, req.partition_path, name)
+            fs.write_atomic(path, block)
+            faults.step(f"rollback block {name}")
+            pm.rollback_log_files[path] = len(block)
+            blocks += 1
+    return RollbackMetadata(
+        start_rollback_time=rollback_instant,
+        commits_rollback=[plan.instant_time],
+        instants_rollback=[(plan.instant_time, plan.action)],
+        partition_metadata=parts,
+        time_taken_ms=int((time.monotonic() - started) * 1000),
+        total_files_deleted=deleted,
+    )
+
+
+def _sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None:
+    """Delete temp files of any marked data file (also those whose marker is CREATE of a log)."""
+    for m in list_markers(fs, base_path, target):
+        for tmp in _temp_leftovers(fs, _abs(base_path, m.partition, m.file_name)):
+            fs.delete_file(tmp)
+
+
+def _finish(fs: FileSystem, base_path: str, timeline: Timeline, target: Instant, rb: Instant,
+            meta: RollbackMetadata) -> None:
+    _sweep_temp_for_markers(fs, base_path, target.timestamp)
+    if timeline.get(target.timestamp) is not None:
+        timeline.delete_pending(timeline.get(target.timestamp))
+    faults.step("rollback deleted target instant")
+    fs.delete_file(posixpath.join(base_path, METAFOLDER, HEARTBEAT_FOLDER, target.timestamp))
+    timeline.complete(rb, meta.to_avro_bytes())
+    faults.step("rollback completed")
+    delete_markers(fs, base_path, target.timestamp)
+
+
+def rollback_failed(fs: FileSystem, base_path: str, timeline: Timeline, target: Instant) -> RollbackOutcome:
+    """Roll back one failed pending write (see module doc)."""
+    plan = build_plan(fs, base_path, target)
+    rb = timeline.create_requested(Action.ROLLBACK, content=plan.to_avro_bytes())
+    faults.step("rollback requested")
+    rb = timeline.transition_to_inflight(rb)
+    meta = execute_plan(fs, base_path, plan, rb.timestamp)
+    _finish(fs, base_path, timeline, target, rb, meta)
+    return RollbackOutcome(rb.timestamp, target.timestamp, meta.total_files_deleted, len(meta.partition_metadata))
+
+
+def resume_pending_rollbacks(fs: FileSystem, base_path: str, timeline: Timeline) -> list[RollbackOutcome]:
+    """Finish rollbacks a crash interrupted, from their saved plans."""
+    out = []
+    for rb in [i for i in timeline.pending() if i.action == Action.ROLLBACK]:
+        plan = RollbackPlan.from_bytes(timeline.read_plan(rb), timeline.path_of(rb, State.REQUESTED))
+        if rb.is_requested:
+            rb = timeline.transition_to_inflight(rb)
+        target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
+        meta = execute_plan(fs, base_path, plan, rb.timestamp)
+        _finish(fs, base_path, timeline, target, rb, meta)
+        out.append(RollbackOutcome(rb.timestamp, plan.instant_time, meta.total_files_deleted, 0))
+    return out
+
+
+def rollback_all_failed(fs: FileSystem, base_path: str, timeline: Timeline) -> list[RollbackOutcome]:
+    """Resume interrupted rollbacks, then roll back every failed write (oldest first).
+
+    Called with the writer lock held, so any pending write is a dead writer's.
+    """
+    outcomes = resume_pending_rollbacks(fs, base_path, timeline)
+    for target in timeline.failed_writes(heartbeat_timeout_s=None):
+        outcomes.append(rollback_failed(fs, base_path, timeline, target))
+    return outcomes

@@ -1,0 +1,86 @@
+"""What a writer reads about the table before a commit: one consistent snapshot.
+
+Properties, timeline, file listing, the latest committed schema, the average record
+size of recent commits (for routing) and the highest log version of every slice
+(so a new log file never reuses a name, even one a failed write left behind).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+
+from streamer.fs import FileSystem
+from streamer.index.slice_members import is_committed_fn
+from streamer.table.avro_schema import avro_to_arrow
+from streamer.table.fsview import FileSlice, FileSystemView
+from streamer.table.properties import TableProperties, load_properties
+from streamer.table.timeline import Timeline
+
+
+@dataclass
+class TableState:
+    fs: FileSystem
+    base_path: str
+    props: TableProperties
+    timeline: Timeline
+
+    @classmethod
+    def load(cls, fs: FileSystem, base_path: str) -> TableState:
+        props = load_properties(fs, base_path)
+        return cls(fs, base_path, props, Timeline.load(fs, base_path, props))
+
+    @cached_property
+    def fsview(self) -> FileSystemView:
+        return FileSystemView(self.fs, self.base_path, self.props, self.timeline)
+
+    @cached_property
+    def slices(self) -> list[FileSlice]:
+        """Latest slices (merged with a pending compaction's predecessor)."""
+        return self.fsview.latest_merged_slices()
+
+    @cached_property
+    def completed(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.timeline.completed())
+
+    @property
+    def first_active(self) -> str | None:
+        return self.timeline.instants[0].timestamp if self.timeline.instants else None
+
+    def is_committed(self):
+        return is_committed_fn(self.completed, self.first_active)
+
+    @cached_property
+    def log_versions(self) -> dict[tuple[str, str, str], int]:
+        """(partition, file id, base instant) -> highest log version on storage."""
+        out: dict[tuple[str, str, str], int] = {}
+        for g in self.fsview.file_groups():
+            for lf in g.log_files:
+                key = (g.partition_path, lf.file_id, lf.base_instant)
+                out[key] = max(out.get(key, 0), lf.version)
+        return out
+
+    def latest_schema(self) -> pa.Schema | None:
+        """Data schema of the latest completed write (else the create schema)."""
+        for inst in reversed(self.timeline.completed_writes()):
+            avro = self.fsview.commit_metadata(inst).schema
+            if avro:
+                return avro_to_arrow(json.loads(avro))
+        if self.props.create_schema:
+            return avro_to_arrow(json.loads(self.props.create_schema))
+        return None
+
+    def avg_record_size(self, default: int, lookback: int = 5) -> int:
+        """Bytes per record written by recent commits (Hudi's estimate for sizing)."""
+        total_bytes = total_recs = 0
+        for inst in list(reversed(self.timeline.completed_writes()))[:lookback]:
+            for s in self.fsview.commit_metadata(inst).write_stats():
+                if s.num_writes > 0 and s.total_write_bytes > 0:
+                    total_bytes += s.total_write_bytes
+                    total_recs += s.num_writes
+        if total_recs == 0:
+            return default
+        return max(1, total_bytes // total_recs)

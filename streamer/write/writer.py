@@ -1,0 +1,289 @@
+"""``HudiWriter``: create/open a MOR table and commit batches to it.
+
+One commit, in order (each step's reason in brackets):
+
+1. take the writer lock [a second live writer must fail, not interleave];
+2. check the batch's schema against the table's [refuse before writing anything];
+3. roll back failed writes [their files must not leak into this commit's view];
+4. prepare (keys, schema, combine), look keys up in the bloom index, route inserts
+   [decided on the driver from keys only];
+5. ``deltacommit.requested`` → ``.inflight``, markers + data files via the engine;
+6. the completed instant with Hudi commit metadata, written atomically after every
+   data file is durable [readers trust completed instants only]; markers dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from streamer.engine import select_engine
+from streamer.errors import CommitError, ConfigError
+from streamer.fs import FileSystem, resolve
+from streamer.index.bloom_index import BloomIndex
+from streamer.index.rfc06 import BloomParams
+from streamer.table.avro_schema import arrow_to_avro
+from streamer.table.instant import Action
+from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
+from streamer.table.naming import write_partition_metadata
+from streamer.table.properties import (
+    load_properties,
+    new_table_properties,
+    properties_path,
+    write_properties,
+)
+from streamer.write import faults
+from streamer.write.config import TableConfig, WriteOptions
+from streamer.write.filegroup import WriteContext
+from streamer.write.lock import WriterLock
+from streamer.write.markers import delete_markers
+from streamer.write.plan import SizingPolicy, build_plan
+from streamer.write.prepare import PrepareSpec
+from streamer.write.result import CommitResult
+from streamer.write.rollback import rollback_all_failed
+from streamer.write.schema import META_COLUMNS, data_schema, reconcile
+from streamer.write.state import TableState
+
+OPERATIONS = {
+    "upsert": "UPSERT",
+    "insert": "INSERT",
+    "delete": "DELETE",
+    "bulk_insert": "BULK_INSERT",
+}
+
+
+def _incoming_arrow_schema(data: Any) -> pa.Schema:
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        return data.schema
+    spark_schema = getattr(data, "schema", None)
+    if spark_schema is not None and hasattr(data, "mapInArrow"):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(spark_schema)
+    return pa.table(data).schema
+
+
+class HudiWriter:
+    """Writes one Hudi MOR table (version 6). Use :meth:`create` or :meth:`open`."""
+
+    def __init__(
+        self, fs: FileSystem, base_path: str, config: TableConfig, options: WriteOptions
+    ) -> None:
+        self.fs = fs
+        self.base_path = base_path.rstrip("/")
+        self.config = config
+        self.options = options
+        self.last_lookup = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def create(
+        cls,
+        path: str,
+        config: TableConfig,
+        schema: pa.Schema | None = None,
+        options: WriteOptions | None = None,
+        fs: FileSystem | None = None,
+    ) -> HudiWriter:
+        """Create the table (``hoodie.properties`` + timeline folder); fails if one exists."""
+        if fs is None:
+            fs, path = resolve(path)
+        if fs.exists(properties_path(path)):
+            raise ConfigError(f"a Hudi table already exists at {path}")
+        create_schema = None
+        if schema is not None:
+            ds = data_schema(schema)
+            create_schema = json.dumps(
+                arrow_to_avro(
+                    ds, f"{config.name}_record", f"hoodie.{config.name}", null_first=False
+                ),
+                separators=(",", ":"),
+            )
+        props = new_table_properties(
+            config.name,
+            record_key_fields=config.record_key_fields,
+            partition_fields=config.partition_fields,
+            precombine_field=config.ordering_field,
+            database=config.database,
+            hive_style_partitioning=config.hive_style_partitioning,
+            keygen_class=config.keygen.value,
+            create_schema=create_schema,
+            extra=config.extra_properties(),
+        )
+        fs.mkdirs(f"{path}/.hoodie/.temp")
+        fs.mkdirs(f"{path}/.hoodie/archived")
+        write_properties(fs, path, props)
+        return cls(fs, path, config, options or WriteOptions())
+
+    @classmethod
+    def open(
+        cls, path: str, options: WriteOptions | None = None, fs: FileSystem | None = None
+    ) -> HudiWriter:
+        if fs is None:
+            fs, path = resolve(path)
+        props = load_properties(fs, path)
+        if not props.is_mor:
+            raise ConfigError(
+                f"{path} is a {props.table_type} table; this writer writes MERGE_ON_READ"
+            )
+        if props.version != 6 or props.timeline_layout_version != 1:
+            raise ConfigError(
+                f"{path} is table version {props.version} (layout {props.timeline_layout_version});"
+                " this writer writes version 6, layout 1"
+            )
+        return cls(fs, path, TableConfig.from_properties(props.raw), options or WriteOptions())
+
+    # ------------------------------------------------------------------ operations
+    def upsert(
+        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+    ) -> CommitResult:
+        """Insert new keys, update existing ones (last ordering value wins in the batch)."""
+        return self._write("upsert", data, extra_metadata, engine)
+
+    def insert(
+        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+    ) -> CommitResult:
+        """Insert without an index lookup (Hudi's ``insert``: faster; a key that already
+        exists in the table is written again, so use upsert for updates)."""
+        return self._write("insert", data, extra_metadata, engine)
+
+    def delete(
+        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+    ) -> CommitResult:
+        """Delete the keys in ``data`` (needs the record key and partition fields)."""
+        return self._write("delete", data, extra_metadata, engine)
+
+    def bulk_insert(
+        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+    ) -> CommitResult:
+        """Load data into new file groups only (sorted by partition and key, no lookup)."""
+        return self._write("bulk_insert", data, extra_metadata, engine)
+
+    # ------------------------------------------------------------------ the commit
+    def _write(
+        self, op: str, data: Any, extra: Mapping[str, str] | None, engine_name: str | None
+    ) -> CommitResult:
+        started = time.monotonic()
+        cfg = self.config
+        engine = select_engine(engine_name or self.options.engine, data, self.options)
+        required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
+        if op != "delete" and cfg.ordering_field:
+            required += (cfg.ordering_field,)
+        with WriterLock(self.fs, self.base_path, self.options.heartbeat_expiry_s) as lock:
+            state = TableState.load(self.fs, self.base_path)
+            table_schema = state.latest_schema()
+            incoming = _incoming_arrow_schema(data)
+            if op == "delete" and table_schema is not None:
+                decision_schema = data_schema(table_schema)
+                reconcile(
+                    table_schema,
+                    pa.schema([f for f in incoming if f.name in decision_schema.names]),
+                    required,
+                )
+            else:
+                decision_schema = reconcile(table_schema, incoming, required).schema
+            rollbacks = rollback_all_failed(self.fs, self.base_path, state.timeline)
+            if rollbacks:
+                state = TableState.load(self.fs, self.base_path)
+
+            spec = PrepareSpec(cfg, decision_schema, all_deletes=(op == "delete"))
+            combine = op in ("upsert", "delete") or self.options.combine_before_insert
+            prepared = engine.prepare(data, spec, combine)
+            try:
+                file_ids = None
+                lookup = None
+                if op in ("upsert", "delete"):
+                    index = BloomIndex(
+                        self.fs, state.slices, state.is_committed(), self.options.parallelism
+                    )
+                    res = index.lookup(
+                        prepared.keys.column("_hoodie_record_key"),
+                        prepared.keys.column("_hoodie_partition_path"),
+                    )
+                    file_ids, lookup = res.file_ids, res.stats
+                self.last_lookup = lookup
+                instant = state.timeline.new_instant_time()
+                sizing = SizingPolicy(
+                    self.options.small_file_limit,
+                    self.options.max_file_size,
+                    state.avg_record_size(self.options.default_record_size),
+                    use_small_files=(op != "bulk_insert"),
+                )
+                plan = build_plan(
+                    prepared.keys, file_ids, state.slices, state.log_versions, instant, sizing
+                )
+                requested = state.timeline.create_requested(Action.DELTA_COMMIT, instant)
+                faults.step("requested")
+                lock.start_instant(instant)
+                inflight_meta = CommitMetadata(operation_type=OPERATIONS[op])
+                inflight = state.timeline.transition_to_inflight(
+                    requested, inflight_meta.to_json_bytes()
+                )
+                faults.step("inflight")
+                for part in plan.new_partitions:
+                    write_partition_metadata(self.fs, self.base_path, part, instant)
+                    faults.step(f"partition metadata {part}")
+                ctx = self._context(state, instant, decision_schema)
+                stats = engine.write(prepared, plan, ctx) if plan.tasks else []
+            finally:
+                prepared.release()
+
+            meta = CommitMetadata(operation_type=OPERATIONS[op])
+            for s in sorted(stats, key=lambda s: (s.partition_path or "", s.file_id)):
+                meta.add(s)
+            meta.extra_metadata = dict(extra or {})
+            meta.extra_metadata[SCHEMA_KEY] = self._avro_schema(decision_schema, with_meta=False)
+            faults.step("before complete")
+            try:
+                state.timeline.complete(inflight, meta.to_json_bytes())
+            except OSError as e:
+                raise CommitError(
+                    f"could not complete instant {instant} of {self.base_path}: {e}"
+                ) from e
+            faults.step("completed")
+            delete_markers(self.fs, self.base_path, instant)
+            lock.end_instant(instant)
+        return CommitResult(
+            instant=instant,
+            operation=OPERATIONS[op],
+            engine=engine.name,
+            stats=stats,
+            input_rows=prepared.input_rows,
+            duration_s=time.monotonic() - started,
+            rollbacks=rollbacks,
+            lookup=lookup,
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _avro_schema(self, schema: pa.Schema, with_meta: bool) -> str:
+        if with_meta:
+            schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(schema))
+        name = self.config.name
+        return json.dumps(
+            arrow_to_avro(schema, f"{name}_record", f"hoodie.{name}"), separators=(",", ":")
+        )
+
+    def _context(self, state: TableState, instant: str, schema: pa.Schema) -> WriteContext:
+        o = self.options
+        return WriteContext(
+            fs=self.fs,
+            base_path=self.base_path,
+            instant=instant,
+            data_schema=schema,
+            writer_avro_schema=self._avro_schema(schema, with_meta=True),
+            block_format=self.config.log_block_format,
+            bloom=BloomParams(o.bloom_num_entries, o.bloom_fpp, o.bloom_max_entries),
+            ordering_field=self.config.ordering_field,
+            completed=state.completed,
+            first_active=state.first_active,
+        )
+
+    def rollback_failed_writes(self) -> list:
+        """Roll back dead writers' pending commits now (normally done by the next write)."""
+        with WriterLock(self.fs, self.base_path, self.options.heartbeat_expiry_s):
+            state = TableState.load(self.fs, self.base_path)
+            return rollback_all_failed(self.fs, self.base_path, state.timeline)
