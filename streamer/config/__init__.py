@@ -5,7 +5,7 @@ Use :func:`load_pipelines` to get models (raises with every problem) or
 these models; everything downstream (sources, transforms, the runner) reads them.
 """
 
-from streamer.config.loader import load_pipelines, parse_pipelines, validate_file
+from streamer.config.loader import check_pipelines, load_pipelines, parse_pipelines, validate_file
 from streamer.config.pipeline import (
     EngineConfig,
     ErrorsConfig,
@@ -59,6 +59,7 @@ __all__ = [
     "TargetConfig",
     "TransformConfig",
     "TriggerConfig",
+    "check_pipelines",
     "load_pipelines",
     "parse_duration",
     "parse_pipelines",

@@ -5,7 +5,8 @@ A file holds ``pipelines: [...]``; a folder means every ``*.yaml``/``*.yml`` in 
 ``${ENV}`` values, validate with pydantic, then check what only makes sense across
 pipelines or needs the filesystem (unique names and target paths, schema files exist).
 Nothing is logged or returned that could contain a secret: messages are built from
-the validation error *type*, never from the offending input.
+the validation error *type*; the offending input is echoed only for enum-like fields
+(``mode: sometimes``), never under a secret-looking key.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from streamer.config import policies as _policies
 from streamer.config import sources as _sources
 from streamer.config import target as _target
 from streamer.config import transforms as _transforms
+from streamer.config.base import is_secret_key
 from streamer.config.env import interpolate
 from streamer.config.pipeline import PipelineConfig, PipelinesFile
 from streamer.config.problems import ConfigProblem, ConfigValidationError
@@ -51,6 +53,13 @@ def load_pipelines(path: str | os.PathLike[str], env: Mapping[str, str] | None =
 def validate_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> list[ConfigProblem]:
     """Every problem in a YAML file or folder (empty list = valid)."""
     return _load(Path(path), os.environ if env is None else env)[1]
+
+
+def check_pipelines(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> tuple[list[PipelineConfig], list[ConfigProblem]]:
+    """Pipelines and problems in one pass (pipelines empty if there is any problem)."""
+    return _load(Path(path), os.environ if env is None else env)
 
 
 def parse_pipelines(
@@ -121,7 +130,7 @@ def _parse_one(
     try:
         parsed = PipelinesFile.model_validate(data)
     except ValidationError as e:
-        for err in e.errors(include_input=False, include_url=False):
+        for err in e.errors(include_url=False):
             loc, message = _describe(err, data)
             if any(loc[: len(b)] == b for b in bad_paths):
                 continue  # already reported as an interpolation problem
@@ -197,6 +206,9 @@ def _describe(err: Mapping[str, Any], data: Any) -> tuple[Loc, str]:
         return (*loc, ctx.get("discriminator", "type").strip("'")), (
             f"unknown type {ctx.get('tag')!r}; expected one of: {ctx.get('expected_tags')}"
         )
+    echo = kind in ("literal_error", "enum") and isinstance(err.get("input"), str | int | float | bool | None)
+    if echo and not any(isinstance(x, str) and is_secret_key(x) for x in loc):
+        msg += f", got {err['input']!r}"
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]

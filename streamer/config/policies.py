@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from streamer.config.base import StrictModel
 from streamer.config.units import Duration, Size
 
-Mode = Literal["inline", "async", "off"]
+
+def _yaml_off(value: object) -> object:
+    # YAML 1.1 reads a bare `off` as the boolean false; `mode: off` must still mean "off".
+    return "off" if value is False else value
+
+
+Mode = Annotated[Literal["inline", "async", "off"], BeforeValidator(_yaml_off)]
 PositiveInt = Annotated[int, Field(gt=0)]
 
 

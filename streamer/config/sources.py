@@ -56,6 +56,12 @@ class SchemaRegistry(StrictModel):
     subject: str | None = None
     timeout: Duration = Field(default="10s")
 
+    @field_validator("basic_auth_user", "basic_auth_password", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, v: object) -> object:
+        # `${USER:-}` in YAML yields "": no credentials rather than an empty user name.
+        return None if v == "" else v
+
     @field_validator("url")
     @classmethod
     def _http(cls, v: str) -> str:
