@@ -70,7 +70,12 @@ class RegistrySchemas:
     def schema_by_id(self, schema_id: int) -> str:
         if schema_id not in self._by_id:
             if self._client is not None:
-                self._by_id[schema_id] = self._client.get_schema(schema_id).schema_str
+                try:
+                    self._by_id[schema_id] = self._client.get_schema(schema_id).schema_str
+                except Exception as e:  # SchemaRegistryError; 404 means "no such id"
+                    if getattr(e, "http_status_code", None) == 404:
+                        raise LookupError(schema_id) from e
+                    raise
             else:
                 self._by_id[schema_id] = self._get(f"/schemas/ids/{schema_id}")["schema"]
         return self._by_id[schema_id]
