@@ -93,7 +93,8 @@ class MorHudiReader(DataSourceReader):
         return [SlicePartition(s) for s in self.slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SlicePartition)
+        if not isinstance(partition, SlicePartition):
+            return  # no slices at all: Spark still asks for one (empty) partition
         table, _stats = read_file_slice(self.fs, partition.fslice, self.spec)
         if table is None or not len(table):
             return

@@ -76,7 +76,7 @@ class WriteStat:
         return self.log_version is not None or ".log." in (self.path or "")
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"fileId": self.file_id, "path": self.path, "cdcStats": None}
+        out: dict[str, Any] = {"fileId": self.file_id, "path": self.path, "cdcStats": None, "tempPath": None}
         for f in fields(self):
             if f.name in ("file_id", "path", "extra") or (
                 f.name in ("log_version", "log_offset", "base_file", "log_files") and not self.is_log
@@ -93,6 +93,8 @@ class WriteStat:
         extra: dict[str, Any] = {}
         for k, v in d.items():
             name = _snake(k)
+            if k in _NULL_DEFAULTS and v is None:
+                continue  # always written as null; not worth keeping
             if name in known:
                 kwargs[name] = v if v is not None or name not in _INT_FIELDS else 0
             else:
@@ -100,6 +102,7 @@ class WriteStat:
         return cls(**kwargs, extra=extra)
 
 
+_NULL_DEFAULTS = ("cdcStats", "tempPath")
 _INT_FIELDS = {
     f.name for f in fields(WriteStat) if f.type == "int" and f.name not in ("log_version",)
 }
