@@ -40,19 +40,29 @@ SLICE_BASE_INSTANT_KEY = SLICE_PREFIX + "base_instant"
 
 @dataclass(frozen=True)
 class BloomParams:
-    """Sizing of the filters we write (Hudi's defaults unless the user tunes them)."""
+    """Sizing of the filters we write.
+
+    Per-file filters (base files, blocks) use Hudi's false-positive rate but are sized
+    to the keys they hold (capped at Hudi's ``num_entries``), so a small block does not
+    carry a 300 KB footer. The slice's cumulative filter is re-written with every
+    block, so it is a bounded dynamic filter that grows a row per ``slice_num_entries``
+    keys up to ``slice_max_entries`` (then shares rows, trading false positives for a
+    bounded footer, as Hudi's bounded dynamic filter does).
+    """
 
     num_entries: int = 60_000
     fpp: float = 1e-9
     max_entries: int = 100_000
-
-    def new(self) -> BloomFilter:
-        return BloomFilter.new_dynamic(self.num_entries, self.fpp, self.max_entries)
+    slice_num_entries: int = 5_000
+    slice_fpp: float = 1e-6
+    slice_max_entries: int = 200_000
 
     def sized_for(self, n: int) -> BloomFilter:
-        """A per-block filter sized to the block (small blocks get small footers)."""
-        entries = max(1_000, min(n, self.num_entries))
+        entries = max(128, min(n, self.num_entries))
         return BloomFilter.new_dynamic(entries, self.fpp, max(entries, self.max_entries))
+
+    def new_slice(self) -> BloomFilter:
+        return BloomFilter.new_dynamic(self.slice_num_entries, self.slice_fpp, self.slice_max_entries)
 
 
 @dataclass
@@ -136,7 +146,7 @@ class KeySummary:
 def extend(prev: KeySummary | None, keys: pa.Array, params: BloomParams) -> KeySummary:
     """The cumulative summary after adding ``keys`` (a new block) to ``prev``."""
     if prev is None or prev.bloom is None:
-        return KeySummary.of_keys(keys, params.new())
+        return KeySummary.of_keys(keys, params.new_slice())
     if len(keys) == 0:
         return prev
     prev.bloom.add_many(keys)

@@ -223,6 +223,9 @@ class WriteOptions:
     bloom_num_entries: int = 60_000
     bloom_fpp: float = 1e-9
     bloom_max_entries: int = 100_000
+    slice_bloom_num_entries: int = 5_000
+    slice_bloom_fpp: float = 1e-6
+    slice_bloom_max_entries: int = 200_000
     engine: str = "auto"
     auto_local_max_rows: int = 200_000
     parallelism: int = 4

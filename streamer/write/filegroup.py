@@ -26,16 +26,18 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
-from streamer.index.slice_members import is_committed_fn, slice_members, slice_summary
+from streamer.index.slice_members import is_committed_fn, slice_members
+from streamer.table.base_file import CODEC
 from streamer.table.fsview import FileSlice
 from streamer.table.log_content import ORDERING_VALUE
-from streamer.table.log_content import encode_parquet_content as _encode_parquet
 from streamer.table.log_format import (
     BlockType,
     HeaderKey,
+    encode_block,
     encode_data_block,
     encode_delete_block,
 )
@@ -85,6 +87,29 @@ class FileGroupTask:
     slice: FileSlice | None = None
 
 
+def _encode_parquet(table: pa.Table, kv: dict[str, str]) -> bytes:
+    """Parquet bytes with ``kv`` in the footer, written like Hudi's base files.
+
+    ``store_schema=False``: pyarrow would otherwise copy the whole KV metadata (our
+    bloom filters) a second time, base64-encoded, into ``ARROW:schema``; Hudi's files
+    carry no Arrow schema either.
+    """
+    table = table.replace_schema_metadata(None)
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+        sink,
+        table.schema,
+        compression=CODEC,
+        coerce_timestamps="us",
+        allow_truncated_timestamps=False,
+        write_statistics=True,
+        store_schema=False,
+    ) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(dict(kv))
+    return sink.getvalue().to_pybytes()
+
+
 def _full_path(ctx: WriteContext, partition: str, name: str) -> str:
     return posixpath.join(ctx.base_path, partition, name) if partition else posixpath.join(
         ctx.base_path, name
@@ -104,8 +129,8 @@ def _with_meta(ctx: WriteContext, rows: pa.Table, task: FileGroupTask, file_name
     meta = {
         COMMIT_TIME_COL: pc.fill_null(pa.nulls(n, pa.string()), ctx.instant),
         SEQNO_COL: seqno,
-        RECORD_KEY_COL: rows.column(RECORD_KEY_COL).combine_chunks(),
-        PARTITION_PATH_COL: rows.column(PARTITION_PATH_COL).combine_chunks(),
+        RECORD_KEY_COL: rows.column(RECORD_KEY_COL).combine_chunks().cast(pa.string()),
+        PARTITION_PATH_COL: rows.column(PARTITION_PATH_COL).combine_chunks().cast(pa.string()),
         FILE_NAME_COL: pc.fill_null(pa.nulls(n, pa.string()), file_name),
     }
     arrays = [meta[c] for c in META_ORDER]
@@ -155,7 +180,7 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
     faults.step(f"marker CREATE {name}")
     data = _with_meta(ctx, rows.filter(pc.not_equal(rows.column(OP_COL), OP_DELETE)), task, name)
     keys = data.column(RECORD_KEY_COL).combine_chunks()
-    own = KeySummary.of_keys(keys, ctx.bloom.new())
+    own = KeySummary.of_keys(keys, ctx.bloom.sized_for(len(keys)))
     content = _encode_parquet(data, own.to_kv(slice_level=False))
     path = _full_path(ctx, task.partition, name)
     faults.step(f"before base file {name}")
@@ -175,19 +200,21 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
 def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
     """The slice's cumulative key summary before this write (RFC-06 chaining).
 
-    Taken from the newest committed block's footer (or the base file's); rebuilt from
-    the members' key columns only when no footer carries it (Avro or foreign blocks).
+    Taken from the newest committed block's footer; the first block of a slice (or
+    one after Avro/foreign blocks) builds it from the members' key columns, so the
+    cumulative filter always has the slice sizing, never the base file's.
     """
     if task.slice is None:
         return None
     members = slice_members(ctx.fs, task.slice, is_committed_fn(ctx.completed, ctx.first_active))
-    summary, _ = slice_summary(members, None)
-    if summary is not None and summary.bloom is not None:
-        return summary
+    if members and members[-1].kind == "parquet":
+        summary = members[-1].slice_summary(None)
+        if summary is not None and summary.bloom is not None:
+            return summary
     if not members:
         return None
-    keys = pa.concat_arrays([m.keys(None) for m in members])
-    return KeySummary.of_keys(keys, ctx.bloom.new())
+    keys = pa.concat_arrays([m.keys(None).cast(pa.string()) for m in members])
+    return KeySummary.of_keys(keys, ctx.bloom.new_slice())
 
 
 def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
@@ -208,9 +235,9 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
         if ctx.block_format is LogBlockFormat.PARQUET:
             keys = data.column(RECORD_KEY_COL).combine_chunks()
             kv = block_metadata(keys, _slice_seed(ctx, task), ctx.bloom, task.base_instant)
-            blocks.append(
-                encode_data_block(data, header, kind=BlockType.PARQUET_DATA, parquet_kv_metadata=kv)
-            )
+            # rows are already sorted by key; framing the Parquet bytes ourselves skips
+            # encode_data_block's default-sized filter that our kv would replace anyway
+            blocks.append(encode_block(BlockType.PARQUET_DATA, header, _encode_parquet(data, kv)))
         else:
             blocks.append(
                 encode_data_block(
