@@ -166,9 +166,17 @@ def decode_json(
         text.alias("_raw"),
         F.from_json(text, schema, opts).alias("_p"),
     ).cache()
-    reason = (
-        F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
-        .when(F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(), F.lit("malformed JSON"))
+    reason = F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
+    limit = config.max_record_bytes
+    if limit is not None:
+        size = F.octet_length(F.col("_raw"))
+        reason = reason.when(
+            size > F.lit(int(limit)),
+            F.format_string(f"record of %d bytes exceeds source.max_record_bytes ({int(limit)})", size),
+        )
+    reason = reason.when(
+        F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
+        F.lit("malformed JSON, or values that do not match the schema's types"),
     )
     flagged = parsed.withColumn("_reason", reason)
     good = flagged.where(F.col("_reason").isNull()).select(

@@ -76,4 +76,8 @@ def get_spark(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    # spark.read.format("morhudi") works in every session we build.
+    from streamer.read.spark_source import register
+
+    register(session)
     return session

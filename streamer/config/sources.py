@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from streamer.config.base import OptionMap, StrictModel
-from streamer.config.units import Duration
+from streamer.config.units import Duration, Size
 
 # -- kafka ------------------------------------------------------------------------------
 
@@ -99,6 +99,8 @@ class KafkaSourceConfig(StrictModel):
     avro_wire_format: Literal["confluent", "raw"] = "confluent"
     #: Add ``_kafka_topic/_kafka_partition/_kafka_offset/_kafka_timestamp`` columns to good rows.
     include_metadata: bool = False
+    #: Records larger than this go to the error table instead of the table (None = no limit).
+    max_record_bytes: Size | None = 8 * 1024**2
     #: Timeout for driver-side metadata calls (partitions, watermarks).
     metadata_timeout: Duration = Field(default="30s")
 

@@ -46,7 +46,7 @@ def test_json_batches_split_good_and_bad_records_and_resume_exactly(kafka, spark
         errors = [r for b in (first, second) for r in b.errors.collect()]
         assert sorted(r.raw_payload for r in errors) == sorted(bad)
         for r in errors:
-            assert r.reason == "malformed JSON"
+            assert r.reason.startswith("malformed JSON")
             assert r.topic == topic and r.partition in (0, 1) and r.offset >= 0
             assert r.source_position == f"{topic}/{r.partition}/{r.offset}"
         # The position survives the commit metadata round trip and resumes identically.
