@@ -1,0 +1,111 @@
+"""Acceptance 2: the bloom index over base files and indexed log blocks.
+
+After several commits (base files + Parquet log blocks carrying per-block and
+cumulative footers), a lookup of existing and new keys must return exactly the right
+file group for every existing key and "insert" for every new one, and the counters
+must show that members whose range/bloom excluded all looked-up keys were read no
+further than their footer.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from streamer.index.bloom_index import BloomIndex
+from streamer.index.rfc06 import BloomParams, KeySummary, extend
+from streamer.read.table import Table
+from streamer.write import HudiWriter, TableConfig, WriteOptions
+
+OPTS = WriteOptions(small_file_limit=60_000, max_file_size=80_000, default_record_size=300,
+                    slice_bloom_num_entries=1_000, engine="local")
+
+
+def _rows(ids, city, ts):
+    return pa.table({"id": ids, "city": [city] * len(ids), "ts": [ts] * len(ids),
+                     "v": [f"v{ts}-{i}" for i in ids]})
+
+
+def _truth(path: str) -> dict[tuple[str, str], str]:
+    t = Table.open(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+    out = {}
+    for r in t.to_pylist():
+        fid = r["_hoodie_file_name"].split("_")[0]
+        out[(r["_hoodie_partition_path"], r["_hoodie_record_key"])] = fid
+    return out
+
+
+def _build(tmp_path):
+    path = str(tmp_path / "t")
+    w = HudiWriter.create(path, TableConfig("idx", ("id",), ("city",), "ts"), options=OPTS)
+    # disjoint id ranges per batch so file groups and blocks have narrow key ranges
+    w.bulk_insert(pa.concat_tables([_rows(list(range(1000, 1400)), "sf", 1),
+                                    _rows(list(range(5000, 5400)), "nyc", 1)]))
+    for ts, lo in enumerate([2000, 3000, 4000], start=2):
+        w.upsert(pa.concat_tables([_rows(list(range(lo, lo + 60)), "sf", ts),  # inserts → logs
+                                   _rows(list(range(1000 + ts, 1400, 37)), "sf", ts)]))  # updates
+    return path
+
+
+def test_lookup_tags_exact_file_groups(tmp_path):
+    path = _build(tmp_path)
+    truth = _truth(path)
+    t = Table.open(path)
+    slices = t.fsview.latest_merged_slices()
+    assert any(s.log_files for s in slices), "the table must have log blocks to index"
+    existing = [k for k in truth if k[0] == "sf"][::7] + [k for k in truth if k[0] == "nyc"][::50]
+    new = [("sf", "999999"), ("sf", "2500"), ("nyc", "1000"), ("oslo", "1")]
+    keys = pa.array([k for _, k in existing + new])
+    parts = pa.array([p for p, _ in existing + new])
+    completed = frozenset(i.timestamp for i in t.timeline.completed())
+    res = BloomIndex(t.fs, slices, lambda i: i in completed).lookup(keys, parts)
+    got = res.file_ids.to_pylist()
+    assert got[: len(existing)] == [truth[k] for k in existing]
+    assert got[len(existing):] == [None] * len(new)
+
+
+def test_lookup_reads_only_footers_of_excluded_members(tmp_path):
+    path = _build(tmp_path)
+    t = Table.open(path)
+    slices = t.fsview.latest_merged_slices()
+    completed = frozenset(i.timestamp for i in t.timeline.completed())
+    # keys that live only in the block written by the ts=3 commit (ids 3000..3059)
+    keys = pa.array([str(i) for i in range(3000, 3060, 5)] + ["3999999"])
+    parts = pa.array(["sf"] * len(keys))
+    res = BloomIndex(t.fs, slices, lambda i: i in completed, parallelism=1).lookup(keys, parts)
+    hit_groups = {f for f in res.file_ids.to_pylist() if f}
+    assert len(hit_groups) == 1 and res.file_ids.to_pylist()[-1] is None
+    st = res.stats
+    # every member opened for keys was one whose own footer admitted a key...
+    assert st.keys_read >= 1
+    assert all(m in st.footer_ids for m in st.key_ids)
+    # ...and nothing else was opened: only the ts=3 block holds these keys
+    assert st.keys_read == 1, st.key_ids
+    # slices whose cumulative footer excluded the keys cost exactly one footer read:
+    # all footers of the slice holding the keys, one for each other sf slice
+    sf_slices = [s for s in slices if s.partition_path == "sf"]
+    assert len(sf_slices) >= 2
+    hit = next(s for s in sf_slices if s.file_id in hit_groups)
+    members = (1 if hit.base_file else 0) + len(hit.log_files)
+    assert st.footers_read == members + len(sf_slices) - 1, st.footer_ids
+    nyc = BloomIndex(t.fs, slices, lambda i: i in completed).lookup(
+        pa.array(["1", "2"]), pa.array(["nyc", "nyc"])
+    )
+    assert nyc.stats.keys_read == 0 and nyc.stats.footers_read == len(
+        [s for s in slices if s.partition_path == "nyc"]
+    )
+
+
+def test_cumulative_summary_covers_every_block():
+    params = BloomParams(slice_num_entries=100)
+    s = None
+    batches = [pa.array([f"k{i:05d}" for i in range(b * 50, b * 50 + 50)]) for b in range(5)]
+    for b in batches:
+        s = extend(s, b, params)
+    everything = pa.concat_arrays(batches)
+    assert s.candidates(everything).all()
+    assert s.min_key == "k00000" and s.max_key == "k00249"
+    outside = pa.array(["a", "z", "k99999"])
+    assert not s.candidates(outside).any()
+    kv = {k.encode(): v.encode() for k, v in s.to_kv(slice_level=True).items()}
+    again = KeySummary.from_kv(kv, slice_level=True)
+    assert again.candidates(everything).all()
