@@ -1,0 +1,151 @@
+"""Clean: delete file slices no query still needs (Hudi's cleaner, two retention rules).
+
+* ``retain_commits: N`` (Hudi ``KEEP_LATEST_COMMITS``): a query as of any of the last N
+  completed writes must still work, so per file group keep the slice such a query reads
+  (the newest one based at or before the earliest retained commit) and everything newer.
+* ``retain_file_versions: N`` (``KEEP_LATEST_FILE_VERSIONS``): keep each group's N newest slices.
+
+Never deleted: a group's latest slice, and any slice a pending compaction reads (its old
+slice) - readers merge it with the new slice until the compaction commits.
+The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is finished from
+it; deleting a file twice is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from dataclasses import dataclass
+
+from streamer.config.policies import CleanPolicy
+from streamer.read.table import Table
+from streamer.services.common import busy_groups
+from streamer.services.lock import PlanLock
+from streamer.table.fsview import FileSlice
+from streamer.table.instant import Action, Instant, State
+from streamer.table.metadata import CleanerPlan, CleanMetadata, CleanPartitionMetadata
+from streamer.write import faults
+
+log = logging.getLogger(__name__)
+
+POLICY_NAMES = {"commits": "KEEP_LATEST_COMMITS", "file_versions": "KEEP_LATEST_FILE_VERSIONS"}
+
+
+@dataclass(frozen=True)
+class CleanOutcome:
+    instant: str | None
+    files_deleted: int
+    earliest_commit_to_retain: str | None
+
+
+def earliest_commit_to_retain(table: Table, retain: int) -> Instant | None:
+    writes = table.timeline.completed_writes()
+    if len(writes) <= retain:
+        return None
+    return writes[-retain]
+
+
+def _deletable(slices: list[FileSlice], rule: str, n: int, earliest: str | None, keep_from: str | None) -> list[FileSlice]:
+    if len(slices) <= 1:
+        return []
+    older = slices[:-1]
+    if rule == "file_versions":
+        doomed = slices[:-n] if len(slices) > n else []
+    else:
+        if earliest is None:
+            return []
+        readable = [i for i, s in enumerate(slices) if s.base_instant <= earliest]
+        doomed = slices[: readable[-1]] if readable else []
+    if keep_from is not None:
+        doomed = [s for s in doomed if s.base_instant < keep_from]
+    return [s for s in doomed if s in older]
+
+
+def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
+    rule, n = policy.rule
+    earliest = earliest_commit_to_retain(table, n) if rule == "commits" else None
+    if rule == "commits" and earliest is None:
+        return None
+    busy = busy_groups(table)
+    # the old slice of a pending compaction is still read: keep it and all newer
+    keep_from: dict[tuple[str, str], str] = {}
+    for inst_ts in set(busy.compaction.values()):
+        inst = table.timeline.get(inst_ts)
+        if inst is None:
+            continue
+        for op in table.fsview.compaction_plan(inst).operations:
+            keep_from[(op.partition_path, op.file_id)] = op.base_instant_time
+    files: dict[str, list[str]] = {}
+    for gid, slices in table.fsview.all_slices().items():
+        for s in _deletable(slices, rule, n, earliest.timestamp if earliest else None, keep_from.get(gid)):
+            files.setdefault(s.partition_path, []).extend(s.paths)
+    if not files:
+        return None
+    eitr = (earliest.timestamp, earliest.action, "COMPLETED") if earliest else None
+    return CleanerPlan(policy=POLICY_NAMES[rule], files_per_partition=files, earliest_instant_to_retain=eitr)
+
+
+def _execute(table: Table, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
+    started = time.monotonic()
+    parts: dict[str, CleanPartitionMetadata] = {}
+    total = 0
+    for partition, paths in plan.files_per_partition.items():
+        pm = parts.setdefault(partition, CleanPartitionMetadata(partition, plan.policy))
+        for p in paths:
+            name = posixpath.basename(p)
+            pm.delete_path_patterns.append(name)
+            existed = table.fs.exists(p)
+            table.fs.delete_file(p)
+            faults.step(f"clean delete {name}")
+            if existed:
+                pm.success_delete_files.append(name)
+                total += 1
+    last = table.timeline.last_completed_write()
+    return CleanMetadata(
+        start_clean_time=inst.timestamp,
+        earliest_commit_to_retain=plan.earliest_instant_to_retain[0] if plan.earliest_instant_to_retain else "",
+        policy=plan.policy, partition_metadata=parts, total_files_deleted=total,
+        time_taken_ms=int((time.monotonic() - started) * 1000),
+        last_completed_commit_timestamp=last.timestamp if last else "",
+    )
+
+
+def _finish(table: Table, inst: Instant) -> int:
+    tl = table.timeline
+    plan = CleanerPlan.from_bytes(tl.read_plan(inst), tl.path_of(inst, State.REQUESTED))
+    inflight = tl.transition_to_inflight(inst) if inst.is_requested else inst
+    meta = _execute(table, inflight, plan)
+    tl.complete(inflight, meta.to_avro_bytes())
+    faults.step("clean completed")
+    table.refresh()
+    return meta.total_files_deleted
+
+
+def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execute: bool = True,
+              lock_expiry_s: float = 30.0) -> CleanOutcome:
+    """Finish pending cleans, then (optionally) plan and run a new one."""
+    lock = PlanLock(table.fs, table.base_path, "clean", expiry_s=lock_expiry_s, purpose="clean")
+    if not lock.try_acquire():
+        return CleanOutcome(None, 0, None)
+    try:
+        table.refresh()
+        deleted, last = 0, None
+        if execute:
+            for inst in [i for i in table.timeline.pending() if i.action == Action.CLEAN]:
+                deleted += _finish(table, inst)
+                last = inst.timestamp
+        if not schedule:
+            return CleanOutcome(last, deleted, None)
+        plan = plan_clean(table, policy)
+        if plan is None:
+            return CleanOutcome(last, deleted, None)
+        inst = table.timeline.create_requested(Action.CLEAN, content=plan.to_avro_bytes())
+        faults.step("clean requested")
+        if execute:
+            deleted += _finish(table, inst)
+        log.info("%s: clean %s deleted %d file(s)", table.base_path, inst.timestamp, deleted)
+        eitr = plan.earliest_instant_to_retain[0] if plan.earliest_instant_to_retain else None
+        return CleanOutcome(inst.timestamp, deleted, eitr)
+    finally:
+        lock.release()

@@ -1,0 +1,107 @@
+"""Small facts every table service needs: which groups are busy, the table schema, paths.
+
+Services run against :class:`streamer.read.table.Table` (properties, timeline, file
+system view, merge spec) so they see the table exactly as readers do.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamer.errors import StreamerError
+from streamer.read.table import Table
+from streamer.table.instant import Action, Instant
+from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
+from streamer.table.naming import parse_log_file_name, write_token
+
+GroupId = tuple[str, str]  # (partition path, file id)
+
+
+class ServiceError(StreamerError):
+    """A table service could not schedule, run or roll back a plan."""
+
+
+@dataclass
+class BusyGroups:
+    """File groups a new plan must leave alone, and why."""
+
+    compaction: dict[GroupId, str] = field(default_factory=dict)  # -> pending compaction instant
+    log_compaction: dict[GroupId, str] = field(default_factory=dict)
+    clustering: set[GroupId] = field(default_factory=set)
+
+
+def _walk_file_ids(node: Any, partition: str = "") -> Iterator[GroupId]:
+    """(partition, fileId) pairs anywhere in a decoded Avro plan (clustering plans nest them)."""
+    if isinstance(node, dict):
+        part = node.get("partitionPath") or partition
+        fid = node.get("fileId")
+        if isinstance(fid, str) and fid:
+            yield (part or "", fid)
+        for v in node.values():
+            yield from _walk_file_ids(v, part or "")
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk_file_ids(v, partition)
+
+
+def busy_groups(table: Table) -> BusyGroups:
+    tl = table.timeline
+    out = BusyGroups()
+    for inst in tl.pending():
+        if inst.action == Action.COMPACTION:
+            for op in table.fsview.compaction_plan(inst).operations:
+                out.compaction[(op.partition_path, op.file_id)] = inst.timestamp
+        elif inst.action == Action.LOG_COMPACTION:
+            for op in read_plan(table, inst).operations:
+                out.log_compaction[(op.partition_path, op.file_id)] = inst.timestamp
+        elif inst.action in (Action.CLUSTERING, Action.REPLACE_COMMIT):
+            try:
+                _, rec = read_avro(tl.read_plan(inst))
+            except (CorruptDataError, OSError):
+                continue  # an insert-overwrite's empty requested file names no groups
+            out.clustering |= set(_walk_file_ids(rec))
+    return out
+
+
+def read_plan(table: Table, inst: Instant) -> CompactionPlan:
+    tl = table.timeline
+    return CompactionPlan.from_bytes(tl.read_plan(inst), tl.path_of(inst))
+
+
+def latest_schema(table: Table) -> str | None:
+    """The writer schema (Avro JSON) of the newest completed write that recorded one.
+
+    Compaction commits must carry it too: hudi-rs and Hudi take a table's schema from
+    the latest commit's ``extraMetadata.schema``.
+    """
+    for inst in reversed(table.timeline.completed_writes()):
+        schema = table.fsview.commit_metadata(inst).schema
+        if schema:
+            return schema
+    return table.properties.create_schema
+
+
+def abs_path(base_path: str, partition: str, name: str) -> str:
+    return posixpath.join(base_path, partition, name) if partition else posixpath.join(base_path, name)
+
+
+def rel_path(partition: str, name: str) -> str:
+    return f"{partition}/{name}" if partition else name
+
+
+def service_token(task: int = 0) -> str:
+    """A write token unique to this process, so files of two services never collide."""
+    return write_token(task, 10_000 + os.getpid() % 90_000, 1)
+
+
+def next_log_version(table: Table, partition: str, file_id: str, base_instant: str) -> int:
+    top = 0
+    for st in table.fs.list_dir(abs_path(table.base_path, partition, "")):
+        lf = parse_log_file_name(st.name)
+        if lf and lf.file_id == file_id and lf.base_instant == base_instant:
+            top = max(top, lf.version)
+    return top + 1

@@ -1,0 +1,288 @@
+"""Full compaction: merge a file slice's base file and logs into a new base file.
+
+Scheduling (Hudi's async compaction design) writes ``<instant>.compaction.requested``, a
+``HoodieCompactionPlan`` naming each chosen slice's base file and log files. From then
+on writers append to a *new* slice whose base instant is the plan's instant, and readers
+merge old and new slices until the compaction commits. Execution writes one base file
+per slice named ``<fileId>_<token>_<planInstant>.parquet`` - merged by the reader's own
+slice merge, so a compacted table reads exactly as before - and completes as a
+``commit`` carrying the table schema.
+
+Writes may still append to the *old* slice while the plan runs (one that started before
+the plan was visible; and today's writer, which appends to the merged slice). So the
+merge runs without blocking writers, then - holding the writers' lock, so no write is in
+flight - every slice whose logs changed meanwhile is merged again and the commit
+completes inside that window: no committed block of an old slice is ever left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from streamer.config.policies import CompactionPolicy, CompactionTrigger
+from streamer.errors import CommitConflictError
+from streamer.index.rfc06 import BloomParams
+from streamer.read.merge import META_COLUMNS
+from streamer.read.slice_reader import SliceReadSpec, read_file_slice
+from streamer.read.table import Table
+from streamer.services.common import (
+    GroupId,
+    ServiceError,
+    abs_path,
+    busy_groups,
+    latest_schema,
+    read_plan,
+    rel_path,
+    service_token,
+)
+from streamer.services.strategies import Candidate, order_and_bound
+from streamer.table.base_file import write_base_file
+from streamer.table.fsview import FileSlice
+from streamer.table.instant import Action, Instant, parse_instant_time
+from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
+from streamer.table.naming import base_file_name
+from streamer.write import faults
+from streamer.write.lock import WriterLock
+from streamer.write.markers import IOType, Marker, create_marker
+
+log = logging.getLogger(__name__)
+
+OPERATION = "COMPACT"
+FILE_NAME = "_hoodie_file_name"
+
+
+class CompactionConflict(ServiceError):
+    """A write still appends to a slice being compacted; retry the plan later."""
+
+
+# ============================================================================ triggers
+def _is_compaction(i: Instant) -> bool:
+    return i.is_compaction
+
+
+def delta_commits_since_compaction(table: Table) -> tuple[int, str | None]:
+    """(completed ingestion delta commits after the latest compaction, that compaction's
+    instant or, without one, the first delta commit's). Log compactions add no data and
+    do not count."""
+    tl = table.timeline
+    last = None
+    for i in tl.instants:
+        if _is_compaction(i):
+            last = i.timestamp
+    count, first = 0, None
+    for i in tl.completed():
+        if i.action != Action.DELTA_COMMIT or i.pending_action == Action.LOG_COMPACTION:
+            continue
+        if last is None or i.timestamp > last:
+            count += 1
+            first = first or i.timestamp
+    return count, last or first
+
+
+def trigger_fires(table: Table, trigger: CompactionTrigger, now: dt.datetime | None = None) -> bool:
+    count, since = delta_commits_since_compaction(table)
+    if count == 0:
+        return False
+    checks = []
+    if trigger.delta_commits is not None:
+        checks.append(count >= trigger.delta_commits)
+    if trigger.seconds is not None and since is not None:
+        now = now or dt.datetime.now(dt.timezone.utc)
+        elapsed = (now - parse_instant_time(since)).total_seconds()
+        checks.append(elapsed >= trigger.seconds.total_seconds())
+    if not checks:
+        return False
+    return all(checks) if trigger.combine == "all" else any(checks)
+
+
+# ============================================================================ planning
+def plan_compaction(table: Table, policy: CompactionPolicy) -> CompactionPlan | None:
+    busy = busy_groups(table)
+    cands = []
+    for s in table.fsview.latest_file_slices():
+        gid: GroupId = (s.partition_path, s.file_id)
+        if gid in busy.compaction or gid in busy.clustering or not s.log_files:
+            continue  # pending log compaction is fine (RFC-48 scenario 4)
+        cands.append(Candidate(s))
+    chosen = order_and_bound(cands, policy)
+    if not chosen:
+        return None
+    ops = []
+    for c in chosen:
+        s = c.fslice
+        ops.append(CompactionOperation(
+            file_id=s.file_id, partition_path=s.partition_path, base_instant_time=s.base_instant,
+            data_file_path=s.base_file.name if s.base_file else None,
+            delta_file_paths=[lf.name for lf in s.log_files],
+            metrics={"TOTAL_LOG_FILES": float(len(s.log_files)),
+                     "TOTAL_LOG_FILES_SIZE": float(c.log_bytes),
+                     "TOTAL_IO_READ_MB": (c.base_bytes + c.log_bytes) / 2**20,
+                     "TOTAL_IO_WRITE_MB": (c.base_bytes + c.log_bytes) / 2**20,
+                     "TOTAL_IO_MB": c.io_bytes / 2**20},
+        ))
+    return CompactionPlan(
+        operations=ops,
+        extra_metadata={"operationType": OPERATION},
+        strategy={"compactorClassName": None, "strategyParams": {"strategy": policy.strategy,
+                                                                   "io_budget_bytes": str(policy.io_budget_bytes)},
+                  "version": 1},
+    )
+
+
+def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool = False) -> Instant | None:
+    """Write a compaction plan when the trigger fires (``force``: regardless) and fewer than
+    ``max_pending`` plans are pending."""
+    table.refresh()
+    if len(table.timeline.pending_compactions()) >= policy.max_pending:
+        return None
+    if not force and not trigger_fires(table, policy.trigger):
+        return None
+    plan = plan_compaction(table, policy)
+    if plan is None:
+        return None
+    inst = table.timeline.create_requested(Action.COMPACTION, content=plan.to_avro_bytes())
+    log.info("%s: scheduled compaction %s over %d slice(s)", table.base_path, inst.timestamp, len(plan.operations))
+    table.refresh()
+    return inst
+
+
+# ============================================================================ execution
+@contextlib.contextmanager
+def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Iterator[WriterLock]:
+    """Hold the writers' lock (between two commits), retrying until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lock = WriterLock(table.fs, table.base_path, expiry_s)
+        try:
+            lock.acquire()
+            break
+        except CommitConflictError:
+            if time.monotonic() > deadline:
+                raise CompactionConflict(f"{table.base_path}: writer lock busy for {timeout_s:.0f}s") from None
+            time.sleep(0.05)
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def _old_slice(table: Table, op: CompactionOperation) -> FileSlice:
+    """The slice as it is now (its logs may have grown since planning)."""
+    for s in table.fsview.all_slices().get((op.partition_path, op.file_id), []):
+        if s.base_instant == op.base_instant_time:
+            return s
+    raise ServiceError(f"slice {op.partition_path}/{op.file_id}@{op.base_instant_time} of the plan is gone")
+
+
+def _order_columns(rows: pa.Table) -> pa.Table:
+    meta = [c for c in META_COLUMNS if c in rows.column_names]
+    return rows.select(meta + [c for c in rows.column_names if c not in META_COLUMNS])
+
+
+def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceReadSpec, task: int) -> WriteStat:
+    """Merge one slice (reader's merge) and write its new base file."""
+    rows, stats = read_file_slice(table.fs, fslice, spec)
+    if rows is None:
+        schema = table.schema() or pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS])
+        rows = schema.empty_table()
+    token = service_token(task)
+    name = base_file_name(fslice.file_id, token, instant, table.properties.base_file_extension)
+    if FILE_NAME in rows.column_names:
+        idx = rows.column_names.index(FILE_NAME)
+        rows = rows.set_column(idx, FILE_NAME, pa.array([name] * rows.num_rows, pa.string()))
+    rows = _order_columns(rows)
+    create_marker(table.fs, table.base_path, instant, Marker(fslice.partition_path, name, IOType.CREATE))
+    faults.step(f"compaction marker {name}")
+    path = abs_path(table.base_path, fslice.partition_path, name)
+    # sized to the file: a base file never grows, so its filter needs no headroom
+    written = write_base_file(table.fs, path, rows, bloom=BloomParams().sized_for(rows.num_rows))
+    faults.step(f"compaction wrote {name}")
+    log_bytes = sum(lf.size for lf in fslice.log_files)
+    return WriteStat(
+        file_id=fslice.file_id, path=rel_path(fslice.partition_path, name), prev_commit=fslice.base_instant,
+        num_writes=written.num_rows, num_update_writes=0, partition_path=fslice.partition_path,
+        total_write_bytes=written.size_bytes, file_size_in_bytes=written.size_bytes,
+        total_log_files_compacted=len(fslice.log_files), total_log_size_compacted=log_bytes,
+        total_log_blocks=stats.log_blocks_read, total_corrupt_log_block=stats.corrupt_block_count,
+        total_rollback_blocks=stats.rolled_back_blocks,
+    )
+
+
+def _seen(fslice: FileSlice, completed: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """What a merge of ``fslice`` depended on: its log files and the instants of those files
+    that had completed (a write's log file name does not carry its instant, so we compare
+    the completed set restricted to instants newer than the slice's base)."""
+    files = frozenset(lf.name for lf in fslice.log_files)
+    return files, frozenset(t for t in completed if t >= fslice.base_instant)
+
+
+def _compact_all(table: Table, instant: str, slices: list[FileSlice], spec: SliceReadSpec,
+                 workers: int, task_offset: int = 0) -> list[WriteStat]:
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(slices)))) as pool:
+        return list(pool.map(lambda a: compact_slice(table, instant, a[1], spec, task_offset + a[0]),
+                             enumerate(slices)))
+
+
+@dataclass
+class CompactionRun:
+    """A merged-but-uncommitted compaction: what each slice's merge depended on."""
+
+    instant: Instant
+    slices: list[FileSlice]
+    stats: list[WriteStat]
+    completed: frozenset[str]
+    workers: int
+    lock_timeout_s: float
+
+    def finish(self, table: Table, complete: Callable[[CommitMetadata], None]) -> CommitMetadata:
+        """Catch up with writes that landed in old slices during the merge, then
+        ``complete`` - all while holding the writers' lock, so none can land in between."""
+        ts = self.instant.timestamp
+        with writer_lock(table, self.lock_timeout_s):
+            table.refresh()
+            now = table.timeline.completed_timestamps()
+            plan = read_plan(table, self.instant)
+            redo, fresh = [], []
+            for i, op in enumerate(plan.operations):
+                cur = _old_slice(table, op)
+                if _seen(cur, now) != _seen(self.slices[i], self.completed):
+                    redo.append(i)
+                    fresh.append(cur)
+            if redo:
+                spec = SliceReadSpec(merge=table.merge_spec(), completed=now)
+                again = _compact_all(table, ts, fresh, spec, self.workers, task_offset=len(self.slices))
+                for i, st in zip(redo, again, strict=True):
+                    old = self.stats[i]
+                    table.fs.delete_file(abs_path(table.base_path, old.partition_path or "",
+                                                  (old.path or "").rsplit("/", 1)[-1]))
+                    self.stats[i] = st
+                log.info("compaction %s: merged %d slice(s) again for writes that landed meanwhile", ts, len(redo))
+            meta = CommitMetadata(compacted=True, operation_type=OPERATION)
+            for st in self.stats:
+                meta.add(st)
+            schema = latest_schema(table)
+            if schema:
+                meta.extra_metadata["schema"] = schema
+            complete(meta)
+        return meta
+
+
+def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0,
+                       workers: int = 4) -> CompactionRun:
+    """Write every slice's new base file without blocking writers; the caller holds the
+    plan lock, set the plan inflight, and completes through :meth:`CompactionRun.finish`."""
+    plan = read_plan(table, inst)
+    table.refresh()
+    completed = table.timeline.completed_timestamps()
+    spec = SliceReadSpec(merge=table.merge_spec(), completed=completed)
+    slices = [_old_slice(table, op) for op in plan.operations]
+    stats = _compact_all(table, inst.timestamp, slices, spec, workers)
+    return CompactionRun(inst, slices, stats, completed, workers, lock_timeout_s)

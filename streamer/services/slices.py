@@ -1,0 +1,70 @@
+"""What table services need to know about a file slice's log: its blocks as *units*.
+
+A unit is every effective block one instant contributed to the slice (a commit writes a
+data block and a delete block; a log compaction may write several blocks). Units are
+what log compaction stitches and what ``COMPACTED_BLOCK_TIMES`` names, so planning
+reasons in units, in the order the reader applies them (the reader's own
+:func:`streamer.read.merge.effective_blocks` decides which blocks count).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from streamer.fs import FileSystem
+from streamer.read.merge import ScanStats, effective_blocks
+from streamer.table.fsview import FileSlice
+from streamer.table.log_format import BlockType, LogBlock, read_log_file
+
+
+@dataclass
+class Unit:
+    """The effective blocks of one instant in one slice, in reader order."""
+
+    instant: str
+    blocks: list[LogBlock] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(b.size for b in self.blocks)
+
+    @property
+    def max_block_size(self) -> int:
+        return max((b.size for b in self.blocks), default=0)
+
+    @property
+    def is_compacted(self) -> bool:
+        return any(b.compacted_block_times for b in self.blocks)
+
+
+def read_slice_blocks(fs: FileSystem, fslice: FileSlice) -> list[tuple[str, LogBlock]]:
+    """All blocks (headers only; content stays lazy) of a slice's logs, in log order."""
+    out: list[tuple[str, LogBlock]] = []
+    for lf in fslice.log_files:
+        if not fs.exists(lf.path):
+            continue  # cleaned meanwhile; the slice is no longer the latest
+        out.extend((lf.path, b) for b in read_log_file(fs, lf.path, lazy=True))
+    return out
+
+
+def effective_units(
+    blocks: list[tuple[str, LogBlock]], completed: frozenset[str]
+) -> tuple[list[Unit], ScanStats]:
+    """Group the reader's effective blocks by instant (consecutive blocks of one instant)."""
+    stats = ScanStats()
+    units: list[Unit] = []
+    for b in effective_blocks(blocks, completed, stats):
+        if b.block_type not in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA, BlockType.DELETE,
+                                BlockType.HFILE_DATA):
+            continue
+        inst = b.instant_time or ""
+        if units and units[-1].instant == inst:
+            units[-1].blocks.append(b)
+        else:
+            units.append(Unit(inst, [b]))
+    return units, stats
+
+
+def relative(base_path: str, path: str) -> str:
+    return posixpath.relpath(path, base_path)
