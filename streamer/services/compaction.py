@@ -154,6 +154,18 @@ def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool =
     return inst
 
 
+def schedule_compaction_safely(table: Table, policy: CompactionPolicy, *, force: bool = False,
+                               lock_timeout_s: float = 30.0) -> Instant | None:
+    """:func:`schedule_compaction` between two commits: holding the writers' lock, no write
+    is in flight, so every later write sees the plan (``None`` if the lock stays busy)."""
+    try:
+        with writer_lock(table, lock_timeout_s):
+            return schedule_compaction(table, policy, force=force)
+    except CompactionConflict as e:
+        log.info("not scheduling compaction now: %s", e)
+        return None
+
+
 # ============================================================================ execution
 @contextlib.contextmanager
 def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Iterator[WriterLock]:

@@ -4,12 +4,11 @@ Per service ``mode``:
 
 * ``inline`` - :func:`run_inline_services` (called by the pipeline runner after every
   commit, in the writer process) schedules and executes it right away;
-* ``async`` - the writer only *schedules* a compaction inline (as Hudi's async compaction
-  does: scheduling between two commits means no write can miss the plan), and
-  :class:`AsyncServices` (a background thread, or ``streamer compact --run --loop`` in
-  another process) executes plans while the writer keeps committing. Log compaction,
-  clean and archive in async mode are scheduled by :class:`AsyncServices` itself: they
-  never change which slice a writer appends to;
+* ``async`` - :class:`AsyncServices` (a background thread, or ``streamer compact --loop``
+  in another process) schedules and executes while the writer keeps committing; the
+  writer also schedules async compaction after its commits, as Hudi does. Compaction is
+  always scheduled holding the writers' lock (between two commits) so no write in flight
+  can miss the plan; log compaction, clean and archive never change where writers append;
 * ``off`` - never.
 
 Back-pressure: once ``max_pending`` compactions are pending and the trigger fires again,
@@ -29,7 +28,7 @@ from streamer.fs import FileSystem
 from streamer.read.table import Table
 from streamer.services.archive import ArchiveOutcome, run_archive
 from streamer.services.clean import CleanOutcome, run_clean
-from streamer.services.compaction import schedule_compaction, trigger_fires
+from streamer.services.compaction import schedule_compaction_safely, trigger_fires
 from streamer.services.executor import ExecOutcome, execute_pending
 from streamer.services.log_compaction import schedule_log_compaction
 from streamer.table.instant import Action
@@ -66,7 +65,7 @@ def run_services(table: Table | str, policies: PoliciesConfig, *, modes: tuple[s
         rep.executed += execute_pending(t, Action.LOG_COMPACTION, log_policy=lc, lock_expiry_s=lock_expiry_s)
     if comp.mode in modes:
         if schedule_compaction_plans:
-            inst = schedule_compaction(t, comp)
+            inst = schedule_compaction_safely(t, comp)
             if inst:
                 rep.scheduled.append((Action.COMPACTION, inst.timestamp))
         rep.executed += execute_pending(t, Action.COMPACTION, lock_expiry_s=lock_expiry_s)
@@ -84,7 +83,7 @@ def run_inline_services(table_path: Table | str, policies: PoliciesConfig, *, fs
     t = _open(table_path, fs)
     rep = run_services(t, policies, modes=("inline",), fs=fs, lock_expiry_s=lock_expiry_s)
     if policies.compaction.mode == "async":
-        inst = schedule_compaction(t, policies.compaction)
+        inst = schedule_compaction_safely(t, policies.compaction)
         if inst:
             rep.scheduled.append((Action.COMPACTION, inst.timestamp))
     return rep
@@ -116,12 +115,11 @@ def wait_for_capacity(table: Table | str, policy: CompactionPolicy, *, timeout_s
 class AsyncServices:
     """Run the ``async`` services in a background thread until :meth:`stop`.
 
-    ``schedule_compaction_plans`` (default off) also lets this thread schedule compaction;
-    leave it off when a writer is committing and schedules them itself, see module doc.
+    ``schedule_compaction_plans=False`` leaves compaction scheduling to the writer.
     """
 
     def __init__(self, table_path: str, policies: PoliciesConfig, *, interval_s: float = 1.0,
-                 schedule_compaction_plans: bool = False, fs: FileSystem | None = None,
+                 schedule_compaction_plans: bool = True, fs: FileSystem | None = None,
                  lock_expiry_s: float = 30.0) -> None:
         self.table_path = table_path
         self.policies = policies
