@@ -168,13 +168,15 @@ def write_parquet(fs: FileSystem, path: str, table: pa.Table, kv: Mapping[str, s
 
 
 def _write(table: pa.Table, sink: Any, kv: Mapping[str, str]) -> None:
-    meta = dict(table.schema.metadata or {})
-    meta.update({k.encode(): v.encode() for k, v in kv.items()})
-    pq.write_table(
-        table.replace_schema_metadata(meta),
+    # kv goes into the Parquet footer only: putting it in the Arrow schema metadata would
+    # embed the ~430 KB bloom filter a second time inside ARROW:schema.
+    with pq.ParquetWriter(
         sink,
+        table.schema,
         compression=CODEC,
         coerce_timestamps="us",
         allow_truncated_timestamps=False,
         write_statistics=True,
-    )
+    ) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(dict(kv))

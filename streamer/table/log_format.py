@@ -251,7 +251,7 @@ def read_log_file(fs: FileSystem, path: str, *, lazy: bool = True) -> list[LogBl
     if lazy:
         handle = fs.open_input_file(path)
         src = _Source(None, handle, size)
-        loader = lambda off, n: bytes(fs.open_input_file(path).read_at(n, off))  # noqa: E731
+        loader: Callable[[int, int], bytes] | None = _file_loader(fs, path)
         opener: Callable[[], Any] | None = lambda: fs.open_input_file(path)  # noqa: E731
     else:
         handle = None
@@ -282,6 +282,14 @@ def read_log_file(fs: FileSystem, path: str, *, lazy: bool = True) -> list[LogBl
         if handle is not None:
             handle.close()
     return blocks
+
+
+def _file_loader(fs: FileSystem, path: str) -> Callable[[int, int], bytes]:
+    def load(off: int, n: int) -> bytes:
+        with fs.open_input_file(path) as f:
+            return bytes(f.read_at(n, off))
+
+    return load
 
 
 def _memory_or(src: _Source, loader: Callable[[int, int], bytes] | None) -> Callable[[int, int], bytes]:
