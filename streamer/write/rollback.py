@@ -39,7 +39,7 @@ from streamer.table.naming import (
 from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
 from streamer.write import faults
-from streamer.write.markers import IOType, delete_markers, list_markers
+from streamer.write.markers import TEMP_FOLDER, IOType, delete_markers, list_markers
 
 ROLLBACK_TOKEN = write_token(1, 0, 1)
 
@@ -190,4 +190,17 @@ def rollback_all_failed(fs: FileSystem, base_path: str, timeline: Timeline) -> l
     outcomes = resume_pending_rollbacks(fs, base_path, timeline)
     for target in timeline.failed_writes(heartbeat_timeout_s=None):
         outcomes.append(rollback_failed(fs, base_path, timeline, target))
+    sweep_completed(fs, base_path, timeline)
     return outcomes
+
+
+def sweep_completed(fs: FileSystem, base_path: str, timeline: Timeline) -> None:
+    """Drop markers/heartbeats a writer killed right after completing left behind."""
+    done = {i.timestamp for i in timeline.completed()}
+    for folder in (TEMP_FOLDER, HEARTBEAT_FOLDER):
+        for st in fs.list_dir(posixpath.join(base_path, METAFOLDER, folder)):
+            if st.name in done:
+                if st.is_dir:
+                    fs.delete_dir(st.path)
+                else:
+                    fs.delete_file(st.path)
