@@ -1,0 +1,59 @@
+"""The table services a pipeline runs alongside its writes, per its ``policies``.
+
+``inline`` services run in the writer right after each commit; ``async`` ones in a
+background thread started with the first commit (the table must exist). When
+compaction falls behind (``compaction.max_pending``), the pipeline waits before its
+next commit instead of piling up logs nobody compacts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from streamer.config.policies import PoliciesConfig
+from streamer.fs import FileSystem
+from streamer.services.runner import AsyncServices, run_inline_services, wait_for_capacity
+
+if TYPE_CHECKING:
+    from streamer.pipeline.runner import PipelineRunner
+
+log = logging.getLogger(__name__)
+
+_SERVICES = ("log_compaction", "compaction", "clean", "archive")
+
+
+class PipelineServices:
+    def __init__(self, fs: FileSystem, table_path: str, policies: PoliciesConfig, name: str) -> None:
+        self.fs = fs
+        self.table_path = table_path
+        self.policies = policies
+        self.name = name
+        modes = {getattr(policies, s).mode for s in _SERVICES}
+        self.has_inline = "inline" in modes or policies.compaction.mode == "async"
+        self.has_async = "async" in modes
+        self._async: AsyncServices | None = None
+
+    @classmethod
+    def for_runner(cls, runner: PipelineRunner) -> PipelineServices | None:
+        svc = cls(runner.sink.fs, runner.sink.path, runner.config.policies, runner.config.name)
+        return svc if (svc.has_inline or svc.has_async) else None
+
+    def after_commit(self) -> None:
+        if self.has_inline:
+            report = run_inline_services(self.table_path, self.policies, fs=self.fs)
+            for action, instant in report.scheduled:
+                log.info("[%s] scheduled %s %s", self.name, action, instant)
+        if self.has_async and self._async is None:
+            self._async = AsyncServices(self.table_path, self.policies, fs=self.fs).start()
+        if self.policies.compaction.mode != "off":
+            waited = wait_for_capacity(self.table_path, self.policies.compaction, fs=self.fs)
+            if waited > 1:
+                log.warning("[%s] ingestion throttled %.1fs: compaction behind (max_pending)", self.name, waited)
+
+    def close(self) -> None:
+        if self._async is not None:
+            self._async.stop()
+            for e in self._async.errors:
+                log.warning("[%s] async table service error: %s", self.name, e)
+            self._async = None

@@ -1,0 +1,113 @@
+"""From a pipeline's ``target:`` to the MOR writer, in one place.
+
+The YAML names (``record_key``, ``partition_by``, ...) and the writer's table
+identity (:class:`~streamer.write.config.TableConfig`, persisted in
+``hoodie.properties``) are mapped here only. When the table already exists, the
+identity on storage wins, and a YAML that disagrees with it is refused naming the
+field: silently re-keying an existing table would scatter its records.
+"""
+
+from __future__ import annotations
+
+from streamer.config.pipeline import EngineConfig
+from streamer.config.target import TargetConfig, TimestampKeyGen
+from streamer.errors import ConfigError
+from streamer.fs import FileSystem, resolve
+from streamer.table.properties import properties_path
+from streamer.write.config import (
+    KeyGenType,
+    LogBlockFormat,
+    TableConfig,
+    TimestampKeyGenConfig,
+    TimestampType,
+    WriteOptions,
+)
+from streamer.write.writer import HudiWriter
+
+
+def table_config(target: TargetConfig) -> TableConfig:
+    """The table identity a new table gets from ``target:``."""
+    ts = TimestampKeyGenConfig()
+    kg = target.key_generator
+    if isinstance(kg, TimestampKeyGen):
+        try:
+            ts_type = TimestampType(kg.timestamp_type)
+        except ValueError as e:
+            raise ConfigError(
+                f"target.key_generator.timestamp_type {kg.timestamp_type} is not supported by the "
+                f"writer (supported: {[t.value for t in TimestampType]})"
+            ) from e
+        ts = TimestampKeyGenConfig(
+            timestamp_type=ts_type,
+            output_format=kg.output_date_format,
+            input_format=kg.input_date_format or ts.input_format,
+            timezone=kg.timezone,
+        )
+    return TableConfig(
+        name=target.table_name or "",
+        record_key_fields=tuple(target.record_key),
+        partition_fields=tuple(target.partition_by),
+        ordering_field=target.ordering_field,
+        keygen=KeyGenType.parse(target.effective_key_generator),
+        hive_style_partitioning=target.hive_style,
+        timestamp=ts,
+        log_block_format=LogBlockFormat(target.log_block_format),
+    )
+
+
+def write_options(target: TargetConfig, engine: EngineConfig) -> WriteOptions:
+    return WriteOptions(
+        small_file_limit=int(target.small_file_limit),
+        max_file_size=int(target.max_file_size),
+        engine=engine.mode,
+        auto_local_max_rows=engine.local_max_records,
+        parallelism=engine.local_threads,
+    )
+
+
+def _check_identity(path: str, on_disk: TableConfig, wanted: TableConfig) -> None:
+    checks = (
+        ("record_key", on_disk.record_key_fields, wanted.record_key_fields),
+        ("partition_by", on_disk.partition_fields, wanted.partition_fields),
+        ("ordering_field", on_disk.ordering_field, wanted.ordering_field),
+        ("key_generator", on_disk.keygen, wanted.keygen),
+        ("hive_style", on_disk.hive_style_partitioning, wanted.hive_style_partitioning),
+    )
+    def show(v: object) -> object:
+        return v.name.lower() if isinstance(v, KeyGenType) else v
+
+    for name, have, want in checks:
+        if have != want:
+            raise ConfigError(
+                f"target.{name} is {show(want)!r} but the table at {path} was created with "
+                f"{show(have)!r}; a table's keys and partitioning cannot change"
+            )
+
+
+class TableSink:
+    """Opens the target table lazily (it is created by the first batch that has data)."""
+
+    def __init__(self, target: TargetConfig, engine: EngineConfig, fs: FileSystem | None = None) -> None:
+        self.target = target
+        if fs is None:
+            fs, path = resolve(target.path)
+        else:
+            path = target.path.rstrip("/")
+        self.fs = fs
+        self.path = path
+        self.options = write_options(target, engine)
+        self.wanted = table_config(target)
+        self._writer: HudiWriter | None = None
+
+    def exists(self) -> bool:
+        return self.fs.exists(properties_path(self.path))
+
+    def writer(self, schema=None) -> HudiWriter:
+        if self._writer is None:
+            if self.exists():
+                w = HudiWriter.open(self.path, self.options, fs=self.fs)
+                _check_identity(self.path, w.config, self.wanted)
+            else:
+                w = HudiWriter.create(self.path, self.wanted, schema=schema, options=self.options, fs=self.fs)
+            self._writer = w
+        return self._writer
