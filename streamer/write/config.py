@@ -78,6 +78,9 @@ class TimestampKeyGenConfig:
     input_format: str = "yyyy-MM-dd HH:mm:ss"
     timezone: str = "UTC"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timestamp_type", TimestampType(self.timestamp_type))
+
 
 @dataclass(frozen=True)
 class TableConfig:
