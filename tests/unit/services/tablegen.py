@@ -42,6 +42,7 @@ class Gen:
     seed: int = 0
     key_space: int = 60
     ts: int = 0
+    pad: int = 0  # extra random characters per value (bigger, barely compressible rows)
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -52,7 +53,8 @@ class Gen:
         for _ in range(n):
             self.ts += 1
             k = (self.rng.choice(CITIES), self.rng.randrange(self.key_space))
-            rows[k] = {"id": k[1], "city": k[0], "ts": self.ts, "value": f"v{self.ts}{tag}"}
+            extra = "".join(self.rng.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=self.pad)) if self.pad else ""
+            rows[k] = {"id": k[1], "city": k[0], "ts": self.ts, "value": f"v{self.ts}{tag}{extra}"}
         return pa.Table.from_pylist(list(rows.values()), schema=SCHEMA)
 
     def deletes(self, model: Model, n: int) -> pa.Table:
@@ -73,10 +75,10 @@ def open_writer(path: str) -> HudiWriter:
 
 
 def build(path: str, commits: int, *, seed: int = 0, rows: int = 12, deletes_every: int = 4,
-          block_format: str = "parquet") -> tuple[HudiWriter, Gen, Model]:
+          block_format: str = "parquet", key_space: int = 60, pad: int = 0) -> tuple[HudiWriter, Gen, Model]:
     """A table whose groups collect one small block per commit (plus some delete blocks)."""
     w = create(path, block_format)
-    gen, model = Gen(seed), Model()
+    gen, model = Gen(seed, key_space=key_space, pad=pad), Model()
     first = gen.upserts(120)
     w.upsert(first)
     model.apply(first)
@@ -136,4 +138,16 @@ def unit_counts(path: str) -> dict[tuple[str, str], int]:
     for s in t.fsview.latest_file_slices():
         units, _ = effective_units(read_slice_blocks(t.fs, s), done)
         out[(s.partition_path, s.file_id)] = len(units)
+    return out
+
+
+def max_block_sizes(path: str) -> dict[tuple[str, str], int]:
+    from streamer.services.slices import effective_units, read_slice_blocks
+
+    t = Table.open(path)
+    done = t.timeline.completed_timestamps()
+    out = {}
+    for s in t.fsview.latest_file_slices():
+        units, _ = effective_units(read_slice_blocks(t.fs, s), done)
+        out[(s.partition_path, s.file_id)] = max((u.max_block_size for u in units), default=0)
     return out
