@@ -1,0 +1,31 @@
+"""Writing one section of ``benchmarks/RESULTS.md`` without touching the others."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import pyarrow as pa
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def machine_line() -> str:
+    return (
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"pyarrow {pa.__version__}."
+    )
+
+
+def write_section(heading: str, body: list[str]) -> None:
+    """Replace the section headed ``heading`` (a ``## ...`` line) or append it."""
+    section = "\n".join([heading, "", *body, ""])
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
+    if heading in text:
+        start = text.index(heading)
+        nxt = text.find("\n## ", start + len(heading))
+        text = text[:start] + section + (text[nxt + 1:] if nxt >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text)
