@@ -218,6 +218,7 @@ class WriteOptions:
     ``bloom_*`` size the Hudi-compatible dynamic bloom filters (Hudi's defaults, so a
     Hudi reader's bloom index can use our base-file footers unchanged).
     ``engine``: ``local``, ``spark`` or ``auto`` (local below ``auto_local_max_rows``).
+    ``parquet_codec``: compression of base files and Parquet log blocks.
     """
 
     small_file_limit: int = 100 * MiB
@@ -235,6 +236,8 @@ class WriteOptions:
     lock_timeout_s: float = 0.0
     heartbeat_expiry_s: float = 60.0
     combine_before_insert: bool = True
+    # Hudi's default is gzip; snappy writes ~3x faster and every Hudi reader reads it.
+    parquet_codec: str = "snappy"
 
     def __post_init__(self) -> None:
         if self.max_file_size <= 0 or self.small_file_limit < 0:

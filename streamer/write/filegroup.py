@@ -70,6 +70,7 @@ class WriteContext:
     ordering_field: str | None
     completed: frozenset[str]
     first_active: str | None
+    codec: str = CODEC
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class FileGroupTask:
     slice: FileSlice | None = None
 
 
-def _encode_parquet(table: pa.Table, kv: dict[str, str]) -> bytes:
+def _encode_parquet(table: pa.Table, kv: dict[str, str], codec: str = CODEC) -> bytes:
     """Parquet bytes with ``kv`` in the footer, written like Hudi's base files.
 
     ``store_schema=False``: pyarrow would otherwise copy the whole KV metadata (our
@@ -99,7 +100,7 @@ def _encode_parquet(table: pa.Table, kv: dict[str, str]) -> bytes:
     with pq.ParquetWriter(
         sink,
         table.schema,
-        compression=CODEC,
+        compression=codec,
         coerce_timestamps="us",
         allow_truncated_timestamps=False,
         write_statistics=True,
@@ -181,7 +182,7 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
     data = _with_meta(ctx, rows.filter(pc.not_equal(rows.column(OP_COL), OP_DELETE)), task, name)
     keys = data.column(RECORD_KEY_COL).combine_chunks()
     own = KeySummary.of_keys(keys, ctx.bloom.sized_for(len(keys)))
-    content = _encode_parquet(data, own.to_kv(slice_level=False))
+    content = _encode_parquet(data, own.to_kv(slice_level=False), ctx.codec)
     path = _full_path(ctx, task.partition, name)
     faults.step(f"before base file {name}")
     ctx.fs.write_atomic(path, content)
@@ -237,7 +238,7 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
             kv = block_metadata(keys, _slice_seed(ctx, task), ctx.bloom, task.base_instant)
             # rows are already sorted by key; framing the Parquet bytes ourselves skips
             # encode_data_block's default-sized filter that our kv would replace anyway
-            blocks.append(encode_block(BlockType.PARQUET_DATA, header, _encode_parquet(data, kv)))
+            blocks.append(encode_block(BlockType.PARQUET_DATA, header, _encode_parquet(data, kv, ctx.codec)))
         else:
             blocks.append(
                 encode_data_block(

@@ -287,6 +287,7 @@ class HudiWriter:
             ordering_field=self.config.ordering_field,
             completed=state.completed,
             first_active=state.first_active,
+            codec=o.parquet_codec,
         )
 
     def rollback_failed_writes(self) -> list:
