@@ -58,7 +58,7 @@ def _find_in_slice(
 ) -> np.ndarray:
     """Bool mask over ``keys``: present in this slice's committed data."""
     found = np.zeros(len(keys), dtype=bool)
-    members = slice_members(fs, file_slice, is_committed)
+    members = slice_members(fs, file_slice, is_committed, with_deletes=True)
     if not members or len(keys) == 0:
         return found
     summary, _ = slice_summary(members, stats)
@@ -67,14 +67,21 @@ def _find_in_slice(
         return found
     cand_idx = np.flatnonzero(candidates)
     cand_keys = keys.take(pa.array(cand_idx))
+    live = np.zeros(len(cand_keys), dtype=bool)
     for m in members:
+        if m.kind == "delete":
+            # a key deleted after its last write here is no longer in this group
+            if live.any():
+                gone = pc.is_in(cand_keys, value_set=m.keys(stats)).to_numpy(zero_copy_only=False)
+                live &= ~gone
+            continue
         own = _member_candidates(m, cand_keys, stats)
         if own is None or not own.any():
             continue
         member_keys = m.keys(stats)
         present = pc.is_in(cand_keys.filter(pa.array(own)), value_set=member_keys)
-        hit_idx = cand_idx[np.flatnonzero(own)][present.to_numpy(zero_copy_only=False)]
-        found[hit_idx] = True
+        live[np.flatnonzero(own)[present.to_numpy(zero_copy_only=False)]] = True
+    found[cand_idx[live]] = True
     return found
 
 

@@ -60,7 +60,7 @@ class Member:
     """A base file or one data block, read lazily and counted."""
 
     fs: FileSystem
-    kind: str  # "base" | "parquet" | "avro"
+    kind: str  # "base" | "parquet" | "avro" | "delete"
     path: str
     instant: str
     block: LogBlock | None = None
@@ -76,7 +76,7 @@ class Member:
         if self._kv_read:
             return self._kv
         self._kv_read = True
-        if self.kind == "avro":
+        if self.kind in ("avro", "delete"):
             return None
         if stats is not None:
             stats.footer(self.member_id)
@@ -103,6 +103,8 @@ class Member:
                 t = pq.ParquetFile(f).read(columns=[RECORD_KEY])
             return t.column(0).combine_chunks()
         assert self.block is not None
+        if self.kind == "delete":
+            return self.block.deletes().column(RECORD_KEY).combine_chunks()
         return self.block.record_keys()
 
 
@@ -116,9 +118,12 @@ def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Call
 
 
 def slice_members(
-    fs: FileSystem, file_slice: FileSlice, is_committed: Callable[[str], bool]
+    fs: FileSystem,
+    file_slice: FileSlice,
+    is_committed: Callable[[str], bool],
+    with_deletes: bool = False,
 ) -> list[Member]:
-    """Base file first, then committed data blocks in write order."""
+    """Base file first, then committed data (and, if asked, delete) blocks in write order."""
     members: list[Member] = []
     if file_slice.base_file is not None:
         b = file_slice.base_file
@@ -130,13 +135,16 @@ def slice_members(
             if blk.is_rollback and blk.target_instant_time:
                 rolled_back.add(blk.target_instant_time)
             blocks.append(blk)
+    kinds = {BlockType.PARQUET_DATA: "parquet", BlockType.AVRO_DATA: "avro", BlockType.DELETE: "delete"}
     for blk in blocks:
-        if blk.block_type not in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
+        kind = kinds.get(blk.block_type)
+        if kind is None:
             continue
         inst = blk.instant_time or ""
         if inst in rolled_back or not is_committed(inst):
             continue
-        kind = "parquet" if blk.block_type == BlockType.PARQUET_DATA else "avro"
+        if kind == "delete" and not with_deletes:
+            continue
         members.append(Member(fs, kind, blk.log_path, inst, blk))
     return members
 
@@ -151,6 +159,7 @@ def slice_summary(
     blocks newest, or a block written without the index): callers check members one
     by one.
     """
+    members = [m for m in members if m.kind != "delete"]
     if not members:
         return None, None
     newest = members[-1]
