@@ -107,7 +107,13 @@ def run(args: argparse.Namespace) -> int:
     policies = load_policies(args)
     started = time.monotonic()
     while True:
-        out = one_round(args, policies)
+        try:
+            out = one_round(args, policies)
+        except Exception as e:  # an async worker keeps serving; one bad round is logged
+            if not args.loop:
+                raise
+            print(f"round failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            out = {"service": args.service, "scheduled": None, "executed": [], "error": str(e)}
         if not args.loop or out["scheduled"] or out["executed"]:
             print(json.dumps(out, default=str), flush=True)
         if not args.loop:

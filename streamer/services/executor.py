@@ -78,7 +78,10 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
             log.info("%s", e)
             rollback_services.revert_compaction(table, inflight)
             return ExecOutcome(inst.timestamp, inst.action, "retry")
-        delete_markers(table.fs, table.base_path, inst.timestamp)
+        try:
+            delete_markers(table.fs, table.base_path, inst.timestamp)
+        except OSError as e:  # leftover markers of a completed instant are harmless
+            log.warning("could not delete markers of %s: %s", inst.timestamp, e)
         table.refresh()
         stats = list(meta.write_stats())
         return ExecOutcome(inst.timestamp, inst.action, "completed", len(stats),

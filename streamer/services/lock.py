@@ -98,9 +98,9 @@ class PlanLock:
     """Exclusive, heartbeated ownership of one named thing (usually a plan's instant)."""
 
     def __init__(self, fs: FileSystem, base_path: str, name: str, *, expiry_s: float = 30.0,
-                 purpose: str = "") -> None:
+                 purpose: str = "", path: str | None = None) -> None:
         self.fs = fs
-        self.path = posixpath.join(locks_dir(base_path), name)
+        self.path = path or posixpath.join(locks_dir(base_path), name)
         self.expiry_s = expiry_s
         self.purpose = purpose
         self.owner = uuid.uuid4().hex

@@ -163,15 +163,17 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     params = (plan.strategy or {}).get("strategyParams") or {}
     max_bytes = int(params.get("max_block_bytes") or policy.max_block_bytes)
     completed = table.timeline.completed_timestamps()
-    slices = {(s.partition_path, s.file_id): s for s in table.fsview.latest_file_slices()}
+    # by base instant, not "latest": a compaction scheduled meanwhile (RFC-48 scenario 4)
+    # opens a newer slice, but the planned blocks are still where they were
+    slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
     result = LogCompactionResult(inst.timestamp)
     meta = CommitMetadata(operation_type=OPERATION, extra_metadata={})
     schema = latest_schema(table)
     if schema:
         meta.extra_metadata["schema"] = schema
     for op in plan.operations:
-        fslice = slices.get((op.partition_path, op.file_id))
-        if fslice is None or fslice.base_instant != op.base_instant_time:
+        fslice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+        if fslice is None:
             log.warning("log compaction %s: slice %s/%s@%s is gone; skipping it", inst.timestamp,
                         op.partition_path, op.file_id, op.base_instant_time)
             continue

@@ -98,7 +98,8 @@ def write_stitched(table: Table, instant: str, fslice: FileSlice,
         stitched = stitch(block_tables(units), spec)
         rows_in += stitched.input_rows + stitched.input_deletes
         kind, schema_json = _data_kind_and_schema(units)
-        header: dict = {HeaderKey.INSTANT_TIME: instant, HeaderKey.COMPACTED_BLOCK_TIMES: ",".join(planned)}
+        replaced = ",".join(dict.fromkeys(planned))
+        header: dict = {HeaderKey.INSTANT_TIME: instant, HeaderKey.COMPACTED_BLOCK_TIMES: replaced}
         if stitched.data is not None:
             data = _conform(stitched.data, schema_json, kind)
             if schema_json:

@@ -51,18 +51,25 @@ def read_slice_blocks(fs: FileSystem, fslice: FileSlice) -> list[tuple[str, LogB
 def effective_units(
     blocks: list[tuple[str, LogBlock]], completed: frozenset[str]
 ) -> tuple[list[Unit], ScanStats]:
-    """Group the reader's effective blocks by instant (consecutive blocks of one instant)."""
+    """Group the reader's effective blocks by instant, each unit where its first block is.
+
+    All blocks of one instant form one unit even when the reader does not keep them
+    adjacent (a stitched data block is placed where its run was, but today's reader
+    appends the run's *delete* block at the end): a unit is replaced as a whole.
+    """
     stats = ScanStats()
     units: list[Unit] = []
+    by_instant: dict[str, Unit] = {}
     for b in effective_blocks(blocks, completed, stats):
         if b.block_type not in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA, BlockType.DELETE,
                                 BlockType.HFILE_DATA):
             continue
         inst = b.instant_time or ""
-        if units and units[-1].instant == inst:
-            units[-1].blocks.append(b)
-        else:
-            units.append(Unit(inst, [b]))
+        unit = by_instant.get(inst)
+        if unit is None:
+            unit = by_instant[inst] = Unit(inst, [])
+            units.append(unit)
+        unit.blocks.append(b)
     return units, stats
 
 

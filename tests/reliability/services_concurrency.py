@@ -1,0 +1,83 @@
+"""Processes of the services concurrency test: a writer and a snapshot reader.
+
+``writer <table> <seconds> <out.jsonl>``: commits upserts/deletes continuously, runs the
+inline services after each commit (which schedule async compaction), and after every
+commit appends ``{"instant", "digest"}`` of the dict model to ``out``.
+``reader <table> <seconds> <out.jsonl>``: polls snapshots, appending each one's digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+
+from streamer.config.policies import PoliciesConfig
+from streamer.errors import CommitConflictError, StreamerError
+from streamer.read import Table
+from streamer.services.runner import run_inline_services, wait_for_capacity
+from tests.unit.services import tablegen as tg
+
+POLICIES = PoliciesConfig.model_validate({
+    "log_compaction": {"mode": "async", "min_blocks": 3},
+    "compaction": {"mode": "async", "trigger": {"delta_commits": 6}, "max_pending": 2},
+    "clean": {"mode": "off"},
+    "archive": {"mode": "off"},
+})
+
+
+def digest(rows: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def writer(path: str, seconds: float, out: str, debug: bool = False) -> None:
+    w = tg.open_writer(path)
+    gen, model = tg.Gen(7), tg.Model()
+    model.rows = {(r["city"], r["id"]): r for r in tg.read_ours(path)}
+    gen.ts = max((r["ts"] for r in model.rows.values()), default=0) + 1
+    deadline = time.monotonic() + seconds
+    i = 0
+    with open(out, "a") as f:
+        while time.monotonic() < deadline:
+            i += 1
+            delete = i % 5 == 0
+            batch = gen.deletes(model, 4) if delete else gen.upserts(15)
+            while True:
+                try:
+                    res = w.delete(batch) if delete else w.upsert(batch)
+                    break
+                except CommitConflictError:
+                    time.sleep(0.05)  # a compactor holds the writers' lock for a moment
+            model.apply(deletes=batch) if delete else model.apply(batch)
+            f.write(json.dumps({"instant": res.instant, "digest": digest(model.snapshot()),
+                                **({"rows": model.snapshot()} if debug else {})}) + "\n")
+            f.flush()
+            run_inline_services(path, POLICIES)
+            wait_for_capacity(path, POLICIES.compaction, timeout_s=30)
+    with open(out + ".final.json", "w") as f:
+        json.dump(model.snapshot(), f)
+
+
+def reader(path: str, seconds: float, out: str, debug: bool = False) -> None:
+    deadline = time.monotonic() + seconds
+    with open(out, "a") as f:
+        while time.monotonic() < deadline:
+            try:
+                t = Table.open(path)
+                rows = tg.canon(t.read())
+            except StreamerError as e:  # a reader must never fail; record it for the test
+                f.write(json.dumps({"error": str(e)}) + "\n")
+                continue
+            writes = [i.timestamp for i in t.timeline.completed_writes()]
+            rec = {"digest": digest(rows), "n": len(rows), "last": writes[-1] if writes else None}
+            if debug:
+                rec["rows"] = rows
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    role, path, seconds, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    {"writer": writer, "reader": reader}[role](path, seconds, out, len(sys.argv) > 5)
