@@ -33,7 +33,7 @@ $(STAMPS)/venv: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml
+$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) and Java 17+ are needed to resolve the JVM jars" >&2; exit 1; }
 	rm -rf .jvm
 	mvn -q -B package
