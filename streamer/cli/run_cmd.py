@@ -1,7 +1,8 @@
 """``streamer run FILE``: run the pipelines of a YAML file or folder.
 
-Ctrl-C once: finish the running micro-batch, commit it, stop. Ctrl-C twice: abandon
-it; the next run rolls its inflight commit back, so nothing half-written is ever read.
+Ctrl-C (or SIGTERM, as sent by container runtimes) once: finish the running
+micro-batch, commit it, stop. Ctrl-C twice: abandon it; the next run rolls its
+inflight commit back, so nothing half-written is ever read.
 """
 
 from __future__ import annotations
@@ -33,25 +34,42 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ConfigError(f"{args.file}: no pipeline named {', '.join(unknown)} (have: {', '.join(sorted(names))})")
         configs = [c for c in configs if c.name in args.pipeline]
-    once = args.once or all(c.trigger.mode == "once" for c in configs)
     for c in configs:
         print(f"pipeline {c.summary()}", flush=True)
 
     stop = threading.Event()
-    previous = signal.getsignal(signal.SIGINT)
+    with _graceful_stop(stop):
+        run_pipelines(
+            configs,
+            once=args.once,
+            stop=stop,
+            on_report=lambda r: print(r.line(), flush=True),
+            timeout_s=args.timeout,
+        )
+    return 0
 
-    def on_sigint(signum, frame) -> None:
-        if stop.is_set():
-            signal.signal(signal.SIGINT, previous)
+
+class _graceful_stop:  # noqa: N801 - used as a context manager like a function
+    """SIGINT/SIGTERM set ``stop``; a second SIGINT raises KeyboardInterrupt (abandon)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.previous: dict[int, object] = {}
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         print("\nstopping after the current batch (Ctrl-C again to abandon it)...", file=sys.stderr, flush=True)
-        stop.set()
+        self.stop.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, on_sigint)
-    try:
-        run_pipelines(configs, once=once, stop=stop, on_report=lambda r: print(r.line(), flush=True), timeout_s=args.timeout)
-    finally:
+    def __enter__(self) -> _graceful_stop:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, previous)
-    return 0
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+

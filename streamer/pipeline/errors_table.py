@@ -1,15 +1,24 @@
-"""Bad records: split them off, and keep them in a table of their own.
+"""Bad records: flag them, split them off, and keep them in a table of their own.
 
 A record that cannot be keyed (null or missing record-key field, null ordering
 value) must not fail the batch nor vanish: it goes to the pipeline's error table
 with the reason and its payload. The error table is itself a mor-streamer (Hudi MOR)
-table, keyed by a hash of the record's source position and reason, so a replayed
-batch upserts the same error rows instead of duplicating them.
+table keyed by a hash of the record's identity (source position, reason, payload),
+so a replayed batch upserts the same error rows instead of duplicating them.
+
+Why the position of a Kafka record is its ``topic/partition/offset`` and not the
+batch's end position: after a crash, continuous mode may cut the same records into
+different micro-batches, and the id must not depend on where a batch happened to end.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sources.base import ERROR_COLUMNS
 from streamer.config.pipeline import EngineConfig
@@ -21,16 +30,36 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 ERROR_ID = "error_id"
-_KAFKA_META = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
+#: Columns the runner adds to a transformed batch: why a row is bad (null = good) and its JSON.
+REASON_COL = "_mor_reason"
+PAYLOAD_COL = "_mor_payload"
+#: Kafka metadata columns of a decoded record (``source.include_metadata``).
+KAFKA_META = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
+
+#: The error table's columns as Arrow types (the same as ``sources.base.ERROR_SCHEMA_DDL``).
+ERROR_ARROW_SCHEMA = pa.schema(
+    [
+        ("source_type", pa.string()),
+        ("source_position", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("file", pa.string()),
+        ("raw_payload", pa.string()),
+        ("payload_encoding", pa.string()),
+        ("reason", pa.string()),
+        ("error_time", pa.timestamp("us", tz="UTC")),
+    ]
+)
+assert tuple(ERROR_ARROW_SCHEMA.names) == ERROR_COLUMNS
+_ID_FIELDS = ("source_type", "source_position", "topic", "partition", "offset", "file", "reason", "raw_payload")
 
 
-def split_unkeyable(
-    df: DataFrame, target: TargetConfig, source_type: str, position_json: str
-) -> tuple[DataFrame, DataFrame]:
-    """(good rows, error rows) where error rows lack a record key or ordering value.
+def flag_unkeyable(df: DataFrame, target: TargetConfig) -> DataFrame:
+    """``df`` plus :data:`REASON_COL` (null for good rows) and :data:`PAYLOAD_COL` (bad rows' JSON).
 
-    A key field missing from the batch altogether makes every row an error (named
-    in the reason), rather than an exception that would stop a streaming pipeline.
+    A key field missing from the batch altogether makes every row an error (named in
+    the reason), rather than an exception that would stop a streaming pipeline.
     """
     from pyspark.sql import functions as F
 
@@ -38,7 +67,8 @@ def split_unkeyable(
     needed = [(f, "record key field") for f in target.record_key]
     if target.ordering_field:
         needed.append((target.ordering_field, "ordering field"))
-    reason: Column | None = None
+    reason: Column = F.lit(None).cast("string")
+    branches: Column | None = None
     for name, what in needed:
         if name not in columns:
             cond, text = F.lit(True), f"{what} '{name}' is not in the record (columns: {sorted(columns)})"
@@ -48,41 +78,67 @@ def split_unkeyable(
             if what == "record key field":
                 cond = cond | (F.trim(col.cast("string")) == F.lit(""))
             text = f"{what} '{name}' is null or empty"
-        reason = F.when(cond, F.lit(text)) if reason is None else reason.when(cond, F.lit(text))
-    if reason is None:
-        return df, df.limit(0).select(*[F.lit(None).alias(c) for c in ERROR_COLUMNS])
-    flagged = df.withColumn("_mor_reason", reason)
-    good = flagged.where(F.col("_mor_reason").isNull()).drop("_mor_reason")
-    bad_rows = flagged.where(F.col("_mor_reason").isNotNull())
-    payload_cols = [F.col(f"`{c}`") for c in df.columns]
-
-    def meta(name: str, spark_type: str) -> Column:
-        return F.col(name).cast(spark_type) if name in columns else F.lit(None).cast(spark_type)
-
-    bad = bad_rows.select(
-        F.lit(source_type).alias("source_type"),
-        F.lit(position_json).alias("source_position"),
-        meta(_KAFKA_META[0], "string").alias("topic"),
-        meta(_KAFKA_META[1], "int").alias("partition"),
-        meta(_KAFKA_META[2], "bigint").alias("offset"),
-        F.lit(None).cast("string").alias("file"),
-        F.to_json(F.struct(*payload_cols)).alias("raw_payload"),
-        F.lit("json").alias("payload_encoding"),
-        F.col("_mor_reason").alias("reason"),
-        F.current_timestamp().alias("error_time"),
-    )
-    return good, bad
+        branches = F.when(cond, F.lit(text)) if branches is None else branches.when(cond, F.lit(text))
+    if branches is not None:
+        reason = branches
+    payload = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns if c not in KAFKA_META]))
+    flagged = df.withColumn(REASON_COL, reason)
+    return flagged.withColumn(PAYLOAD_COL, F.when(F.col(REASON_COL).isNotNull(), payload))
 
 
-def with_error_ids(errors: DataFrame) -> DataFrame:
-    """Deterministic ids: the same bad record in a replayed batch gets the same id."""
-    from pyspark.sql import functions as F
+def unkeyable_error_rows(bad: pa.Table, source_type: str, position_json: str) -> pa.Table:
+    """Error rows (:data:`ERROR_ARROW_SCHEMA`) for flagged rows collected to the driver."""
+    n = bad.num_rows
 
-    parts = [
-        F.coalesce(F.col(c).cast("string"), F.lit(""))
-        for c in ("source_type", "source_position", "topic", "partition", "offset", "file", "reason", "raw_payload")
+    def col(name: str, typ: pa.DataType) -> pa.Array:
+        if name in bad.column_names:
+            return pc.cast(bad.column(name), typ).combine_chunks()
+        return pa.nulls(n, typ)
+
+    topic, part, off = col("_kafka_topic", pa.string()), col("_kafka_partition", pa.int32()), col("_kafka_offset", pa.int64())
+    positions = [
+        f"{t}/{p}/{o}" if o is not None else position_json
+        for t, p, o in zip(topic.to_pylist(), part.to_pylist(), off.to_pylist(), strict=True)
     ]
-    return errors.select(F.sha2(F.concat_ws("\u0001", *parts), 256).alias(ERROR_ID), *ERROR_COLUMNS)
+    now = dt.datetime.now(dt.UTC)
+    return pa.table(
+        [
+            pa.array([source_type] * n, pa.string()),
+            pa.array(positions, pa.string()),
+            topic,
+            part,
+            off,
+            pa.nulls(n, pa.string()),
+            col(PAYLOAD_COL, pa.string()),
+            pa.array(["json"] * n, pa.string()),
+            col(REASON_COL, pa.string()),
+            pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+        ],
+        schema=ERROR_ARROW_SCHEMA,
+    )
+
+
+def as_error_arrow(errors: pa.Table) -> pa.Table:
+    """Error rows from a source (Spark's ``toArrow``) in :data:`ERROR_ARROW_SCHEMA`."""
+    return errors.select(list(ERROR_COLUMNS)).cast(ERROR_ARROW_SCHEMA)
+
+
+def with_error_ids(errors: pa.Table) -> pa.Table:
+    """Deterministic ids: the same bad record in a replayed batch gets the same id."""
+    cols = [errors.column(c).to_pylist() for c in _ID_FIELDS]
+    ids = [
+        hashlib.sha256("\u0001".join("" if v is None else str(v) for v in values).encode()).hexdigest()
+        for values in zip(*cols, strict=True)
+    ]
+    return errors.add_column(0, ERROR_ID, pa.array(ids, pa.string()))
+
+
+def error_counts_by_reason(errors: pa.Table) -> dict[str, int]:
+    """``{reason: count}`` (for logs and tests)."""
+    out: dict[str, int] = {}
+    for r in errors.column("reason").to_pylist():
+        out[r] = out.get(r, 0) + 1
+    return out
 
 
 class ErrorTable:
@@ -97,6 +153,7 @@ class ErrorTable:
         )
         self.sink = TableSink(target, EngineConfig(mode="local"))
 
-    def write(self, errors: DataFrame, extra_metadata: dict[str, str]) -> CommitResult:
-        rows = with_error_ids(errors).toArrow()
+    def write(self, errors: pa.Table, extra_metadata: dict[str, str]) -> CommitResult:
+        """Upsert error rows (:data:`ERROR_ARROW_SCHEMA`); duplicates of a batch collapse by id."""
+        rows = with_error_ids(errors.cast(ERROR_ARROW_SCHEMA))
         return self.sink.writer(rows.schema).upsert(rows, extra_metadata=extra_metadata, engine="local")

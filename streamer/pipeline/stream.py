@@ -1,0 +1,168 @@
+"""Continuous mode: a Structured Streaming query whose ``foreachBatch`` is the runner.
+
+The query always starts from the table's committed position, with a fresh Spark
+checkpoint per run: the table, not Spark's checkpoint, is the truth, so a Spark
+checkpoint lost or left behind by a killed process can never skip or repeat data.
+
+Stopping is graceful: once a stop is requested no new micro-batch starts work, the
+one in flight finishes and commits, then the query stops. (Spark's own
+``query.stop()`` would interrupt a batch mid-write; the next run would roll it back,
+but a graceful stop should not leave work to roll back.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from streamer.errors import StreamerError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from streamer.pipeline.runner import PipelineRunner
+
+log = logging.getLogger(__name__)
+
+#: How long a graceful stop waits for the running micro-batch to finish.
+GRACEFUL_STOP_S = 120.0
+_RUN_PREFIX = "run-"
+
+
+class BatchGate:
+    """Lets micro-batches in until :meth:`close`, which waits for the one inside to finish."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    @contextlib.contextmanager
+    def enter(self) -> Iterator[bool]:
+        """Yields False (do nothing) once closing; holds the gate while a batch runs."""
+        if self._closed.is_set():
+            yield False
+            return
+        with self._lock:
+            yield not self._closed.is_set()
+
+    def close(self, timeout_s: float) -> bool:
+        """Refuse new batches; True once no batch is running (False if ``timeout_s`` passed)."""
+        self._closed.set()
+        if self._lock.acquire(timeout=timeout_s):
+            self._lock.release()
+            return True
+        return False
+
+
+def _done(runner: PipelineRunner, stop: threading.Event, max_batches: int | None,
+          deadline: float | None, first: int) -> bool:
+    return (
+        stop.is_set()
+        or (max_batches is not None and len(runner.reports) - first >= max_batches)
+        or (deadline is not None and time.monotonic() >= deadline)
+    )
+
+
+def run_polling(runner: PipelineRunner, stop: threading.Event, max_batches: int | None,
+                timeout_s: float | None) -> None:
+    """Sources without a Spark stream: one ``run_once`` per trigger interval."""
+    interval = runner.config.trigger.interval.total_seconds()
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    first = len(runner.reports)
+    while not _done(runner, stop, max_batches, deadline, first):
+        started = time.monotonic()
+        runner.run_once()
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def run_stream(runner: PipelineRunner, stop: threading.Event, max_batches: int | None,
+               timeout_s: float | None) -> None:
+    """Run the streaming query until stopped; re-raise a failed micro-batch's error."""
+    cfg = runner.config
+    begin = runner.position
+    if cfg.source.type == "kafka":
+        from sources.kafka_options import fetch_watermarks, resolve_start
+
+        low, high = fetch_watermarks(cfg.source)
+        begin = resolve_start(cfg.source, begin, low, high)  # fails loudly on data loss
+        runner.seed_position(begin)
+    stream = runner.source.stream(runner.spark, begin)  # type: ignore[attr-defined]
+    checkpoint = _fresh_checkpoint(cfg.checkpoint_dir)
+    gate = BatchGate()
+    failure: list[BaseException] = []
+
+    def on_batch(raw: DataFrame, spark_batch_id: int) -> None:
+        with gate.enter() as allowed:
+            if not allowed:
+                return  # stopping: not committed, so the next run reads it again
+            try:
+                runner.foreach_batch(raw, spark_batch_id)
+            except BaseException as e:  # surfaced by the query; kept for a clear error
+                failure.append(e)
+                raise
+
+    name = f"mor_streamer_{cfg.name.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+    query = (
+        stream.writeStream.queryName(name)
+        .foreachBatch(on_batch)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=cfg.trigger.spark_processing_time())
+        .start()
+    )
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    first = len(runner.reports)
+    try:
+        while query.isActive and not _done(runner, stop, max_batches, deadline, first):
+            query.awaitTermination(0.25)
+    finally:
+        if not gate.close(GRACEFUL_STOP_S):
+            log.warning("[%s] micro-batch still running after %.0fs; stopping anyway", cfg.name, GRACEFUL_STOP_S)
+        query.stop()
+        with contextlib.suppress(Exception):
+            query.awaitTermination(60)
+        _remove_checkpoint(checkpoint)
+    if failure:
+        err = failure[0]
+        if isinstance(err, StreamerError):
+            raise err
+        raise StreamerError(f"pipeline {cfg.name}: micro-batch failed: {err}") from err
+    exc = query.exception()
+    if exc is not None:
+        raise StreamerError(f"pipeline {cfg.name}: streaming query failed: {exc}")
+
+
+def _fresh_checkpoint(folder: str | None) -> str:
+    """A new Spark checkpoint folder for this run; folders of dead runs are removed."""
+    folder = folder or "_checkpoints"
+    if "://" not in folder and os.path.isdir(folder):
+        for name in os.listdir(folder):
+            if name.startswith(_RUN_PREFIX) and not _owner_alive(name):
+                shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    return posixpath.join(folder, f"{_RUN_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _owner_alive(name: str) -> bool:
+    try:
+        pid = int(name[len(_RUN_PREFIX):].split("-", 1)[0])
+    except ValueError:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_checkpoint(checkpoint: str) -> None:
+    if "://" not in checkpoint:
+        shutil.rmtree(checkpoint, ignore_errors=True)
