@@ -30,7 +30,7 @@ from tests.unit.write.model import BatchGen, Model, canon, read_hudi_rs, read_ou
 pytestmark = [pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-OPTS = WriteOptions(small_file_limit=20_000, max_file_size=30_000, default_record_size=100,
+OPTS = WriteOptions(small_file_limit=8_000, max_file_size=12_000, default_record_size=100,
                     slice_bloom_num_entries=500, engine="local")
 
 
@@ -74,7 +74,7 @@ def _assert_model(path: str, model: Model) -> None:
 
 def test_kill9_at_random_points_then_recover(tmp_path):
     seed_path, base_model, gen = _seed_table(tmp_path)
-    crash_batch = gen.upsert_batch(base_model, 90)
+    crash_batch = gen.upsert_batch(base_model, 160)  # touches many file groups
     recover_batch = gen.upsert_batch(base_model, 40)
 
     trace = tmp_path / "trace.txt"
@@ -83,10 +83,10 @@ def test_kill9_at_random_points_then_recover(tmp_path):
     assert _run_child(probe, "upsert", crash_batch, tmp_path, None, trace) == 0
     steps = [line.split("\t", 1)[1] for line in trace.read_text().splitlines()]
     total = len(steps)
-    assert total >= 10, steps
+    assert total >= 20, steps
     rng = random.Random(20240601)
     points = sorted(set(rng.sample(range(1, total + 1), min(total, 22))) | {1, total - 1, total})
-    assert len(points) >= 20 or len(points) == total
+    assert len(points) >= 20
 
     for n in points:
         case = str(tmp_path / f"case-{n}")
