@@ -75,7 +75,7 @@ class RegistrySchemas:
                 except Exception as e:  # SchemaRegistryError; 404 means "no such id"
                     if getattr(e, "http_status_code", None) == 404:
                         raise LookupError(schema_id) from e
-                    raise
+                    raise self._failed(f"/schemas/ids/{schema_id}", e) from e
             else:
                 self._by_id[schema_id] = self._get(f"/schemas/ids/{schema_id}")["schema"]
         return self._by_id[schema_id]
@@ -90,7 +90,13 @@ class RegistrySchemas:
         except Exception as e:  # SchemaRegistryError(404) from the confluent client
             if getattr(e, "http_status_code", None) == 404:
                 return None
-            raise
+            if isinstance(e, SourceError):
+                raise
+            raise self._failed(f"/subjects/{subject}/versions/latest", e) from e
+
+    def _failed(self, path: str, cause: Exception) -> SourceError:
+        """Client errors (httpx ConnectError, 5xx...) as a SourceError naming the registry URL."""
+        return SourceError(f"schema registry {self.cfg.url}{path}: {type(cause).__name__}: {cause}")
 
     def _get(self, path: str) -> dict[str, Any]:
         req = urllib.request.Request(self.cfg.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"})
