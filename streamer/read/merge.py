@@ -290,6 +290,8 @@ def merge_records(
 def _tag_deletes(t: pa.Table, seq: int) -> pa.Table:
     n = len(t)
     ordv = t.column("ordering_value") if "ordering_value" in t.column_names else pa.nulls(n)
+    if pa.types.is_null(ordv.type):  # Arrow joins cannot carry a null-typed column
+        ordv = pa.nulls(n, pa.int64())
     return pa.table({
         _KEY: pc.cast(t.column(RECORD_KEY), pa.string()),
         "del_ord": ordv,

@@ -63,6 +63,13 @@ def test_delete_with_lower_ordering_value_loses_under_event_time():
     assert result(merge_records(base, [("delete", dels)], COMMIT)) == []
 
 
+def test_delete_with_null_ordering_values_is_natural_order():
+    """Hudi allows deletes without an ordering value: they win by write order."""
+    base = rows(["a", "b"], [10, 10], ["a0", "b0"])
+    dels = pa.table({"_hoodie_record_key": ["a"], "ordering_value": pa.nulls(1)})
+    assert result(merge_records(base, [("delete", dels)], EVENT)) == [("b", "b0")]
+
+
 def test_is_deleted_flag_drops_the_winner():
     base = rows(["a", "b"], [1, 1], ["a0", "b0"], {"_hoodie_is_deleted": [False, False]})
     log1 = rows(["a"], [2], ["a1"], {"_hoodie_is_deleted": [True]})
