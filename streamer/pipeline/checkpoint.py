@@ -9,6 +9,8 @@ write that has one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pydantic import ValidationError
 
 from sources.position import Position, position_from_json
@@ -23,7 +25,9 @@ BATCH_ID_KEY = "mor.streamer.batch.id"
 #: Extra-metadata key naming the pipeline that wrote a commit.
 PIPELINE_KEY = "mor.streamer.pipeline"
 
-__all__ = ["BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "StoredCheckpoint", "stored_checkpoint"]
+__all__ = [
+    "BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "StoredCheckpoint", "checkpoint_history", "stored_checkpoint",
+]
 
 
 class StoredCheckpoint:
@@ -44,14 +48,27 @@ def stored_checkpoint(fs: FileSystem, base_path: str) -> StoredCheckpoint:
     A table that does not exist yet, or has no checkpoint, gives an empty checkpoint
     (the pipeline starts from the source's configured beginning).
     """
+    for found in _checkpoints_newest_first(fs, base_path):
+        return found
+    return StoredCheckpoint(None, None, None)
+
+
+def checkpoint_history(fs: FileSystem, base_path: str) -> list[StoredCheckpoint]:
+    """Every completed write's checkpoint in the active timeline, oldest first.
+
+    Why: it is the audit trail of exactly-once - consecutive positions must never
+    go backwards, and each input record belongs to exactly one commit.
+    """
+    return list(reversed(list(_checkpoints_newest_first(fs, base_path))))
+
+
+def _checkpoints_newest_first(fs: FileSystem, base_path: str) -> Iterator[StoredCheckpoint]:
     if not fs.exists(properties_path(base_path)):
-        return StoredCheckpoint(None, None, None)
+        return
     props = load_properties(fs, base_path)
     timeline = Timeline.load(fs, base_path, props)
     for instant in reversed(timeline.completed_writes()):
-        meta = CommitMetadata.from_bytes(
-            timeline.read_details(instant), timeline.path_of(instant)
-        )
+        meta = CommitMetadata.from_bytes(timeline.read_details(instant), timeline.path_of(instant))
         text = meta.extra_metadata.get(CHECKPOINT_KEY)
         if not text:
             continue
@@ -63,5 +80,4 @@ def stored_checkpoint(fs: FileSystem, base_path: str) -> StoredCheckpoint:
                 f"mor-streamer position ({CHECKPOINT_KEY}={text[:200]!r}): {e.errors()[0]['msg']}"
             ) from e
         raw_batch = meta.extra_metadata.get(BATCH_ID_KEY)
-        return StoredCheckpoint(position, instant.timestamp, int(raw_batch) if raw_batch else None)
-    return StoredCheckpoint(None, None, None)
+        yield StoredCheckpoint(position, instant.timestamp, int(raw_batch) if raw_batch else None)

@@ -1,0 +1,201 @@
+"""A dict model of a keyed topic, and the snapshot checks every pipeline test shares.
+
+The model is what the table must equal: the latest record per key by the ordering
+field ``ts``, keys whose latest record is a delete (``_hoodie_is_deleted: true``)
+removed. ``ts`` grows with production order, and every key is produced with its
+uuid as the Kafka key (so it always lands in the same partition, in order): commit
+order and ordering-field order then agree, and any correct MOR reader must return
+exactly the model (ours and hudi-rs).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+CITIES = ("sf", "nyc", "ams", "chennai")
+SCHEMA_DDL = "uuid STRING, ts BIGINT, city STRING, fare DOUBLE, _hoodie_is_deleted BOOLEAN"
+#: Fast-starting driver JVM for short test runs (C1 only, serial GC) plus our log config.
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@dataclass
+class TripModel:
+    """Generates upserts/deletes and remembers the expected table."""
+
+    seed: int
+    key_space: int = 20_000
+    delete_ratio: float = 0.1
+    update_ratio: float = 0.4
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    produced: int = 0
+    _rng: random.Random = field(init=False)
+    _next_key: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def records(self, n: int) -> list[dict[str, Any]]:
+        out = []
+        live = [k for k, r in self.latest.items() if not r["_hoodie_is_deleted"]]
+        in_live = set(live)
+        for _ in range(n):
+            roll = self._rng.random()
+            if live and roll < self.delete_ratio:
+                key, deleted = live[self._rng.randrange(len(live))], True
+            elif self.latest and roll < self.delete_ratio + self.update_ratio:
+                keys = live or list(self.latest)
+                key, deleted = keys[self._rng.randrange(len(keys))], False
+            else:
+                key, deleted = f"trip-{self._next_key % self.key_space:06d}", False
+                self._next_key += 1
+            self.produced += 1
+            rec = {
+                "uuid": key,
+                "ts": 1_700_000_000_000 + self.produced,
+                "city": CITIES[int(key[5:]) % len(CITIES)],
+                "fare": round(self._rng.uniform(3, 90), 2),
+                "_hoodie_is_deleted": deleted,
+            }
+            self.apply(rec)
+            if not deleted and key not in in_live:
+                live.append(key)
+                in_live.add(key)
+            out.append(rec)
+        return out
+
+    def apply(self, rec: dict[str, Any]) -> None:
+        have = self.latest.get(rec["uuid"])
+        if have is None or rec["ts"] >= have["ts"]:
+            self.latest[rec["uuid"]] = rec
+
+    def expected(self) -> dict[str, tuple[int, float, str]]:
+        return {
+            k: (r["ts"], r["fare"], r["city"]) for k, r in self.latest.items() if not r["_hoodie_is_deleted"]
+        }
+
+
+def produce_records(kafka, topic: str, records: list[dict[str, Any]]) -> int:
+    return kafka.produce(topic, [json.dumps(r) for r in records], keys=[r["uuid"] for r in records])
+
+
+def as_snapshot(table: pa.Table) -> dict[str, tuple[int, float, str]]:
+    rows = table.select(["uuid", "ts", "fare", "city"]).to_pylist()
+    out = {r["uuid"]: (r["ts"], r["fare"], r["city"]) for r in rows}
+    assert len(out) == len(rows), "duplicate keys in the snapshot"
+    return out
+
+
+def read_ours(path: str) -> pa.Table:
+    from streamer.read import Table
+
+    return Table.open(path).read()
+
+
+def read_hudi_rs(path: str) -> pa.Table:
+    import hudi
+
+    table = hudi.HudiTableBuilder.from_base_uri(path).build()
+    read = getattr(table, "read_snapshot", None) or table.read
+    batches = read()
+    return pa.Table.from_batches(batches) if batches else pa.table({c: [] for c in ("uuid", "ts", "fare", "city")})
+
+
+def assert_matches_model(path: str, expected: dict[str, tuple[int, float, str]]) -> None:
+    """Our reader and hudi-rs both return exactly ``expected``."""
+    for name, reader in (("mor-streamer reader", read_ours), ("hudi-rs", read_hudi_rs)):
+        got = as_snapshot(reader(path))
+        missing = sorted(set(expected) - set(got))
+        extra = sorted(set(got) - set(expected))
+        wrong = sorted(k for k in set(got) & set(expected) if got[k] != expected[k])
+        assert not (missing or extra or wrong), (
+            f"{name}: {len(missing)} missing (e.g. {missing[:3]}), {len(extra)} extra (e.g. {extra[:3]}), "
+            f"{len(wrong)} stale (e.g. {[(k, got[k], expected[k]) for k in wrong[:3]]})"
+        )
+
+
+def kafka_pipeline_yaml(
+    name: str,
+    bootstrap: str,
+    topic: str,
+    lake: str,
+    *,
+    trigger: str = "{mode: continuous, interval: 500ms}",
+    source_extra: str = "",
+    policies: str = "{log_compaction: {mode: off}, compaction: {mode: off}, clean: {mode: off}, archive: {mode: off}}",
+    engine: str = "local",
+    extra: str = "",
+) -> str:
+    """One pipeline entry (indented for a ``pipelines:`` list) reading JSON trips from Kafka."""
+    return textwrap.indent(
+        textwrap.dedent(
+            f"""\
+            - name: {name}
+              source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic: {topic}, format: json,
+                        schema: "{SCHEMA_DDL}"{source_extra}}}
+              target: {{path: {lake}/{name}, record_key: [uuid], partition_by: [city], ordering_field: ts}}
+              policies: {policies}
+              trigger: {trigger}
+              engine: {engine}
+              spark:
+                master: "local[2]"
+                conf: {{spark.sql.shuffle.partitions: "2", spark.default.parallelism: "2"}}
+            """
+        )
+        + textwrap.indent(textwrap.dedent(extra), "  "),
+        "  ",
+    )
+
+
+def committed_offsets(runner) -> int:
+    pos = runner.position
+    return sum(pos.partitions.values()) if pos is not None and hasattr(pos, "partitions") else 0
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+def run_until_caught_up(runner, kafka, topic: str, producer_done: Callable[[], bool], timeout_s: float) -> None:
+    """Run ``runner`` continuously (in a thread) until it has committed every offset of ``topic``
+    and the producer is done; bounded by ``timeout_s``; re-raises the runner's failure."""
+    import threading
+
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runner.run_continuous(stop, timeout_s=timeout_s)
+        except BaseException as e:
+            failure.append(e)
+
+    thread = threading.Thread(target=run, name="pipeline-under-test", daemon=True)
+    thread.start()
+
+    def caught_up() -> bool:
+        if failure or not thread.is_alive():
+            return True
+        return producer_done() and committed_offsets(runner) >= sum(kafka.end_offsets(topic).values())
+
+    try:
+        wait_until(caught_up, timeout_s, f"the pipeline to commit every offset of {topic}", poll_s=0.5)
+    finally:
+        stop.set()
+        thread.join(timeout=150)
+    if failure:
+        raise failure[0]
+    assert not thread.is_alive(), "the pipeline did not stop within 150s of being asked to"
+    assert committed_offsets(runner) >= sum(kafka.end_offsets(topic).values()), "stopped before catching up"
