@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from streamer.config import parse_pipelines
@@ -100,34 +102,49 @@ def test_invalid_policy_is_refused_naming_the_field(block, field):
     assert any(field in str(p) for p in problems), [str(p) for p in problems]
 
 
+def _write_retrying(w, gen, model, n: int) -> None:
+    from streamer.errors import CommitConflictError
+
+    for _ in range(n):
+        while True:
+            try:
+                tg.step(w, gen, model)
+                break
+            except CommitConflictError:  # a service holds the writers' lock for a moment
+                time.sleep(0.05)
+
+
+def _wait(pred, seconds: float = 40) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not pred():
+        time.sleep(0.2)
+
+
 def test_async_services_thread_runs_beside_the_writer(tmp_path):
     from streamer.services.runner import AsyncServices
 
-    pol = policies_from_yaml("""
+    p = str(tmp_path / "t")
+    w, gen, model = tg.build(p, 0)
+    lc_only = policies_from_yaml("""
 log_compaction: {mode: async, min_blocks: 3}
-compaction: {mode: async, trigger: {delta_commits: 8}}
+compaction: {mode: off}
 clean: {mode: off}
 archive: {mode: off}
 """)
-    p = str(tmp_path / "t")
-    w, gen, model = tg.build(p, 0)
-    svc = AsyncServices(p, pol, interval_s=0.1).start()
-    try:
-        for _ in range(10):
-            while True:
-                try:
-                    tg.step(w, gen, model)
-                    break
-                except Exception as e:  # the services hold the writers' lock for a moment
-                    if type(e).__name__ != "CommitConflictError":
-                        raise
-        import time
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (svc.completed("logcompaction") and svc.completed("compaction")):
-            time.sleep(0.2)
-    finally:
-        svc.stop()
+    with AsyncServices(p, lc_only, interval_s=0.1) as svc:
+        _write_retrying(w, gen, model, 8)
+        _wait(lambda: svc.completed("logcompaction"))
     assert not svc.errors, svc.errors
-    assert svc.completed("logcompaction") and svc.completed("compaction")
+    assert svc.completed("logcompaction")
+    both = policies_from_yaml("""
+log_compaction: {mode: async, min_blocks: 3}
+compaction: {mode: async, trigger: {delta_commits: 2}}
+clean: {mode: off}
+archive: {mode: off}
+""")
+    with AsyncServices(p, both, interval_s=0.1) as svc2:
+        _write_retrying(w, gen, model, 3)
+        _wait(lambda: svc2.completed("compaction"))
+    assert not svc2.errors, svc2.errors
+    assert svc2.completed("compaction")
     assert tg.read_ours(p) == model.snapshot() == tg.read_hudi_rs(p)
