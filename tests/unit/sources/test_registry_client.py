@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sources.kafka_avro import RegistrySchemas, _confluent_client
+from sources.kafka_avro import RegistrySchemas
 from streamer.config.sources import SchemaRegistry
 
 SCHEMA = json.dumps({"type": "record", "name": "T", "fields": [{"name": "a", "type": "int"}]})
@@ -46,8 +46,11 @@ def registry():
     server.shutdown()
 
 
-@pytest.mark.skipif(_confluent_client(SchemaRegistry(url="http://x")) is not None, reason="confluent client in use")
-def test_ids_are_fetched_once_and_auth_is_sent(registry):
+def test_ids_are_fetched_once_and_auth_is_sent(registry, monkeypatch):
+    """The REST path taken when confluent_kafka's registry client is not importable."""
+    import sources.kafka_avro as kafka_avro
+
+    monkeypatch.setattr(kafka_avro, "_confluent_client", lambda cfg: None)
     url, calls = registry
     client = RegistrySchemas(SchemaRegistry(url=url, basic_auth_user="u", basic_auth_password="p@ss"))
     assert client.schema_by_id(7) == SCHEMA
