@@ -134,6 +134,40 @@ class FileSystem:
             self.mkdirs(parent)
         return self.arrow.open_output_stream(path)
 
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` only if it does not exist yet; ``True`` if we did.
+
+        This is what locks are built on, so exactly one of many concurrent callers may win.
+        Local: ``os.open(O_CREAT | O_EXCL)`` - atomic, the loser gets ``False``; the data
+        is written and fsynced after the create, so a reader may briefly see the file
+        empty (lock readers treat an unreadable, fresh lock file as held).
+        Other stores: pyarrow has no conditional create (S3 needs ``If-None-Match`` PUT,
+        HDFS ``create(overwrite=false)``), so this is *best effort*: check, write, read
+        back. Two callers racing within one round trip may both see ``True``; run one
+        writer per table there, or put an external lock in front.
+        """
+        parent = posixpath.dirname(path)
+        if parent:
+            self.mkdirs(parent)
+        if self.is_local:
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                return False
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return True
+        if self.exists(path):
+            return False
+        self.write_bytes(path, data)
+        try:
+            return self.read_bytes(path) == data
+        except MissingFileError:
+            return False
+
     def delete_file(self, path: str, missing_ok: bool = True) -> None:
         try:
             self.arrow.delete_file(path)

@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import posixpath
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streamer.config.policies import CompactionPolicy, CompactionTrigger
+from streamer.errors import CommitConflictError
 from streamer.index.rfc06 import BloomParams
 from streamer.read.merge import META_COLUMNS
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
@@ -43,23 +42,19 @@ from streamer.services.common import (
     rel_path,
     service_token,
 )
-from streamer.services.lock import PlanLock
 from streamer.services.strategies import Candidate, order_and_bound
 from streamer.table.base_file import write_base_file
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, parse_instant_time
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
 from streamer.table.naming import base_file_name
-from streamer.table.properties import METAFOLDER
 from streamer.write import faults
-from streamer.write.lock import LOCK_FILE as WRITER_LOCK_FILE
+from streamer.write.lock import WriterLock
 from streamer.write.markers import IOType, Marker, create_marker
 
 log = logging.getLogger(__name__)
 
 OPERATION = "COMPACT"
-#: How long a fresh writer-lock holder waits before trusting it holds the lock.
-WRITER_LOCK_SETTLE_S = 0.2
 FILE_NAME = "_hoodie_file_name"
 
 
@@ -172,26 +167,19 @@ def schedule_compaction_safely(table: Table, policy: CompactionPolicy, *, force:
 
 # ============================================================================ execution
 @contextlib.contextmanager
-def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Iterator[PlanLock]:
-    """Hold the writers' lock (between two commits), retrying until ``timeout_s``.
+def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Iterator[WriterLock]:
+    """Hold the writers' lock (between two commits), waiting up to ``timeout_s``.
 
-    Same file and owner format as :class:`streamer.write.lock.WriterLock`, so a writer
-    sees us as a live holder; but taken by *exclusive create*, and re-checked after a
-    moment, because the writer's own acquire (read, then overwrite) could otherwise let
-    both sides believe they hold it.
+    The writer's own :class:`~streamer.write.lock.WriterLock` (exclusive create, so a
+    writer and a service can never both hold it); a lock still busy after ``timeout_s``
+    raises :class:`CompactionConflict`.
     """
-    path = posixpath.join(table.base_path, METAFOLDER, WRITER_LOCK_FILE)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        lock = PlanLock(table.fs, table.base_path, "", expiry_s=expiry_s, purpose="table service", path=path)
-        if lock.try_acquire():
-            time.sleep(WRITER_LOCK_SETTLE_S)
-            if lock.still_owner():
-                break
-            lock.release()
-        if time.monotonic() > deadline:
-            raise CompactionConflict(f"{table.base_path}: writer lock busy for {timeout_s:.0f}s")
-        time.sleep(0.05)
+    lock = WriterLock(table.fs, table.base_path, expiry_s=expiry_s, timeout_s=timeout_s,
+                      purpose="table service")
+    try:
+        lock.acquire()
+    except CommitConflictError as e:
+        raise CompactionConflict(f"{table.base_path}: writer lock busy for {timeout_s:.0f}s ({e})") from e
     try:
         yield lock
     finally:

@@ -219,6 +219,9 @@ class WriteOptions:
     Hudi reader's bloom index can use our base-file footers unchanged).
     ``engine``: ``local``, ``spark`` or ``auto`` (local below ``auto_local_max_rows``).
     ``parquet_codec``: compression of base files and Parquet log blocks.
+    ``lock_timeout_s``: how long a commit waits for the table's writer lock (held by
+    another writer, or by a table service between two commits) before it raises the
+    retryable :class:`~streamer.errors.CommitConflictError` naming the holder.
     """
 
     small_file_limit: int = 100 * MiB
@@ -233,7 +236,7 @@ class WriteOptions:
     engine: str = "auto"
     auto_local_max_rows: int = 200_000
     parallelism: int = 4
-    lock_timeout_s: float = 0.0
+    lock_timeout_s: float = 30.0
     heartbeat_expiry_s: float = 60.0
     combine_before_insert: bool = True
     # Hudi's default is gzip; snappy writes ~3x faster and every Hudi reader reads it.

@@ -1,15 +1,30 @@
-"""The single-writer lock: one live writer per table, stale locks taken over.
+"""Locks on the table's own storage: one implementation for writers and table services.
 
-We assume one writer at a time (as Hudi does without a lock provider), so the lock
-only has to *detect* a second live writer, not arbitrate fairly. The lock file
-``.hoodie/.streamer_writer.lock`` names its owner (uuid, host, pid) and is refreshed by
-a heartbeat thread. Another writer may take it over when the owner's heartbeat is
-older than ``expiry_s`` or, on the same host, when the owner's process is gone — so a
-writer killed with ``kill -9`` does not block its successor for a whole expiry.
-A live owner makes :meth:`WriterLock.acquire` raise :class:`CommitConflictError`.
+A lock is a file created *exclusively* (:meth:`FileSystem.create_exclusive`) by the one
+process that wins. It names its owner (uuid, host, pid, purpose) and a heartbeat the
+owner refreshes from a thread. A lock is *stale* - and may be taken over - when its
+heartbeat is older than ``expiry_s`` or, on the same host, when its owner's process is
+gone (so a holder killed with ``kill -9`` does not block its successor for a whole
+expiry).
 
-Hudi's own per-instant heartbeat (``.hoodie/.heartbeat/<instant>``) is written too,
-so Hudi tooling sees our inflight instants as alive while we write them.
+Takeover must not let two takers both win: a taker first creates ``<lock>.takeover``
+exclusively (itself expiring), re-checks that the lock is still the stale one it saw,
+deletes it and creates its own. Only then does the lock count as held.
+
+* :class:`FileLock` - the lock itself (``try_acquire`` never blocks; ``acquire`` waits
+  up to a timeout with backoff, then raises :class:`CommitConflictError` naming the
+  holder).
+* :class:`WriterLock` - the table's writer lock ``.hoodie/.streamer_writer.lock``: one
+  writer (or a table service between two commits) at a time. It also writes Hudi's
+  per-instant heartbeat (``.hoodie/.heartbeat/<instant>``), so Hudi tooling sees our
+  inflight instants as alive while we write them.
+* :class:`streamer.services.lock.PlanLock` - the same lock on ``.hoodie/.aux/.locks/<name>``
+  (one runner per plan).
+
+Limits: on stores without an exclusive create (S3 without conditional PUT) the create
+is best effort (see :meth:`FileSystem.create_exclusive`). A holder stalled past
+``expiry_s`` (not dead) loses the lock; its heartbeat thread notices and stops, and
+callers re-check :meth:`FileLock.still_owner` before publishing.
 """
 
 from __future__ import annotations
@@ -17,11 +32,12 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import random
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from streamer.errors import CommitConflictError, MissingFileError
 from streamer.fs import FileSystem
@@ -32,25 +48,35 @@ LOCK_FILE = ".streamer_writer.lock"
 
 
 @dataclass(frozen=True)
-class LockOwner:
+class LockInfo:
     owner: str
     host: str
     pid: int
     heartbeat: float
+    purpose: str = ""
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.__dict__).encode()
+        return json.dumps(asdict(self)).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> LockOwner | None:
+    def from_bytes(cls, data: bytes) -> LockInfo | None:
         try:
             d = json.loads(data)
-            return cls(str(d["owner"]), str(d["host"]), int(d["pid"]), float(d["heartbeat"]))
+            return cls(str(d["owner"]), str(d["host"]), int(d["pid"]), float(d["heartbeat"]),
+                       str(d.get("purpose", "")))
         except (ValueError, KeyError, TypeError):
             return None
 
+    def describe(self, now: float | None = None) -> str:
+        age = (now or time.time()) - self.heartbeat
+        what = f"{self.purpose} " if self.purpose else ""
+        return f"{what}pid {self.pid} on {self.host} (owner {self.owner}, heartbeat {age:.1f}s ago)"
 
-def _pid_alive(pid: int) -> bool:
+
+LockOwner = LockInfo  # the writer lock's former name for the same record
+
+
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -60,72 +86,170 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class WriterLock:
-    """Hold the table's writer lock; use as a context manager."""
+class FileLock:
+    """Exclusive, heartbeated ownership of one lock file (see module doc)."""
 
-    def __init__(self, fs: FileSystem, base_path: str, expiry_s: float = 60.0) -> None:
+    def __init__(self, fs: FileSystem, path: str, *, expiry_s: float = 30.0, purpose: str = "") -> None:
         self.fs = fs
-        self.base_path = base_path
-        self.path = posixpath.join(base_path, METAFOLDER, LOCK_FILE)
+        self.path = path
         self.expiry_s = expiry_s
+        self.purpose = purpose
         self.owner = uuid.uuid4().hex
         self.host = socket.gethostname()
+        self.took_over: LockInfo | None = None  # the stale owner we replaced, if any
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._instant: str | None = None
+        self._held = False
 
-    # -- lock ------------------------------------------------------------------------
-    def _current(self) -> LockOwner | None:
+    # ------------------------------------------------------------------ inspection
+    def current(self) -> LockInfo | None:
         try:
-            return LockOwner.from_bytes(self.fs.read_bytes(self.path))
+            return LockInfo.from_bytes(self.fs.read_bytes(self.path))
         except MissingFileError:
             return None
 
-    def _is_live(self, other: LockOwner) -> bool:
-        if other.owner == self.owner:
-            return False
-        if time.time() - other.heartbeat > self.expiry_s:
-            return False
-        if other.host == self.host:
-            return _pid_alive(other.pid)
-        return True
+    def is_stale(self, info: LockInfo | None) -> bool:
+        if info is None:
+            return True
+        if time.time() - info.heartbeat > self.expiry_s:
+            return True
+        return info.host == self.host and not pid_alive(info.pid)
 
-    def _write(self) -> None:
-        me = LockOwner(self.owner, self.host, os.getpid(), time.time())
-        self.fs.write_atomic(self.path, me.to_bytes())
+    @property
+    def held(self) -> bool:
+        return self._held
 
-    def acquire(self) -> WriterLock:
-        current = self._current()
-        if current is not None and self._is_live(current):
-            raise CommitConflictError(
-                f"another writer (pid {current.pid} on {current.host}) holds the table's "
-                f"writer lock {self.path}; retry when it finishes"
-            )
-        self._write()
-        check = self._current()
-        if check is None or check.owner != self.owner:
-            raise CommitConflictError(f"lost the race for the writer lock {self.path}")
+    def still_owner(self) -> bool:
+        info = self.current()
+        return info is not None and info.owner == self.owner
+
+    @property
+    def guard_path(self) -> str:
+        return self.path + ".takeover"
+
+    # ------------------------------------------------------------------ acquire/release
+    def _me(self) -> bytes:
+        return LockInfo(self.owner, self.host, os.getpid(), time.time(), self.purpose).to_bytes()
+
+    def _fresh_file(self, path: str) -> bool:
+        """``path`` exists and was modified within one expiry."""
+        try:
+            st = self.fs.status(path)
+        except MissingFileError:
+            return False
+        return bool(st.mtime_ns) and time.time() - st.mtime_ns / 1e9 < self.expiry_s
+
+    def try_acquire(self) -> bool:
+        """Take the lock if free or stale; never blocks."""
+        if self._held:
+            raise RuntimeError(f"lock {self.path} is already held by this object")
+        if self.fs.create_exclusive(self.path, self._me()):
+            return self._start()
+        seen = self.current()
+        if seen is not None and not self.is_stale(seen):
+            return False
+        if seen is None and self._fresh_file(self.path):
+            return False  # present but unreadable: its creator is mid-write
+        if not self.fs.create_exclusive(self.guard_path, self._me()):
+            if self.fs.exists(self.guard_path) and not self._fresh_file(self.guard_path):
+                self.fs.delete_file(self.guard_path)  # a taker died mid-takeover; retry later
+            return False
+        try:
+            again = self.current()
+            if again != seen or (again is not None and not self.is_stale(again)):
+                return False
+            self.fs.delete_file(self.path)
+            if not self.fs.create_exclusive(self.path, self._me()):
+                return False
+            self.took_over = seen
+            return self._start()
+        finally:
+            self.fs.delete_file(self.guard_path)
+
+    def acquire(self, timeout_s: float = 0.0) -> FileLock:
+        """Take the lock, retrying with backoff for up to ``timeout_s`` seconds.
+
+        Raises :class:`CommitConflictError` (retryable) naming the holder on timeout.
+        """
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        delay = 0.02
+        while True:
+            if self.try_acquire():
+                return self
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, delay * (0.5 + random.random())))
+            delay = min(1.0, delay * 1.6)
+        holder = self.current()
+        who = holder.describe() if holder is not None else "another process (lock file being written)"
+        raise CommitConflictError(
+            f"lock {self.path} is held by {who}; waited {timeout_s:.1f}s - retry when it is released"
+        )
+
+    def _start(self) -> bool:
+        self._held = True
         self._stop.clear()
-        self._thread = threading.Thread(target=self._beat, name="writer-heartbeat", daemon=True)
+        self._thread = threading.Thread(target=self._beat, name=f"lock-{posixpath.basename(self.path)}",
+                                        daemon=True)
         self._thread.start()
-        return self
+        return True
 
     def release(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        current = self._current()
-        if current is not None and current.owner == self.owner:
+        if self._held and self.still_owner():
             self.fs.delete_file(self.path)
+        self._held = False
+
+    def __enter__(self) -> FileLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # ------------------------------------------------------------------ heartbeat
+    def _on_beat(self) -> None:
+        """Hook for subclasses: more to refresh with each heartbeat."""
+
+    def _beat(self) -> None:
+        interval = max(0.2, self.expiry_s / 5)
+        while not self._stop.wait(interval):
+            try:
+                if not self.still_owner():
+                    return  # taken over after a stall: stop pretending to own it
+                self.fs.write_atomic(self.path, self._me())
+                self._on_beat()
+            except OSError:
+                # A missed beat is not fatal; the next one (or expiry) settles it.
+                continue
+
+
+class WriterLock(FileLock):
+    """The table's writer lock; a context manager that acquires on enter.
+
+    ``timeout_s``: how long :meth:`acquire` waits for a live holder (a writer or a table
+    service between two commits) before raising :class:`CommitConflictError`.
+    """
+
+    def __init__(self, fs: FileSystem, base_path: str, expiry_s: float = 60.0, timeout_s: float = 0.0,
+                 purpose: str = "writer") -> None:
+        super().__init__(fs, posixpath.join(base_path, METAFOLDER, LOCK_FILE), expiry_s=expiry_s,
+                         purpose=purpose)
+        self.base_path = base_path
+        self.timeout_s = timeout_s
+        self._instant: str | None = None
+
+    def acquire(self, timeout_s: float | None = None) -> WriterLock:
+        super().acquire(self.timeout_s if timeout_s is None else timeout_s)
+        return self
 
     def __enter__(self) -> WriterLock:
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    # -- heartbeats ------------------------------------------------------------------
+    # -- Hudi's per-instant heartbeats ---------------------------------------------------
     def heartbeat_path(self, instant: str) -> str:
         return posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, instant)
 
@@ -138,13 +262,6 @@ class WriterLock:
         self._instant = None
         self.fs.delete_file(self.heartbeat_path(instant))
 
-    def _beat(self) -> None:
-        interval = max(0.5, self.expiry_s / 4)
-        while not self._stop.wait(interval):
-            try:
-                self._write()
-                if self._instant:
-                    self.fs.write_bytes(self.heartbeat_path(self._instant), str(time.time()).encode())
-            except OSError:
-                # A missed beat is not fatal; the next one (or expiry) settles it.
-                continue
+    def _on_beat(self) -> None:
+        if self._instant:
+            self.fs.write_bytes(self.heartbeat_path(self._instant), str(time.time()).encode())

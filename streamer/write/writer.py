@@ -2,7 +2,8 @@
 
 One commit, in order (each step's reason in brackets):
 
-1. take the writer lock [a second live writer must fail, not interleave];
+1. take the writer lock, waiting up to ``lock_timeout_s`` [a second live writer must
+   wait or fail, not interleave];
 2. check the batch's schema against the table's [refuse before writing anything];
 3. roll back failed writes [their files must not leak into this commit's view];
 4. prepare (keys, schema, combine), look keys up in the bloom index, route inserts
@@ -173,7 +174,7 @@ class HudiWriter:
         required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
         if op != "delete" and cfg.ordering_field:
             required += (cfg.ordering_field,)
-        with WriterLock(self.fs, self.base_path, self.options.heartbeat_expiry_s) as lock:
+        with self._lock() as lock:
             state = TableState.load(self.fs, self.base_path)
             table_schema = state.latest_schema()
             incoming = _incoming_arrow_schema(data)
@@ -290,8 +291,13 @@ class HudiWriter:
             codec=o.parquet_codec,
         )
 
+    def _lock(self) -> WriterLock:
+        """The table's writer lock, waited for up to ``options.lock_timeout_s``."""
+        o = self.options
+        return WriterLock(self.fs, self.base_path, o.heartbeat_expiry_s, timeout_s=o.lock_timeout_s)
+
     def rollback_failed_writes(self) -> list:
         """Roll back dead writers' pending commits now (normally done by the next write)."""
-        with WriterLock(self.fs, self.base_path, self.options.heartbeat_expiry_s):
+        with self._lock():
             state = TableState.load(self.fs, self.base_path)
             return rollback_all_failed(self.fs, self.base_path, state.timeline)
