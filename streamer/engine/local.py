@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from streamer.engine.base import Engine, Prepared
 from streamer.table.metadata import WriteStat
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
+from streamer.write.keygen import RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import KEY_COLUMNS, PrepareSpec, latest_per_key, prepare_rows
 
@@ -34,10 +35,18 @@ def to_arrow(data: Any) -> pa.Table:
 
 
 def split_by_task(rows: pa.Table) -> list[tuple[int, pa.Table]]:
-    """Group rows by task id with one sort (no per-row Python)."""
+    """Group rows by task id with one sort (no per-row Python).
+
+    Within a task the rows come out sorted by record key, which is the order the
+    file-group writer needs anyway (it then skips its own sort): one ``take`` of the
+    batch instead of two.
+    """
     if rows.num_rows == 0:
         return []
-    rows = rows.take(pc.sort_indices(rows, [(TASK_COL, "ascending")]))
+    order = [(TASK_COL, "ascending")]
+    if RECORD_KEY_COL in rows.column_names:
+        order.append((RECORD_KEY_COL, "ascending"))
+    rows = rows.take(pc.sort_indices(rows, order))
     tids = rows.column(TASK_COL).to_numpy()
     starts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1]])
     ends = np.r_[starts[1:], len(tids)]
@@ -61,7 +70,9 @@ class LocalEngine(Engine):
         rows: pa.Table = prepared.handle
         a = plan.assignment
         rows = rows.append_column(TASK_COL, a.column(TASK_COL)).append_column(OP_COL, a.column(OP_COL))
-        rows = rows.filter(pc.not_equal(rows.column(OP_COL), OP_DROP))
+        dropped = pc.equal(rows.column(OP_COL), OP_DROP)
+        if pc.any(dropped).as_py():
+            rows = rows.filter(pc.invert(dropped))
         groups = split_by_task(rows)
 
         def run(item: tuple[int, pa.Table]) -> WriteStat:

@@ -16,6 +16,7 @@ own partition only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -85,6 +86,12 @@ def _find_in_slice(
     return found
 
 
+#: Probe a member's bloom filter only while fewer keys than this fraction of its rows are
+#: in its key range; from there on, reading its key column (needed to confirm any hit)
+#: and matching it once is cheaper than hashing every candidate ``k`` times.
+BLOOM_SKIP_FRACTION = 0.5
+
+
 def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats) -> np.ndarray | None:
     """Which ``keys`` the member's own footer admits (all of them when it has no index)."""
     if m.kind == "avro":
@@ -92,7 +99,9 @@ def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats) -> np.ndar
     s = m.summary(stats)
     if s is None:
         return np.ones(len(keys), dtype=bool)
-    return s.candidates(keys)
+    rows = m.num_rows
+    limit = None if rows is None else max(1, math.ceil(BLOOM_SKIP_FRACTION * rows))
+    return s.candidates(keys, bloom_limit=limit)
 
 
 class BloomIndex:

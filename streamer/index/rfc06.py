@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.table.bloom import BloomFilter
+from streamer.table.bloom import BloomFilter, hash_chain
 
 BLOOM_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
@@ -73,8 +73,15 @@ class KeySummary:
     max_key: str | None
     bloom: BloomFilter | None
 
-    def candidates(self, keys: pa.Array) -> np.ndarray:
-        """Bool mask: which of ``keys`` may be in this set (range, then bloom)."""
+    def candidates(self, keys: pa.Array, bloom_limit: int | None = None) -> np.ndarray:
+        """Bool mask: which of ``keys`` may be in this set (range, then bloom).
+
+        With ``bloom_limit``, the bloom filter is not probed when the range admits at
+        least that many keys: the caller confirms candidates against the real keys
+        anyway, and for that many it is cheaper to read them than to hash every
+        candidate ``k`` times (a filter has no false negatives, so the final answer is
+        the same either way).
+        """
         n = len(keys)
         if n == 0:
             return np.zeros(0, dtype=bool)
@@ -89,6 +96,8 @@ class KeySummary:
             )
         if self.bloom is not None and mask.any():
             idx = np.flatnonzero(mask)
+            if bloom_limit is not None and len(idx) >= bloom_limit:
+                return mask
             hit = self.bloom.might_contain_many(keys.take(pa.array(idx)))
             mask[idx[~hit]] = False
         return mask
@@ -135,21 +144,30 @@ class KeySummary:
         )
 
     @classmethod
-    def of_keys(cls, keys: pa.Array, bloom: BloomFilter) -> KeySummary:
+    def of_keys(cls, keys: pa.Array, bloom: BloomFilter, chain: np.ndarray | None = None) -> KeySummary:
+        """Summary of ``keys``; ``chain`` = their :func:`hash_chain` if already computed."""
         if len(keys) == 0:
             return cls(None, None, bloom)
-        bloom.add_many(keys)
+        if chain is not None and chain.shape[0] >= bloom.nb_hash:
+            bloom.add_hashes(chain)
+        else:
+            bloom.add_many(keys)
         mm = pc.min_max(keys)
         return cls(mm["min"].as_py(), mm["max"].as_py(), bloom)
 
 
-def extend(prev: KeySummary | None, keys: pa.Array, params: BloomParams) -> KeySummary:
+def extend(
+    prev: KeySummary | None, keys: pa.Array, params: BloomParams, chain: np.ndarray | None = None
+) -> KeySummary:
     """The cumulative summary after adding ``keys`` (a new block) to ``prev``."""
     if prev is None or prev.bloom is None:
-        return KeySummary.of_keys(keys, params.new_slice())
+        return KeySummary.of_keys(keys, params.new_slice(), chain)
     if len(keys) == 0:
         return prev
-    prev.bloom.add_many(keys)
+    if chain is not None and chain.shape[0] >= prev.bloom.nb_hash:
+        prev.bloom.add_hashes(chain)
+    else:
+        prev.bloom.add_many(keys)
     mm = pc.min_max(keys)
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
     return KeySummary(
@@ -168,8 +186,14 @@ def block_metadata(
     sorted_keys: pa.Array, prev_slice: KeySummary | None, params: BloomParams, base_instant: str
 ) -> dict[str, str]:
     """Parquet KV metadata for a new data block: its own index plus the slice's."""
-    own = KeySummary.of_keys(sorted_keys, params.sized_for(len(sorted_keys)))
-    cumulative = extend(prev_slice, sorted_keys, params)
+    own_bloom = params.sized_for(len(sorted_keys))
+    slice_bloom = prev_slice.bloom if prev_slice is not None and prev_slice.bloom is not None else None
+    k = max(own_bloom.nb_hash, (slice_bloom if slice_bloom is not None else params.new_slice()).nb_hash)
+    # both filters hash the same keys: one hash chain serves both (positions differ only
+    # by each filter's vector size and number of hashes)
+    chain = hash_chain(sorted_keys, k) if len(sorted_keys) else None
+    own = KeySummary.of_keys(sorted_keys, own_bloom, chain)
+    cumulative = extend(prev_slice, sorted_keys, params, chain)
     kv = own.to_kv(slice_level=False)
     kv.update(cumulative.to_kv(slice_level=True))
     kv[SLICE_BASE_INSTANT_KEY] = base_instant

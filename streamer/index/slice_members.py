@@ -66,6 +66,7 @@ class Member:
     block: LogBlock | None = None
     _kv: dict[bytes, bytes] | None = field(default=None, repr=False)
     _kv_read: bool = field(default=False, repr=False)
+    _num_rows: int | None = field(default=None, repr=False)
 
     @property
     def member_id(self) -> str:
@@ -82,11 +83,19 @@ class Member:
             stats.footer(self.member_id)
         if self.kind == "base":
             with self.fs.open_input_file(self.path) as f:
-                self._kv = dict(pq.read_metadata(f).metadata or {})
+                md = pq.read_metadata(f)
         else:
             assert self.block is not None
-            self._kv = self.block.parquet_metadata()
+            # the same footer read as LogBlock.parquet_metadata(), keeping the row count too
+            md = self.block._parquet_file().metadata
+        self._kv = dict(md.metadata or {})
+        self._num_rows = md.num_rows
         return self._kv
+
+    @property
+    def num_rows(self) -> int | None:
+        """Rows in the member, known once its footer was read (``None`` before/for Avro)."""
+        return self._num_rows
 
     def summary(self, stats: LookupStats | None) -> KeySummary | None:
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=False)

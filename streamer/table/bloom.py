@@ -17,7 +17,8 @@ The format, as observed in fixture footers and Hudi's public sources:
   keys until ``rows * num_entries >= max_entries``; then keys go round-robin over the rows.
 * the whole thing is base64 (standard alphabet, padded).
 
-Hashing is vectorised with numpy over keys of equal byte length (one pass per length).
+Hashing is vectorised with numpy over keys of equal byte length (one group per length); the
+seed-independent part of the hash is computed once per key, not once per hash function.
 """
 
 from __future__ import annotations
@@ -57,61 +58,117 @@ def num_hashes(bits: int, num_entries: int) -> int:
 
 
 # -- hashing ----------------------------------------------------------------------------------
-def _murmur_same_length(words: np.ndarray, tail: np.ndarray, length: int, seed: np.ndarray) -> np.ndarray:
-    """Hadoop MurmurHash of ``n`` keys of one byte length, with per-key seeds (uint32).
+# Hadoop's MurmurHash over a key mixes each 4-byte word with constants only
+# (``k = w*m; k ^= k>>>24; k *= m``) before folding it into the running hash, and the
+# tail bytes fold in as one xor; neither depends on the seed. The k hashes of a key are
+# chained (the seed of hash i is hash i-1), so we mix the words and the tail once per
+# key and each further hash costs two uint32 operations per word plus the finalizer.
+# All of it is numpy over keys of equal byte length (one group per length), read
+# straight from the Arrow offsets/data buffers: no per-key Python.
 
-    ``words``: (n, length//4) little-endian uint32 blocks; ``tail``: (n, length%4) int8 bytes.
-    The tail follows Hadoop exactly: bytes are sign-extended Java bytes and fold in as
-    ``b[-3]<<16 ^ b[-2]<<8 ^ b[-1]`` (relative to the end of the key).
-    """
-    with np.errstate(over="ignore"):
-        h = seed ^ np.uint32(length)
-        for j in range(words.shape[1]):
-            k = words[:, j] * _M
-            k ^= k >> np.uint32(24)
-            k *= _M
-            h = h * _M
-            h ^= k
-        left = tail.shape[1]
-        if left:
-            t = tail.astype(np.int32)
-            if left >= 3:
-                h ^= (t[:, left - 3] << 16).astype(np.uint32)
-            if left >= 2:
-                h ^= (t[:, left - 2] << 8).astype(np.uint32)
-            h ^= t[:, left - 1].astype(np.uint32)
-            h = h * _M
-        h ^= h >> np.uint32(13)
-        h = h * _M
-        h ^= h >> np.uint32(15)
-    return h
+_CHUNK = 1 << 15  # keys per membership-test chunk (bounds the (key, row) pair arrays)
 
 
-def hash_positions(keys: Sequence[str] | pa.Array, nb_hash: int, vector_size: int) -> np.ndarray:
-    """Bit positions (n, nb_hash) int64 for each key, in input order (Hudi's HashFunction)."""
+@dataclass
+class _LengthGroup:
+    """Keys of one UTF-8 byte length: their positions and the seed-independent mixing."""
+
+    idx: np.ndarray  # positions of these keys in the input (int64)
+    length: int
+    kmix: np.ndarray  # (length // 4, m) uint32: mixed words, one contiguous row per word
+    tail: np.ndarray | None  # (m,) uint32: the tail bytes' xor term, None when length % 4 == 0
+
+    def take(self, sel: np.ndarray) -> _LengthGroup:
+        return _LengthGroup(
+            self.idx[sel], self.length, self.kmix[:, sel], None if self.tail is None else self.tail[sel]
+        )
+
+
+def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[int, list[_LengthGroup]]:
+    """The input's keys grouped by byte length, mixed and ready to hash."""
     arr = _as_binary(keys)
     n = len(arr)
-    out = np.empty((n, nb_hash), dtype=np.int64)
     if n == 0:
-        return out
+        return 0, []
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] else np.empty(0, np.uint8)
     lengths = np.diff(offsets)
     if (lengths == 0).any():
         raise ValueError("bloom filter keys must not be empty (Hudi rejects zero-length keys)")
-    for length in np.unique(lengths):
+    starts_all = offsets[:-1]
+    uniq = np.unique(lengths)
+    groups = []
+    for length in uniq:
         length = int(length)
-        idx = np.nonzero(lengths == length)[0]
-        starts = offsets[:-1][idx]
-        mat = data[starts[:, None] + np.arange(length)[None, :]]  # (m, length) uint8
+        idx = np.arange(n, dtype=np.int64) if len(uniq) == 1 else np.flatnonzero(lengths == length)
+        m = len(idx)
+        first = int(starts_all[idx[0]])
+        if len(uniq) == 1 and int(offsets[-1]) - first == m * length:
+            mat = data[first : first + m * length].reshape(m, length)  # contiguous: no gather
+        else:
+            mat = data[starts_all[idx][:, None] + np.arange(length, dtype=np.int32)[None, :]]
         nwords = length // 4
-        words = np.ascontiguousarray(mat[:, : nwords * 4]).view("<u4").reshape(len(idx), nwords)
-        tail = mat[:, nwords * 4 :].view(np.int8)
-        h = np.zeros(len(idx), dtype=np.uint32)
+        with np.errstate(over="ignore"):
+            kmix = np.ascontiguousarray(mat[:, : nwords * 4]).view("<u4").reshape(m, nwords).T.copy()
+            kmix *= _M
+            kmix ^= kmix >> np.uint32(24)
+            kmix *= _M
+        left = length - nwords * 4
+        tail = None
+        if left:
+            t = mat[:, nwords * 4 :].view(np.int8).astype(np.int32)  # Java bytes are signed
+            tv = t[:, left - 1].copy()
+            if left >= 2:
+                tv ^= t[:, left - 2] << 8
+            if left >= 3:
+                tv ^= t[:, left - 3] << 16
+            tail = tv.view(np.uint32)
+        groups.append(_LengthGroup(idx, length, kmix, tail))
+    return n, groups
+
+
+def _murmur_next(seed: np.ndarray, g: _LengthGroup) -> np.ndarray:
+    """One Hadoop MurmurHash of the group's keys with per-key seeds (uint32, new array)."""
+    with np.errstate(over="ignore"):
+        h = seed ^ np.uint32(g.length)
+        for j in range(g.kmix.shape[0]):
+            h *= _M
+            h ^= g.kmix[j]
+        if g.tail is not None:
+            h ^= g.tail
+            h *= _M
+        h ^= h >> np.uint32(13)
+        h *= _M
+        h ^= h >> np.uint32(15)
+    return h
+
+
+def _positions(h: np.ndarray, vector_size: int) -> np.ndarray:
+    """Java's ``Math.abs(h % vectorSize)`` for int32 ``h`` (given as uint32), as uint32."""
+    a = np.abs(h.view(np.int32)).view(np.uint32)  # abs(MIN_VALUE) wraps to 2**31: still right
+    return a % np.uint32(vector_size)
+
+
+def hash_chain(keys: Sequence[str] | pa.Array | pa.ChunkedArray, nb_hash: int) -> np.ndarray:
+    """The raw chained hashes ``(nb_hash, n)`` uint32 of each key, in input order.
+
+    The chain does not depend on the filter's size, so one chain serves every filter the
+    same keys go into (use its first ``k`` rows for a filter with ``k`` hashes).
+    """
+    n, groups = _length_groups(keys)
+    out = np.empty((nb_hash, n), dtype=np.uint32)
+    for g in groups:
+        h = np.zeros(len(g.idx), dtype=np.uint32)
         for i in range(nb_hash):
-            h = _murmur_same_length(words, tail, length, h)
-            out[idx, i] = np.abs(h.view(np.int32).astype(np.int64)) % vector_size
+            h = _murmur_next(h, g)
+            out[i, g.idx] = h
     return out
+
+
+def hash_positions(keys: Sequence[str] | pa.Array, nb_hash: int, vector_size: int) -> np.ndarray:
+    """Bit positions (n, nb_hash) int64 for each key, in input order (Hudi's HashFunction)."""
+    chain = hash_chain(keys, nb_hash)
+    return _positions(chain, vector_size).T.astype(np.int64)
 
 
 def _as_binary(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -176,6 +233,7 @@ class BloomFilter:
         # Round-robin state once the row bound is reached (not serialized, as in Hudi).
         self._reached_max = False
         self._rr_index = 0
+        self._cols: tuple[int, list[np.ndarray]] | None = None  # see _columns
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -242,20 +300,29 @@ class BloomFilter:
         """Add keys in order (order decides which dynamic row each key lands in)."""
         if not isinstance(keys, pa.Array | pa.ChunkedArray | list | tuple):
             keys = list(keys)
-        pos = hash_positions(keys, self.nb_hash, self.vector_size)
+        self.add_hashes(hash_chain(keys, self.nb_hash))
+
+    def add_hashes(self, chain: np.ndarray) -> None:
+        """Add keys given by their :func:`hash_chain` (at least ``nb_hash`` rows), in order."""
+        if chain.shape[0] < self.nb_hash:
+            raise ValueError(f"hash chain has {chain.shape[0]} hashes, the filter needs {self.nb_hash}")
+        n = chain.shape[1]
+        if n == 0:
+            return
+        pos = _positions(chain[: self.nb_hash], self.vector_size)  # (k, n)
+        self._cols = None
         if self.type_code == SIMPLE:
             self.rows[0].bits[pos.ravel()] = True
             return
         start = 0
-        n = len(pos)
         while start < n:
             row, take = self._next_run(n - start)
-            chunk = pos[start : start + take]
+            chunk = pos[:, start : start + take]
             if row is None:  # round-robin over all rows, one key per row in turn
                 nrows = len(self.rows)
                 which = (self._rr_index + np.arange(take)) % nrows
                 for r in range(nrows):
-                    self.rows[r].bits[chunk[which == r].ravel()] = True
+                    self.rows[r].bits[chunk[:, which == r].ravel()] = True
                 self._rr_index += take
             else:
                 self.rows[row].bits[chunk.ravel()] = True
@@ -281,12 +348,75 @@ class BloomFilter:
         return bool(self.might_contain_many([key])[0])
 
     def might_contain_many(self, keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """Vectorised membership test: a bool per key."""
-        pos = hash_positions(keys, self.nb_hash, self.vector_size)
-        hit = np.zeros(len(pos), dtype=bool)
-        for row in self.rows:
-            hit |= row.bits[pos].all(axis=1)
+        """Vectorised membership test: a bool per key (in any row, like Hudi's dynamic filter).
+
+        Hashes are computed lazily along the chain and a (key, row) pair is dropped at its
+        first unset bit, so a key that is not there costs a couple of hashes, not ``k``.
+        """
+        n, groups = _length_groups(keys)
+        hit = np.zeros(n, dtype=bool)
+        if n == 0:
+            return hit
+        columns = self._columns()
+        for g in groups:
+            for lo in range(0, len(g.idx), _CHUNK):
+                part = g if len(g.idx) <= _CHUNK else g.take(np.arange(lo, min(lo + _CHUNK, len(g.idx))))
+                hit[part.idx] = self._test_group(part, columns)
         return hit
+
+    def _columns(self) -> list[np.ndarray]:
+        """The rows' bits transposed: per bit position, a mask of the rows that set it.
+
+        One gather per key and hash then tests every row at once. Up to 64 rows share one
+        mask word (the narrowest unsigned type that fits); more rows take more words.
+        Cached until the next add.
+        """
+        if self._cols is not None and self._cols[0] == len(self.rows):
+            return self._cols[1]
+        out = []
+        for lo in range(0, len(self.rows), 64):
+            rows = self.rows[lo : lo + 64]
+            dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if np.dtype(t).itemsize * 8 >= len(rows))
+            if len(rows) == 1:
+                col = rows[0].bits.view(np.uint8)
+            else:
+                col = np.zeros(self.vector_size, dtype=dtype)
+                for r, row in enumerate(rows):
+                    col |= row.bits.astype(dtype) << dtype(r)
+            out.append(col)
+        self._cols = (len(self.rows), out)
+        return out
+
+    def _test_group(self, g: _LengthGroup, columns: list[np.ndarray]) -> np.ndarray:
+        m = len(g.idx)
+        vsize = self.vector_size
+        acc = [np.full(m, np.iinfo(c.dtype).max, dtype=c.dtype) for c in columns]
+        where = np.arange(m, dtype=np.int64)  # current position -> position in g
+        cur = g
+        h = np.zeros(m, dtype=np.uint32)
+        for _ in range(self.nb_hash):
+            h = _murmur_next(h, cur)
+            pos = _positions(h, vsize)
+            alive = None
+            for a, col in zip(acc, columns, strict=True):
+                a &= col[pos]
+                nz = a != 0
+                alive = nz if alive is None else (alive | nz)
+            n_alive = int(np.count_nonzero(alive))
+            if n_alive == 0:
+                return np.zeros(m, dtype=bool)
+            if n_alive * 4 < len(h) * 3:  # compact once a quarter has dropped out
+                sel = np.flatnonzero(alive)
+                cur = cur.take(sel)
+                h = h[sel]
+                where = where[sel]
+                acc = [a[sel] for a in acc]
+        alive = np.zeros(len(h), dtype=bool)
+        for a in acc:
+            alive |= a != 0
+        out = np.zeros(m, dtype=bool)
+        out[where[alive]] = True
+        return out
 
     # -- bytes -----------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

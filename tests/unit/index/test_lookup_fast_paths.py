@@ -1,0 +1,134 @@
+"""The index's fast paths give exactly the answers of the slow ones.
+
+* bloom skip: a member whose key range admits many of the looked-up keys (relative to
+  its rows) is confirmed from its key column without probing its bloom filter;
+* the bloom filter's lazy, early-exit membership test and shared hash chains agree with
+  a plain "all k bits set in some row" check, for every row layout (one row, many rows,
+  more than 64 rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from streamer.index import bloom_index
+from streamer.index.bloom_index import BloomIndex
+from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
+from streamer.read.table import Table
+from streamer.table.bloom import BloomFilter, hash_chain, hash_positions
+from tests.unit.index.test_bloom_index import _build, _truth
+
+
+def _lookup(path, keys, parts, monkeypatch, fraction, spy=None):
+    monkeypatch.setattr(bloom_index, "BLOOM_SKIP_FRACTION", fraction)
+    t = Table.open(path)
+    completed = frozenset(i.timestamp for i in t.timeline.completed())
+    return BloomIndex(t.fs, t.fsview.latest_merged_slices(), lambda i: i in completed, parallelism=1).lookup(
+        keys, parts
+    )
+
+
+def test_bloom_skip_gives_the_same_tags(tmp_path, monkeypatch):
+    path = _build(tmp_path)
+    truth = _truth(path)
+    existing = sorted(truth)
+    new = [("sf", str(i)) for i in range(900, 1000)] + [("sf", str(i)) for i in range(2060, 2100)]
+    new += [("nyc", "1"), ("oslo", "5")]
+    keys = pa.array([k for _, k in existing + new])
+    parts = pa.array([p for p, _ in existing + new])
+    expected = [truth[k] for k in existing] + [None] * len(new)
+
+    probes = []
+    real = BloomFilter.might_contain_many
+
+    def spy(self, ks):
+        probes.append(len(ks))
+        return real(self, ks)
+
+    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    never = _lookup(path, keys, parts, monkeypatch, 1e9)
+    probed_never = len(probes)
+    probes.clear()
+    always = _lookup(path, keys, parts, monkeypatch, 0.0)
+    probed_always = len(probes)
+    default = _lookup(path, keys, parts, monkeypatch, bloom_index.BLOOM_SKIP_FRACTION)
+    assert never.file_ids.to_pylist() == expected
+    assert always.file_ids.to_pylist() == expected
+    assert default.file_ids.to_pylist() == expected
+    # the skip branch really skipped member filters (only slice summaries were probed)
+    assert probed_always < probed_never
+    # ...and every member it confirmed had its footer read first
+    assert all(m in always.stats.footer_ids for m in always.stats.key_ids)
+
+
+def test_candidates_bloom_limit_keeps_range_pruning():
+    bf = BloomFilter.new_dynamic(100, 0.01, 1000)
+    s = KeySummary.of_keys(pa.array(["k10", "k20", "k30"]), bf)
+    keys = pa.array(["a", "k10", "k15", "k30", "z"])
+    assert s.candidates(keys, bloom_limit=1).tolist() == [False, True, True, True, False]
+    probed = s.candidates(keys)
+    assert probed[[0, 4]].tolist() == [False, False] and probed[[1, 3]].all()
+    assert s.candidates(keys, bloom_limit=100).tolist() == probed.tolist()
+
+
+def _keys(n, seed):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 10**9, n)
+    return pa.array([str(i) if i % 3 else f"id:{i:x}-ü{i % 7}-{'x' * (i % 11)}" for i in ids])
+
+
+def _reference(bf: BloomFilter, keys) -> np.ndarray:
+    pos = hash_positions(keys, bf.nb_hash, bf.vector_size)
+    hit = np.zeros(len(pos), dtype=bool)
+    for row in bf.rows:
+        hit |= row.bits[pos].all(axis=1)
+    return hit
+
+
+@pytest.mark.parametrize(
+    "entries,fpp,max_entries,n",
+    [(60_000, 1e-9, 100_000, 3_000), (50, 0.01, 1_000, 900), (10, 0.1, 700, 800), (10, 0.2, 25, 60)],
+)
+def test_membership_matches_all_bits_reference(entries, fpp, max_entries, n):
+    bf = BloomFilter.new_dynamic(entries, fpp, max_entries)
+    added = _keys(n, 1)
+    bf.add_many(added[: n // 3])
+    bf.add_many(added[n // 3 :])
+    probe = pa.concat_arrays([added, _keys(4 * n, 2)])
+    got = bf.might_contain_many(probe)
+    assert got[:n].all()
+    assert got.tolist() == _reference(bf, probe).tolist()
+    back = BloomFilter.from_footer(bf.serialize(), bf.type_code)
+    assert back.might_contain_many(probe).tolist() == got.tolist()
+
+
+def test_shared_hash_chain_builds_the_same_filters():
+    keys = _keys(2_000, 3)
+    k = 30
+    chain = hash_chain(keys, k)
+    a, b = BloomFilter.new_dynamic(1000, 1e-9, 5000), BloomFilter.new_dynamic(1000, 1e-9, 5000)
+    a.add_many(keys)
+    b.add_hashes(chain)
+    assert a.serialize() == b.serialize()
+    small = BloomFilter.new_dynamic(300, 1e-3, 1000)  # fewer hashes: a prefix of the chain
+    ref = BloomFilter.new_dynamic(300, 1e-3, 1000)
+    small.add_hashes(chain)
+    ref.add_many(keys)
+    assert small.nb_hash < k and small.serialize() == ref.serialize()
+
+
+def test_block_metadata_matches_separately_built_filters():
+    params = BloomParams(slice_num_entries=500)
+    first = pa.array(sorted(f"k{i:05d}" for i in range(0, 3000, 3)))
+    second = pa.array(sorted(f"k{i:05d}" for i in range(1, 3000, 3)))
+    kv1 = block_metadata(first, None, params, "001")
+    prev = KeySummary.from_kv({k.encode(): v.encode() for k, v in kv1.items()}, slice_level=True)
+    kv2 = block_metadata(second, prev, params, "001")
+    own = KeySummary.of_keys(second, params.sized_for(len(second)))
+    cumulative = params.new_slice()
+    cumulative.add_many(first)
+    cumulative.add_many(second)
+    assert kv2["org.apache.hudi.bloomfilter"] == own.bloom.serialize()
+    assert kv2["mor_streamer.slice.bloomfilter"] == cumulative.serialize()

@@ -1,0 +1,58 @@
+"""The writer's shortcuts change nothing: combining a batch without duplicates, and the
+local engine handing each file group its rows already in key order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.engine.local import split_by_task
+from streamer.write.filegroup import _sorted_by_key
+from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.plan import TASK_COL
+from streamer.write.prepare import latest_per_key
+
+
+def _batch(keys, parts, ts):
+    return pa.table({RECORD_KEY_COL: keys, PARTITION_PATH_COL: parts, "ts": ts,
+                     "row": list(range(len(keys)))})
+
+
+def test_unique_keys_come_back_unchanged_in_arrival_order():
+    t = _batch(["b", "a", "c", "d"], ["p", "p", "q", "p"], [1, 2, 3, 4])
+    assert latest_per_key(t, "ts").to_pylist() == t.to_pylist()
+
+
+def test_duplicates_still_combined_by_ordering_then_arrival():
+    t = _batch(["b", "a", "b", "a", "c", "c"], ["p"] * 6, [5, 1, 3, 1, 2, 2])
+    out = latest_per_key(t, "ts").to_pylist()
+    # b: ts 5 (row 0) beats ts 3; a: tie on ts -> the later row 3; c: tie -> row 5
+    assert [(r[RECORD_KEY_COL], r["row"]) for r in out] == [("b", 0), ("a", 3), ("c", 5)]
+
+
+def test_same_key_in_two_partitions_is_two_records():
+    t = _batch(["k", "k", "k"], ["p", "q", "p"], [1, 1, 2])
+    out = latest_per_key(t, "ts").to_pylist()
+    assert sorted((r[PARTITION_PATH_COL], r["row"]) for r in out) == [("p", 2), ("q", 1)]
+
+
+def test_split_by_task_sorts_each_group_by_key_stably():
+    rng = np.random.default_rng(0)
+    n = 500
+    keys = pa.array([f"k{i:03d}" for i in rng.integers(0, 200, n)])  # duplicates on purpose
+    tasks = pa.array(rng.integers(0, 5, n).astype(np.int32))
+    rows = pa.table({RECORD_KEY_COL: keys, TASK_COL: tasks, "row": np.arange(n)})
+    groups = split_by_task(rows)
+    assert [tid for tid, _ in groups] == sorted({int(t) for t in tasks.to_pylist()})
+    for tid, g in groups:
+        assert _sorted_by_key(g)
+        expected = rows.filter(pc.equal(rows.column(TASK_COL), tid))
+        expected = expected.take(pc.sort_indices(expected, [(RECORD_KEY_COL, "ascending")]))  # stable
+        assert g.column("row").to_pylist() == expected.column("row").to_pylist()
+
+
+def test_sorted_by_key_detects_disorder():
+    assert _sorted_by_key(pa.table({RECORD_KEY_COL: ["a", "b", "b", "c"]}))
+    assert not _sorted_by_key(pa.table({RECORD_KEY_COL: ["a", "c", "b"]}))
+    assert _sorted_by_key(pa.table({RECORD_KEY_COL: pa.array([], pa.string())}))
