@@ -15,7 +15,9 @@ Two steps, both free of per-record Python loops:
    ``_hoodie_is_deleted``) then remove the winners they beat, vectorised with a join.
 
 A log-compacted block takes the position of the last block it replaces, so blocks
-appended after the compacted range (RFC-48 scenario 1) still win under commit-time order.
+appended after the compacted range (RFC-48 scenario 1) still win under commit-time order;
+the other blocks of the same run (a split data block, the run's delete block) follow it
+there, never drift to the end of the log.
 """
 
 from __future__ import annotations
@@ -120,6 +122,10 @@ def effective_blocks(
 ) -> list[BlockLike]:
     """Filter a slice's blocks (``(log path, block)`` in log order) to the ones that count."""
     kept: list[tuple[str | None, BlockLike]] = []  # (instant, block)
+    # Blocks of one log-compacted run (same instant and COMPACTED_BLOCK_TIMES: a split
+    # data block, the run's delete block) stay together where the run was.
+    runs: dict[tuple[str | None, tuple[str, ...]], BlockLike] = {}  # run -> its last block
+    compacted_instants: dict[str | None, BlockLike] = {}  # instant -> its last block
     for path, b in blocks:
         code = block_type_code(b)
         if code == CORRUPT or getattr(b, "corrupt_reason", None):
@@ -142,14 +148,22 @@ def effective_blocks(
             continue
         compacted = list(b.compacted_block_times or [])
         if compacted:
+            run = (instant, tuple(compacted))
             names = set(compacted)
             positions = [i for i, (t, _) in enumerate(kept) if t in names]
+            prev = runs.get(run)
+            at = len(kept)
             if positions:
                 at = positions[-1] - (len(positions) - 1)
                 kept = [e for e in kept if e[0] not in names]
                 stats.compacted_away_blocks += len(positions)
-                kept.insert(at, (instant, b))
-                continue
+            kept.insert(at if prev is None else _after(kept, prev), (instant, b))
+            runs[run] = compacted_instants[instant] = b
+            continue
+        if instant in compacted_instants:  # a block of a log compaction without the header
+            kept.insert(_after(kept, compacted_instants[instant]), (instant, b))
+            compacted_instants[instant] = b
+            continue
         kept.append((instant, b))
     # A rollback may target a block that appears *after* it (reordered logs): drop those too.
     targets = {
@@ -160,6 +174,15 @@ def effective_blocks(
     final = [k for t, k in kept if t not in targets]
     stats.rolled_back_blocks += len(kept) - len(final)
     return final
+
+
+def _after(kept: list[tuple[str | None, BlockLike]], block: BlockLike | None) -> int:
+    """Index just after ``block`` in ``kept`` (the end if absent)."""
+    if block is not None:
+        for i in range(len(kept) - 1, -1, -1):
+            if kept[i][1] is block:
+                return i + 1
+    return len(kept)
 
 
 # ============================================================================= record merging

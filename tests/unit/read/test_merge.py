@@ -138,3 +138,50 @@ def test_corrupt_and_delete_blocks():
     st = ScanStats()
     assert tags(effective_blocks([bad, dele], {"1"}, st)) == ["d"]
     assert st.corrupt_block_count == 1 and st.corrupt_blocks[0].path == "x.log"
+
+
+def dele(ts, tag="", compacted=()):
+    return ("log", FakeBlock(DELETE, ts, compacted_block_times=list(compacted), tag=tag))
+
+
+def test_all_blocks_of_a_compacted_run_stay_where_the_run_was():
+    """A log compaction may write a run as several blocks (split data, a delete block):
+    all of them replace the run in place, none drifts behind blocks written later."""
+    done = {"1", "2", "3", "4"}
+    split = [data("1", "a"), data("2", "b"), data("3", "c"),
+             data("4", "C1", compacted=("1", "2")), data("4", "C2", compacted=("1", "2"))]
+    assert tags(effective_blocks(split, done, ScanStats())) == ["C1", "C2", "c"]
+    with_delete = [data("1", "a"), dele("2", "d"), data("3", "c"),
+                   data("4", "C", compacted=("1", "2")), dele("4", "CD", compacted=("1", "2"))]
+    assert tags(effective_blocks(with_delete, done, ScanStats())) == ["C", "CD", "c"]
+    # a compaction instant with two runs keeps each run's blocks at that run's place
+    two_runs = [data("1", "a"), data("2", "b"), data("5", "big"), data("6", "e"), data("7", "f"),
+                data("8", "R1", compacted=("1", "2")), dele("8", "R1d", compacted=("1", "2")),
+                data("8", "R2", compacted=("6", "7")), dele("8", "R2d", compacted=("6", "7"))]
+    assert tags(effective_blocks(two_runs, done | {"5", "6", "7", "8"}, ScanStats())) == [
+        "R1", "R1d", "big", "R2", "R2d"]
+
+
+def test_compacted_delete_does_not_beat_a_later_reinsert_under_commit_time():
+    """Run: insert a, delete a; then a is inserted again. The stitched run is one data
+    block (b) and one delete block (a); the later insert of a must still win."""
+    base = rows(["x"], [1], ["x0"])
+    tables = {
+        "b1": rows(["a", "b"], [1, 1], ["a1", "b1"]),
+        "d2": pa.table({"_hoodie_record_key": ["a"], "ordering_value": pa.array([0], pa.int64())}),
+        "c3": rows(["a"], [1], ["a3"]),
+        "S": rows(["b"], [1], ["b1"]),
+        "SD": pa.table({"_hoodie_record_key": ["a"], "ordering_value": pa.array([0], pa.int64())}),
+    }
+    blocks = [data("1", "b1"), dele("2", "d2"), data("3", "c3"),
+              data("4", "S", compacted=("1", "2")), dele("4", "SD", compacted=("1", "2"))]
+
+    def read(completed, spec):
+        eff = effective_blocks(blocks, completed, ScanStats())
+        kinds = [("delete" if b.block_type == DELETE else "data", tables[b.tag]) for b in eff]
+        return result(merge_records(base, kinds, spec))
+
+    want = [("a", "a3"), ("b", "b1"), ("x", "x0")]
+    for spec in (COMMIT, EVENT):  # equal ordering values: write order decides
+        assert read({"1", "2", "3"}, spec) == want  # before the log compaction completes
+        assert read({"1", "2", "3", "4"}, spec) == want  # and after
