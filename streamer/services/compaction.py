@@ -8,11 +8,13 @@ per slice named ``<fileId>_<token>_<planInstant>.parquet`` - merged by the reade
 slice merge, so a compacted table reads exactly as before - and completes as a
 ``commit`` carrying the table schema.
 
-Writes may still append to the *old* slice while the plan runs (one that started before
-the plan was visible; and today's writer, which appends to the merged slice). So the
-merge runs without blocking writers, then - holding the writers' lock, so no write is in
-flight - every slice whose logs changed meanwhile is merged again and the commit
-completes inside that window: no committed block of an old slice is ever left behind.
+Writers that saw the plan append to the new slice, so the old one is frozen. Scheduling
+takes the writers' lock (:func:`schedule_compaction_safely`), so no write that missed the
+plan is in flight. As a safety net for writes that still reached the old slice (a plan
+scheduled without that lock; a log compaction of the old slice completing), completion takes the
+writers' lock, merges again every slice whose committed content changed since its merge,
+and completes inside that window: no committed block of an old slice is left behind.
+Normally nothing changed and the window is a listing and a few block headers long.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from streamer.services.common import (
     rel_path,
     service_token,
 )
+from streamer.services.slices import read_slice_blocks
 from streamer.services.strategies import Candidate, order_and_bound
 from streamer.table.base_file import write_base_file
 from streamer.table.fsview import FileSlice
@@ -228,12 +231,14 @@ def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceRead
     )
 
 
-def _seen(fslice: FileSlice, completed: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
-    """What a merge of ``fslice`` depended on: its log files and the instants of those files
-    that had completed (a write's log file name does not carry its instant, so we compare
-    the completed set restricted to instants newer than the slice's base)."""
+def _seen(table: Table, fslice: FileSlice, completed: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """What a merge of ``fslice`` depended on: its log files and the instants of their
+    blocks that had completed (a log file is written whole, but its instant may complete
+    later). Writes to other slices - the plan's new slice above all - do not count."""
     files = frozenset(lf.name for lf in fslice.log_files)
-    return files, frozenset(t for t in completed if t >= fslice.base_instant)
+    instants = frozenset(b.instant_time for _, b in read_slice_blocks(table.fs, fslice)
+                         if b.instant_time in completed)
+    return files, instants
 
 
 def _compact_all(table: Table, instant: str, slices: list[FileSlice], spec: SliceReadSpec,
@@ -250,7 +255,7 @@ class CompactionRun:
     instant: Instant
     slices: list[FileSlice]
     stats: list[WriteStat]
-    completed: frozenset[str]
+    seen: list[tuple[frozenset[str], frozenset[str]]]  # per slice: what its merge read
     workers: int
     lock_timeout_s: float
 
@@ -265,7 +270,7 @@ class CompactionRun:
             redo, fresh = [], []
             for i, op in enumerate(plan.operations):
                 cur = _old_slice(table, op)
-                if _seen(cur, now) != _seen(self.slices[i], self.completed):
+                if _seen(table, cur, now) != self.seen[i]:
                     redo.append(i)
                     fresh.append(cur)
             if redo:
@@ -296,5 +301,6 @@ def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 1
     completed = table.timeline.completed_timestamps()
     spec = SliceReadSpec(merge=table.merge_spec(), completed=completed)
     slices = [_old_slice(table, op) for op in plan.operations]
+    seen = [_seen(table, s, completed) for s in slices]
     stats = _compact_all(table, inst.timestamp, slices, spec, workers)
-    return CompactionRun(inst, slices, stats, completed, workers, lock_timeout_s)
+    return CompactionRun(inst, slices, stats, seen, workers, lock_timeout_s)

@@ -13,6 +13,7 @@ collect them to the driver cheaply and join the assignment back to the data.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,8 +66,15 @@ def build_plan(
     all_log_versions: dict[tuple[str, str, str], int],
     instant: str,
     sizing: SizingPolicy,
+    append_to: Mapping[tuple[str, str], FileSlice] | None = None,
 ) -> WritePlan:
-    """Decide each row's file group and operation (``file_ids=None``: all inserts)."""
+    """Decide each row's file group and operation (``file_ids=None``: all inserts).
+
+    ``slices`` are what the index looked keys up in (merged slices). ``append_to`` names,
+    per file group under a pending compaction, the slice a write appends to instead: the
+    plan's new slice (base instant = the compaction instant), as Hudi's async compaction
+    does - the compactor then merges a slice nobody writes to any more.
+    """
     n = keys.num_rows
     parts = keys.column(PARTITION_PATH_COL).combine_chunks()
     rkeys = keys.column(RECORD_KEY_COL).combine_chunks()
@@ -92,17 +100,18 @@ def build_plan(
         key = (partition, file_id)
         if key not in by_group:
             s = slice_of[key]
+            target = append_to.get(key, s) if append_to else s
             tid = len(tasks)
             tasks[tid] = FileGroupTask(
                 task_id=tid,
                 partition=partition,
                 file_id=file_id,
                 is_new=False,
-                base_instant=s.base_instant,
-                base_file=s.base_file.name if s.base_file else None,
-                log_files=tuple(lf.name for lf in s.log_files),
-                next_log_version=_next_version(s, all_log_versions),
-                slice=s,
+                base_instant=target.base_instant,
+                base_file=target.base_file.name if target.base_file else None,
+                log_files=tuple(lf.name for lf in target.log_files),
+                next_log_version=_next_version(target, all_log_versions),
+                slice=s,  # the whole (merged) slice: its cumulative index is chained on
             )
             by_group[key] = tid
         return by_group[key]

@@ -43,6 +43,19 @@ class TableState:
         return self.fsview.latest_merged_slices()
 
     @cached_property
+    def append_slices(self) -> dict[tuple[str, str], FileSlice]:
+        """File groups in a pending compaction plan -> the slice writes append to: the new
+        one whose base instant is the plan's instant (Hudi's async compaction)."""
+        pending = self.fsview.pending_compaction_file_groups()
+        if not pending:
+            return {}
+        return {
+            (s.partition_path, s.file_id): s
+            for s in self.fsview.latest_file_slices()
+            if pending.get((s.partition_path, s.file_id)) == s.base_instant
+        }
+
+    @cached_property
     def completed(self) -> frozenset[str]:
         return frozenset(i.timestamp for i in self.timeline.completed())
 

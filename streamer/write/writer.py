@@ -215,7 +215,8 @@ class HudiWriter:
                     use_small_files=(op != "bulk_insert"),
                 )
                 plan = build_plan(
-                    prepared.keys, file_ids, state.slices, state.log_versions, instant, sizing
+                    prepared.keys, file_ids, state.slices, state.log_versions, instant, sizing,
+                    append_to=state.append_slices,
                 )
                 requested = state.timeline.create_requested(Action.DELTA_COMMIT, instant)
                 faults.step("requested")

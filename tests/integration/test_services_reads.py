@@ -3,7 +3,9 @@
 Each table collects many small blocks; after every service step the snapshot through
 our reader AND through hudi-rs (an independent Rust reader, which ignores
 COMPACTED_BLOCK_TIMES and so reads original and stitched blocks alike) must equal the
-dict model.
+dict model. While a compaction is pending, writes go to its new slice, which hudi-rs
+0.5.0 leaves out until the compaction commits (HUDI_RS_PENDING in
+tests/unit/services/test_pending_compaction_writes.py): hudi-rs is checked once it has.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ pytestmark = pytest.mark.integration
 LC = LogCompactionPolicy(min_blocks=3)
 
 
-def check(path: str, model: tg.Model, step: str) -> None:
+def check(path: str, model: tg.Model, step: str, hudi_rs: bool = True) -> None:
     expected = model.snapshot()
     assert tg.read_ours(path) == expected, f"our reader differs from the model after {step}"
-    assert tg.read_hudi_rs(path) == expected, f"hudi-rs differs from the model after {step}"
+    if hudi_rs:  # False only while a compaction is pending: see HUDI_RS_PENDING
+        assert tg.read_hudi_rs(path) == expected, f"hudi-rs differs from the model after {step}"
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "avro"])
@@ -61,8 +64,8 @@ def test_reads_identical_through_every_service(tmp_path, fmt):
     for _ in range(3):
         tg.step(w, gen, model)
     comp = schedule_compaction(Table.open(p), CompactionPolicy(), force=True)
-    tg.step(w, gen, model)  # a write while the compaction is pending
-    check(p, model, "write with pending compaction")
+    tg.step(w, gen, model)  # a write while the compaction is pending: into the new slice
+    check(p, model, "write with pending compaction", hudi_rs=False)
     assert execute(Table.open(p), comp).status == "completed"
     check(p, model, "compaction")
     tg.step(w, gen, model)
@@ -146,7 +149,7 @@ def test_scenario_d_compaction_scheduled_while_log_compaction_pending(tmp_path):
         assert comp is not None, "compaction must be schedulable over a pending log compaction"
         busy_lc = {(op.partition_path, op.file_id) for op in Table.open(p).fsview.compaction_plan(comp).operations}
         assert busy_lc
-        tg.step(w, gen, model)
+        tg.step(w, gen, model)  # into the compaction's new slice
         # put the log compaction back to requested so the executor can run it
         t = Table.open(p)
         t.fs.delete_file(t.timeline.path_of(t.timeline.get(lc.timestamp), t.timeline.get(lc.timestamp).state))
@@ -154,7 +157,8 @@ def test_scenario_d_compaction_scheduled_while_log_compaction_pending(tmp_path):
         for inst in runs:
             out = execute(Table.open(p), inst, log_policy=LC)
             assert out.status == "completed" and out.files_written > 0, (order, out)
-            check(p, model, f"{order}: {inst.action} done")
+            check(p, model, f"{order}: {inst.action} done",
+                  hudi_rs=not Table.open(p).timeline.pending_compactions())
         tg.step(w, gen, model)
         check(p, model, f"{order}: write after both")
 

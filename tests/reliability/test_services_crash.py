@@ -41,7 +41,10 @@ def run_killed(path: str, action: str, kill_at: int) -> int:
 def check(path: str, model: tg.Model, step: str) -> None:
     expected = model.snapshot()
     assert tg.read_ours(path) == expected, f"our reader differs after {step}"
-    assert tg.read_hudi_rs(path) == expected, f"hudi-rs differs after {step}"
+    if not Table.open(path).timeline.pending_compactions():
+        # hudi-rs 0.5.0 leaves out a pending compaction's new slice (writes made while
+        # it is pending): HUDI_RS_PENDING in tests/unit/services/test_pending_compaction_writes.py
+        assert tg.read_hudi_rs(path) == expected, f"hudi-rs differs after {step}"
 
 
 @pytest.mark.parametrize("kill_at", [2, 3, 6])
