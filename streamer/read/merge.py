@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -259,8 +260,8 @@ def concat_aligned(tables: Sequence[pa.Table], schema: pa.Schema | None = None) 
 def _tag(table: pa.Table, seq: int, spec: MergeSpec) -> pa.Table:
     n = len(table)
     table = table.append_column(_KEY, record_keys(table, spec))
-    table = table.append_column(_SEQ, pa.array([seq] * n, pa.int32()) if n else pa.array([], pa.int32()))
-    return table.append_column(_ROW, pa.array(range(n), pa.int64()))
+    table = table.append_column(_SEQ, pa.array(np.full(n, seq, dtype=np.int32)))
+    return table.append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
 
 
 def merge_records(
@@ -271,8 +272,16 @@ def merge_records(
     """Merge base records with log blocks (``("data"|"delete", table)`` in effective order).
 
     Delete tables carry ``_hoodie_record_key`` (and ``ordering_value`` when the writer
-    set one). Returns ``None`` when there is nothing at all.
+    set one). Returns ``None`` when there is nothing at all. Rows come out in record
+    key order.
+
+    When the base is in strict key order (our writer's and Hudi's sorted base files)
+    only the base rows whose keys the log mentions take part in the sort; the rest are
+    kept as they are and the two key-ordered parts are interleaved by binary search.
+    The result is the same as sorting everything, at the cost of the touched rows.
     """
+    if base is not None and not blocks:
+        return base  # nothing to overlay: a base file holds one version per key
     data: list[pa.Table] = []
     deletes: list[pa.Table] = []
     if base is not None:
@@ -282,9 +291,75 @@ def merge_records(
             deletes.append(_tag_deletes(t, seq))
         elif len(t):
             data.append(_tag(t, seq, spec))
-    if base is not None and not blocks:
-        return base  # nothing to overlay: a base file holds one version per key
-    merged = concat_aligned(data)
+    if not data:
+        return None
+    schema = pa.unify_schemas([t.schema for t in data], promote_options="permissive")
+    split = _split_untouched(data[0], data[1:], deletes) if base is not None else None
+    if split is None:
+        return _merge_sorted(data, deletes, spec, schema)
+    untouched, touched = split
+    merged = _merge_sorted([touched, *data[1:]], deletes, spec, schema, drop=False)
+    (rest,) = align_tables([untouched], schema)
+    rest = _finish(rest, drop=False)
+    if merged is not None and len(merged):
+        rest = _interleave(rest, merged)
+    return _finish(rest)
+
+
+def _split_untouched(
+    base: pa.Table, logs: list[pa.Table], deletes: list[pa.Table]
+) -> tuple[pa.Table, pa.Table] | None:
+    """(base rows no log block names, base rows some block names), or ``None`` when the
+    shortcut does not apply (base not strictly key-ordered, null keys, most rows touched)."""
+    keys = base.column(_KEY)
+    n = len(keys)
+    if n < 2 or keys.null_count:
+        return None
+    log_keys = [t.column(_KEY) for t in logs] + [d.column(_KEY) for d in deletes]
+    if any(k.null_count for k in log_keys):
+        return None
+    keys = keys.combine_chunks()
+    if not pc.all(pc.less(keys.slice(0, n - 1), keys.slice(1))).as_py():
+        return None  # not sorted, or a key repeats: the full merge decides
+    if not log_keys:
+        return base, base.slice(0, 0)
+    named = pa.chunked_array([c for k in log_keys for c in k.chunks], pa.string())
+    touched = pc.is_in(keys, value_set=named)
+    if pc.sum(touched).as_py() * 2 > n:
+        return None  # most rows change: sorting them all costs about the same
+    return base.filter(pc.invert(touched)), base.filter(touched)
+
+
+def _interleave(a: pa.Table, b: pa.Table) -> pa.Table:
+    """Rows of two tables ordered by disjoint ``_KEY`` values, in key order."""
+    at = pc.search_sorted(a.column(_KEY), b.column(_KEY)).to_numpy(zero_copy_only=False).astype(np.int64)
+    na, nb = len(a), len(b)
+    b_pos = at + np.arange(nb, dtype=np.int64)  # final position of each b row
+    perm = np.empty(na + nb, dtype=np.int64)
+    is_b = np.zeros(na + nb, dtype=bool)
+    is_b[b_pos] = True
+    perm[b_pos] = na + np.arange(nb, dtype=np.int64)
+    perm[~is_b] = np.arange(na, dtype=np.int64)
+    b = b.select(a.column_names)
+    both = pa.concat_tables([a, b if b.schema.equals(a.schema) else b.cast(a.schema)])
+    return both.take(pa.array(perm))
+
+
+def _finish(winners: pa.Table, drop: bool = True) -> pa.Table:
+    """Drop winners flagged ``_hoodie_is_deleted`` and (``drop``) the merge's own columns
+    (all but ``_KEY`` otherwise)."""
+    if IS_DELETED in winners.column_names:
+        flag = pc.fill_null(pc.cast(winners.column(IS_DELETED), pa.bool_()), False)
+        winners = winners.filter(pc.invert(flag))
+    own = (_KEY, _SEQ, _ROW, _ORD) if drop else (_SEQ, _ROW, _ORD)
+    return winners.drop_columns([c for c in own if c in winners.column_names])
+
+
+def _merge_sorted(
+    data: list[pa.Table], deletes: list[pa.Table], spec: MergeSpec, schema: pa.Schema, drop: bool = True
+) -> pa.Table | None:
+    """Each key's winner among ``data`` (tagged), deletes applied, in key order."""
+    merged = concat_aligned(data, schema)
     if merged is None:
         return None
     event_time = bool(spec.event_time_ordering and spec.ordering_field and spec.ordering_field in merged.column_names)
@@ -304,10 +379,7 @@ def merge_records(
     winners = merged.filter(last)
     if deletes:
         winners = _apply_deletes(winners, pa.concat_tables(deletes, promote_options="permissive"), event_time)
-    if IS_DELETED in winners.column_names:
-        flag = pc.fill_null(pc.cast(winners.column(IS_DELETED), pa.bool_()), False)
-        winners = winners.filter(pc.invert(flag))
-    return winners.drop_columns([c for c in (_KEY, _SEQ, _ROW, _ORD) if c in winners.column_names])
+    return _finish(winners, drop)
 
 
 def _tag_deletes(t: pa.Table, seq: int) -> pa.Table:
@@ -318,7 +390,7 @@ def _tag_deletes(t: pa.Table, seq: int) -> pa.Table:
     return pa.table({
         _KEY: pc.cast(t.column(RECORD_KEY), pa.string()),
         "del_ord": ordv,
-        "del_seq": pa.array([seq] * n, pa.int32()) if n else pa.array([], pa.int32()),
+        "del_seq": pa.array(np.full(n, seq, dtype=np.int32)),
     })
 
 

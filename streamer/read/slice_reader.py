@@ -68,7 +68,9 @@ def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]
 
     out: list[tuple[str, object]] = []
     for p in paths:
-        out.extend((p, b) for b in read_log_file(fs, p))
+        # a snapshot needs (nearly) every block's content: one read of the whole file
+        # beats a footer read plus column-chunk reads per Parquet block
+        out.extend((p, b) for b in read_log_file(fs, p, lazy=False))
     return out
 
 

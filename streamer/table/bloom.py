@@ -17,7 +17,7 @@ The format, as observed in fixture footers and Hudi's public sources:
   keys until ``rows * num_entries >= max_entries``; then keys go round-robin over the rows.
 * the whole thing is base64 (standard alphabet, padded).
 
-Hashing is vectorised with numpy over keys of equal byte length (one group per length); the
+Hashing is vectorised with numpy over keys of equal word count (one group per count); the
 seed-independent part of the hash is computed once per key, not once per hash function.
 """
 
@@ -63,7 +63,7 @@ def num_hashes(bits: int, num_entries: int) -> int:
 # tail bytes fold in as one xor; neither depends on the seed. The k hashes of a key are
 # chained (the seed of hash i is hash i-1), so we mix the words and the tail once per
 # key and each further hash costs two uint32 operations per word plus the finalizer.
-# All of it is numpy over keys of equal byte length (one group per length), read
+# All of it is numpy over keys of equal word count (one group per count), read
 # straight from the Arrow offsets/data buffers: no per-key Python.
 
 _CHUNK = 1 << 15  # keys per membership-test chunk (bounds the (key, row) pair arrays)
@@ -71,21 +71,24 @@ _CHUNK = 1 << 15  # keys per membership-test chunk (bounds the (key, row) pair a
 
 @dataclass
 class _LengthGroup:
-    """Keys of one UTF-8 byte length: their positions and the seed-independent mixing."""
+    """Keys with the same number of whole 4-byte words: their positions and the
+    seed-independent part of their hash."""
 
     idx: np.ndarray  # positions of these keys in the input (int64)
-    length: int
-    kmix: np.ndarray  # (length // 4, m) uint32: mixed words, one contiguous row per word
-    tail: np.ndarray | None  # (m,) uint32: the tail bytes' xor term, None when length % 4 == 0
+    length: np.ndarray | np.uint32  # byte length, per key (or one for all)
+    kmix: np.ndarray  # (words, m) uint32: mixed words, one contiguous row per word
+    tail: np.ndarray | None  # (m,) uint32: the tail bytes' xor term; None: no key has a tail
+    has_tail: np.ndarray | None  # (m,) bool when only some keys have a tail
 
     def take(self, sel: np.ndarray) -> _LengthGroup:
-        return _LengthGroup(
-            self.idx[sel], self.length, self.kmix[:, sel], None if self.tail is None else self.tail[sel]
-        )
+        def pick(a):
+            return a[sel] if isinstance(a, np.ndarray) else a
+
+        return _LengthGroup(pick(self.idx), pick(self.length), self.kmix[:, sel], pick(self.tail), pick(self.has_tail))
 
 
 def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[int, list[_LengthGroup]]:
-    """The input's keys grouped by byte length, mixed and ready to hash."""
+    """The input's keys grouped by word count, mixed and ready to hash."""
     arr = _as_binary(keys)
     n = len(arr)
     if n == 0:
@@ -96,50 +99,66 @@ def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[in
     if (lengths == 0).any():
         raise ValueError("bloom filter keys must not be empty (Hudi rejects zero-length keys)")
     starts_all = offsets[:-1]
-    uniq = np.unique(lengths)
+    words_all = lengths >> 2
+    uniq = np.unique(words_all)
     groups = []
-    for length in uniq:
-        length = int(length)
-        idx = np.arange(n, dtype=np.int64) if len(uniq) == 1 else np.flatnonzero(lengths == length)
+    for nwords in uniq:
+        nwords = int(nwords)
+        idx = np.arange(n, dtype=np.int64) if len(uniq) == 1 else np.flatnonzero(words_all == nwords)
         m = len(idx)
-        first = int(starts_all[idx[0]])
-        if len(uniq) == 1 and int(offsets[-1]) - first == m * length:
-            mat = data[first : first + m * length].reshape(m, length)  # contiguous: no gather
-        else:
-            mat = data[starts_all[idx][:, None] + np.arange(length, dtype=np.int32)[None, :]]
-        nwords = length // 4
+        starts = starts_all if len(uniq) == 1 else starts_all[idx]
+        lens = lengths if len(uniq) == 1 else lengths[idx]
         with np.errstate(over="ignore"):
-            kmix = np.ascontiguousarray(mat[:, : nwords * 4]).view("<u4").reshape(m, nwords).T.copy()
-            kmix *= _M
-            kmix ^= kmix >> np.uint32(24)
-            kmix *= _M
-        left = length - nwords * 4
-        tail = None
-        if left:
-            t = mat[:, nwords * 4 :].view(np.int8).astype(np.int32)  # Java bytes are signed
-            tv = t[:, left - 1].copy()
-            if left >= 2:
-                tv ^= t[:, left - 2] << 8
-            if left >= 3:
-                tv ^= t[:, left - 3] << 16
+            if nwords:
+                wbytes = data[starts[:, None] + np.arange(nwords * 4, dtype=np.int32)[None, :]]
+                kmix = wbytes.view("<u4").reshape(m, nwords).T.copy()
+                kmix *= _M
+                kmix ^= kmix >> np.uint32(24)
+                kmix *= _M
+            else:
+                kmix = np.empty((0, m), dtype=np.uint32)
+        left = lens - nwords * 4
+        tail = has_tail = None
+        if left.any():
+            # Java folds the tail in as b[-3]<<16 ^ b[-2]<<8 ^ b[-1] of sign-extended
+            # bytes, i.e. ((b0 << 8) ^ b1) << 8 ^ b2 for three tail bytes, and so on
+            tv = np.zeros(m, dtype=np.int32)
+            base = starts + nwords * 4
+            for i in range(3):
+                more = left > i
+                if not more.any():
+                    break
+                b = data[np.where(more, base + i, 0)].view(np.int8).astype(np.int32)
+                tv = np.where(more, (tv << 8) ^ b, tv)
             tail = tv.view(np.uint32)
-        groups.append(_LengthGroup(idx, length, kmix, tail))
+            if not left.all():
+                has_tail = left > 0
+        ulen = np.unique(lens)
+        length = np.uint32(ulen[0]) if len(ulen) == 1 else lens.astype(np.uint32)
+        groups.append(_LengthGroup(idx, length, kmix, tail, has_tail))
     return n, groups
 
 
 def _murmur_next(seed: np.ndarray, g: _LengthGroup) -> np.ndarray:
-    """One Hadoop MurmurHash of the group's keys with per-key seeds (uint32, new array)."""
-    with np.errstate(over="ignore"):
-        h = seed ^ np.uint32(g.length)
-        for j in range(g.kmix.shape[0]):
-            h *= _M
-            h ^= g.kmix[j]
-        if g.tail is not None:
+    """One Hadoop MurmurHash of the group's keys with per-key seeds (uint32, new array).
+
+    (uint32 array arithmetic wraps silently, as Java's int arithmetic does.)
+    """
+    h = seed ^ g.length
+    for j in range(g.kmix.shape[0]):
+        h *= _M
+        h ^= g.kmix[j]
+    if g.tail is not None:
+        if g.has_tail is None:
             h ^= g.tail
             h *= _M
-        h ^= h >> np.uint32(13)
-        h *= _M
-        h ^= h >> np.uint32(15)
+        else:
+            t = h ^ g.tail
+            t *= _M
+            np.copyto(h, t, where=g.has_tail)
+    h ^= h >> np.uint32(13)
+    h *= _M
+    h ^= h >> np.uint32(15)
     return h
 
 
