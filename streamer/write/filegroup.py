@@ -215,8 +215,9 @@ def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
     """The slice's cumulative key summary before this write (RFC-06 chaining).
 
     Taken from the newest committed block's footer; the first block of a slice (or
-    one after Avro/foreign blocks) builds it from the members' key columns, so the
-    cumulative filter always has the slice sizing, never the base file's.
+    one after stitched/Avro/foreign blocks) builds it from the distinct keys of the
+    members still in effect, so the cumulative filter always has the slice sizing,
+    never the base file's.
     """
     if task.slice is None:
         return None
@@ -227,7 +228,12 @@ def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
             return summary
     if not members:
         return None
-    keys = pa.concat_arrays([m.keys(None).cast(pa.string()) for m in members])
+    # Rebuilt (the newest block is a stitched, Avro or foreign one): from the members a
+    # reader applies - not the blocks a completed log compaction replaced - and each key
+    # once, so the filter grows with the slice's keys, not with how often they were written.
+    replaced = {t for m in members if m.block is not None for t in (m.block.compacted_block_times or ())}
+    live = [m for m in members if m.block is None or m.instant not in replaced]
+    keys = pc.unique(pa.concat_arrays([m.keys(None).cast(pa.string()) for m in live]))
     return KeySummary.of_keys(keys, ctx.bloom.new_slice())
 
 
