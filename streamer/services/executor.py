@@ -49,8 +49,12 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or cur.is_completed:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
-        if cur.is_inflight and not rollback_services.recover(table, cur):
-            return ExecOutcome(inst.timestamp, inst.action, "rolled-back")
+        try:
+            if cur.is_inflight and not rollback_services.recover(table, cur, lock_timeout_s=writer_lock_timeout_s):
+                return ExecOutcome(inst.timestamp, inst.action, "rolled-back")
+        except CompactionConflict as e:  # writers' lock busy: the next run recovers it
+            log.info("%s", e)
+            return ExecOutcome(inst.timestamp, inst.action, "retry")
         table.refresh()
         cur = table.timeline.get(inst.timestamp)
         if cur is None or not cur.is_requested:
@@ -76,7 +80,10 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
                 raise ServiceError(f"{inflight} is not a compaction or log compaction")
         except CompactionConflict as e:
             log.info("%s", e)
-            rollback_services.revert_compaction(table, inflight)
+            try:
+                rollback_services.revert_compaction(table, inflight, lock_timeout_s=writer_lock_timeout_s)
+            except CompactionConflict as again:  # left inflight: the next run reverts it
+                log.info("%s", again)
             return ExecOutcome(inst.timestamp, inst.action, "retry")
         try:
             delete_markers(table.fs, table.base_path, inst.timestamp)

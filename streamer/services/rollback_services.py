@@ -6,70 +6,67 @@
   group, so every reader ignores whatever blocks it published, and its
   ``logcompaction`` instant leaves the timeline. The same plan cannot be re-executed -
   a rollback block cancels its instant forever - so the groups are simply planned again.
-* A failed **compaction** keeps its plan, as Hudi does: the partial base files its
-  markers name are deleted and ``<instant>.compaction.inflight`` is removed, reverting
-  it to requested, so any compactor can execute it again. (No ``rollback`` instant is
-  written for it: an interrupted rollback is resumed by the writer, whose resume path
-  deletes the target instant - fatal for a compaction plan that writers already
-  append behind. See the report's request to the writer's owner.)
+* A failed **compaction** keeps its plan, as Hudi does: a ``rollback`` instant (plan from
+  the run's markers) deletes the partial base files, and the compaction goes back to
+  requested (:meth:`Timeline.revert_to_requested`), so any compactor can execute it
+  again. A rollback interrupted by a crash is resumed by the next writer, whose resume
+  path also sends a compaction back to requested - never deletes its plan.
+
+Both roll back holding the writers' lock: a writer resumes *pending* rollbacks (dead
+ones, it assumes), so it must never see one a live service is still executing.
 """
 
 from __future__ import annotations
 
 import logging
-import posixpath
 
 from streamer.read.table import Table
-from streamer.table.instant import Action, Instant, State
-from streamer.table.naming import parse_base_file_name
-from streamer.write import faults
-from streamer.write.markers import IOType, delete_markers, list_markers
+from streamer.services.compaction import writer_lock
+from streamer.table.instant import Action, Instant
+from streamer.write.markers import list_markers
 from streamer.write.rollback import RollbackOutcome, rollback_failed
 
 log = logging.getLogger(__name__)
 
 
-def rollback_log_compaction(table: Table, inst: Instant) -> RollbackOutcome:
+def rollback_log_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0) -> RollbackOutcome:
     """Roll back a dead log compaction run (its instant disappears)."""
-    out = rollback_failed(table.fs, table.base_path, table.timeline, inst)
+    with writer_lock(table, lock_timeout_s):
+        table.refresh()
+        out = rollback_failed(table.fs, table.base_path, table.timeline, inst)
     log.warning("%s: rolled back failed log compaction %s (rollback %s)", table.base_path,
                 inst.timestamp, out.rollback_instant)
     table.refresh()
     return out
 
 
-def revert_compaction(table: Table, inst: Instant) -> int:
-    """Delete a dead compaction run's partial base files and revert it to requested."""
-    deleted = 0
-    for m in list_markers(table.fs, table.base_path, inst.timestamp):
-        if m.io_type is IOType.CREATE and parse_base_file_name(m.file_name):
-            path = m.data_path(table.base_path)
-            parent, name = posixpath.split(path)
-            for st in table.fs.list_dir(parent):
-                if st.name.startswith(f".{name}.") and st.name.endswith(".tmp"):
-                    table.fs.delete_file(st.path)
-            if table.fs.exists(path):
-                table.fs.delete_file(path)
-                deleted += 1
-            faults.step(f"compaction revert delete {name}")
-    tl = table.timeline
-    if inst.state is State.INFLIGHT:
-        table.fs.delete_file(tl.path_of(inst, State.INFLIGHT))
-        faults.step("compaction reverted to requested")
-    delete_markers(table.fs, table.base_path, inst.timestamp)
-    log.warning("%s: reverted failed compaction %s to requested (%d partial file(s) deleted)",
-                table.base_path, inst.timestamp, deleted)
+def revert_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0) -> int:
+    """Roll back a dead compaction run's partial base files and revert it to requested.
+
+    Raises :class:`~streamer.services.compaction.CompactionConflict` when the writers'
+    lock stays busy; the run stays inflight and the next executor reverts it.
+    """
+    with writer_lock(table, lock_timeout_s):
+        table.refresh()
+        cur = table.timeline.get(inst.timestamp)
+        if cur is None or cur.is_completed:
+            return 0
+        if cur.is_requested and not list_markers(table.fs, table.base_path, inst.timestamp):
+            return 0
+        out = rollback_failed(table.fs, table.base_path, table.timeline, cur)
+    log.warning("%s: reverted failed compaction %s to requested (rollback %s, %d partial file(s) deleted)",
+                table.base_path, inst.timestamp, out.rollback_instant, out.deleted_files)
     table.refresh()
-    return deleted
+    return out.deleted_files
 
 
-def recover(table: Table, inst: Instant) -> bool:
+def recover(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0) -> bool:
     """Handle a dead run of ``inst`` (we hold its lock). ``True``: the plan can run now."""
     if inst.action == Action.LOG_COMPACTION:
         if inst.is_inflight:
-            rollback_log_compaction(table, inst)
+            rollback_log_compaction(table, inst, lock_timeout_s=lock_timeout_s)
             return False
         return True
     if inst.action == Action.COMPACTION and inst.is_inflight:
-        revert_compaction(table, inst)
+        revert_compaction(table, inst, lock_timeout_s=lock_timeout_s)
     return True

@@ -298,6 +298,29 @@ class Timeline:
             self._files.pop((instant.timestamp, state), None)
         self.instants = [i for i in self.instants if i.timestamp != instant.timestamp]
 
+    def revert_to_requested(self, instant: Instant) -> Instant:
+        """``inflight`` -> ``requested``: drop the inflight file, keep the plan.
+
+        How a failed table service (a compaction above all) is rolled back: its plan stays
+        on the timeline - writers already append to the slices it opened - and any
+        executor can run it again. Idempotent: a requested instant is returned as is.
+        """
+        self._require_writable()
+        if instant.is_completed:
+            raise CommitError(f"{instant} is completed; it cannot go back to requested")
+        requested = Instant(instant.timestamp, instant.pending_action or instant.action, State.REQUESTED)
+        if not self.fs.exists(self.path_of(requested, State.REQUESTED)):
+            raise CommitError(f"{instant} has no requested plan to go back to")
+        if instant.is_inflight or (instant.timestamp, State.INFLIGHT) in self._files:
+            self.fs.delete_file(self.path_of(instant, State.INFLIGHT))
+            self._files.pop((instant.timestamp, State.INFLIGHT), None)
+        if self.get(instant.timestamp) is None:
+            self.instants.append(requested)
+            self.instants.sort(key=lambda i: i.timestamp)
+        else:
+            self._replace(requested)
+        return requested
+
     def delete_completed(self, instant: Instant) -> None:
         """Remove all files of a completed instant (restore/rollback of a commit).
 

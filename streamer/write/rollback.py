@@ -8,7 +8,8 @@ the list of files it created or appended to. Its successor:
 2. executes it: deletes the partial base files (and any temp file a rename never
    published), appends a rollback *command block* naming the failed instant to each
    touched file group (a new log version), so every Hudi reader skips its blocks;
-3. deletes the failed instant's timeline files and heartbeat, then completes the
+3. deletes the failed instant's timeline files and heartbeat - except a failed
+   *compaction*, which goes back to requested with its plan kept - then completes the
    rollback with Avro ``HoodieRollbackMetadata``, and drops the markers.
 
 Every step is idempotent, so a rollback interrupted by another crash is simply run
@@ -148,8 +149,14 @@ def _sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None
 def _finish(fs: FileSystem, base_path: str, timeline: Timeline, target: Instant, rb: Instant,
             meta: RollbackMetadata) -> None:
     _sweep_temp_for_markers(fs, base_path, target.timestamp)
-    if timeline.get(target.timestamp) is not None:
-        timeline.delete_pending(timeline.get(target.timestamp))
+    cur = timeline.get(target.timestamp)
+    if cur is not None and not cur.is_completed:
+        if cur.action == Action.COMPACTION:
+            # a compaction plan is never deleted: writers already append to the slices it
+            # opened; back to requested, any compactor executes it again (as Hudi does)
+            timeline.revert_to_requested(cur)
+        else:
+            timeline.delete_pending(cur)
     faults.step("rollback deleted target instant")
     fs.delete_file(posixpath.join(base_path, METAFOLDER, HEARTBEAT_FOLDER, target.timestamp))
     timeline.complete(rb, meta.to_avro_bytes())

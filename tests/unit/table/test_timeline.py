@@ -98,3 +98,23 @@ def test_layout2_is_read_only(hudi_fixtures_dir):
     with pytest.raises(UnsupportedTableVersionError):
         tl.create_requested(Action.DELTA_COMMIT)
     assert isinstance(tl.instants[0], Instant)
+
+
+def test_revert_to_requested_keeps_the_plan(tmp_path):
+    fs = FileSystem()
+    write_properties(fs, str(tmp_path), new_table_properties("t"))
+    tl = Timeline.load(fs, str(tmp_path), load_properties(fs, str(tmp_path)))
+    plan = CompactionPlan([CompactionOperation("f-0", "p", "1", "f-0_0-1-0_1.parquet", [".f-0_1.log.1_0-1-0"])])
+    req = tl.create_requested(Action.COMPACTION, content=plan.to_avro_bytes())
+    inflight = tl.transition_to_inflight(req)
+    back = tl.revert_to_requested(inflight)
+    assert back.is_requested and back.action == Action.COMPACTION
+    assert tl.get(req.timestamp) == back and tl.pending_compactions() == [back]
+    assert not (tmp_path / ".hoodie" / f"{req.timestamp}.compaction.inflight").exists()
+    again = tl.reload()
+    assert again.get(req.timestamp).is_requested
+    assert CompactionPlan.from_bytes(again.read_plan(again.get(req.timestamp))).operations[0].file_id == "f-0"
+    assert tl.revert_to_requested(back) == back  # idempotent
+    done = tl.complete(tl.transition_to_inflight(back), b"{}")  # and it can run again
+    with pytest.raises(CommitError):
+        tl.revert_to_requested(done)
