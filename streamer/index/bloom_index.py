@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.fs import FileSystem
+from streamer.index.rfc06 import KeySummary
 from streamer.index.slice_members import (
     LookupStats,
     Member,
@@ -56,13 +57,26 @@ def _find_in_slice(
     keys: pa.Array,
     is_committed: Callable[[str], bool],
     stats: LookupStats,
+    seeds: dict[tuple[str, str, str], KeySummary] | None = None,
 ) -> np.ndarray:
-    """Bool mask over ``keys``: present in this slice's committed data."""
+    """Bool mask over ``keys``: present in this slice's committed data.
+
+    ``seeds`` receives the slice's cumulative summary when the newest block carries one
+    (the file-group writer chains the next block's summary from it: no second read).
+    """
     found = np.zeros(len(keys), dtype=bool)
     members = slice_members(fs, file_slice, is_committed, with_deletes=True)
     if not members or len(keys) == 0:
         return found
-    summary, _ = slice_summary(members, stats)
+    summary, source = slice_summary(members, stats)
+    if (
+        seeds is not None
+        and summary is not None
+        and summary.bloom is not None
+        and source is not None
+        and source.kind == "parquet"
+    ):
+        seeds[slice_key(file_slice)] = summary
     candidates = summary.candidates(keys) if summary is not None else np.ones(len(keys), bool)
     if not candidates.any():
         return found
@@ -93,15 +107,34 @@ BLOOM_SKIP_FRACTION = 0.5
 
 
 def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats) -> np.ndarray | None:
-    """Which ``keys`` the member's own footer admits (all of them when it has no index)."""
+    """Which ``keys`` the member's own footer admits (all of them when it has no index).
+
+    The key range is checked first; the bloom filter is parsed and probed only when the
+    range leaves few candidates relative to the member's rows (see
+    :data:`BLOOM_SKIP_FRACTION`).
+    """
     if m.kind == "avro":
         return np.ones(len(keys), dtype=bool)
-    s = m.summary(stats)
-    if s is None:
+    kv = m.footer_kv(stats)
+    in_range = KeySummary.from_kv(kv, slice_level=False, with_bloom=False)
+    if in_range is None:
         return np.ones(len(keys), dtype=bool)
+    mask = in_range.candidates(keys)
+    n_cand = int(np.count_nonzero(mask))
     rows = m.num_rows
-    limit = None if rows is None else max(1, math.ceil(BLOOM_SKIP_FRACTION * rows))
-    return s.candidates(keys, bloom_limit=limit)
+    if n_cand == 0 or (rows is not None and n_cand >= max(1, math.ceil(BLOOM_SKIP_FRACTION * rows))):
+        return mask
+    s = m.summary(stats)
+    if s is None or s.bloom is None:
+        return mask
+    idx = np.flatnonzero(mask)
+    hit = s.bloom.might_contain_many(keys.take(pa.array(idx)))
+    mask[idx[~hit]] = False
+    return mask
+
+
+def slice_key(s: FileSlice) -> tuple[str, str, str]:
+    return (s.partition_path, s.file_id, s.base_instant)
 
 
 class BloomIndex:
@@ -118,6 +151,8 @@ class BloomIndex:
         self.is_committed = is_committed
         self.parallelism = max(1, parallelism)
         self.by_partition: dict[str, list[FileSlice]] = {}
+        #: per looked-up slice (see :func:`slice_key`), its cumulative summary as read
+        self.slice_seeds: dict[tuple[str, str, str], KeySummary] = {}
         for s in slices:
             self.by_partition.setdefault(s.partition_path, []).append(s)
 
@@ -143,7 +178,7 @@ class BloomIndex:
         def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[str, np.ndarray]:
             s, rows, part_keys = job
             local = LookupStats()
-            mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local)
+            mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local, self.slice_seeds)
             stats.merge(local)
             return s.file_id, rows[mask]
 

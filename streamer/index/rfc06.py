@@ -119,8 +119,14 @@ class KeySummary:
         return out
 
     @classmethod
-    def from_kv(cls, kv: dict[bytes, bytes] | None, *, slice_level: bool) -> KeySummary | None:
-        """Parse from Parquet KV metadata; ``None`` when the footer lacks the index."""
+    def from_kv(
+        cls, kv: dict[bytes, bytes] | None, *, slice_level: bool, with_bloom: bool = True
+    ) -> KeySummary | None:
+        """Parse from Parquet KV metadata; ``None`` when the footer lacks the index.
+
+        ``with_bloom=False`` parses the key range only (the filter stays ``None``): the
+        filter is the expensive part, so callers that may not need it ask for it later.
+        """
         if not kv:
             return None
         keys = (
@@ -134,7 +140,7 @@ class KeySummary:
         if raw_bloom is None and raw_min is None:
             return None
         bloom = None
-        if raw_bloom is not None:
+        if raw_bloom is not None and with_bloom:
             type_code = kv.get(keys[1].encode(), b"SIMPLE")
             bloom = BloomFilter.from_footer(raw_bloom, type_code)
         return cls(

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -71,6 +72,12 @@ class WriteContext:
     completed: frozenset[str]
     first_active: str | None
     codec: str = CODEC
+    #: local engine only: each looked-up slice's cumulative key summary as the index read
+    #: it, keyed by (partition, file id, base instant), so appending does not read and
+    #: parse the newest block's footer again (never shipped to Spark executors)
+    slice_seeds: Mapping[tuple[str, str, str], KeySummary] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclass(frozen=True)
@@ -221,6 +228,11 @@ def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
     """
     if task.slice is None:
         return None
+    if ctx.slice_seeds:
+        s = task.slice
+        seed = ctx.slice_seeds.get((s.partition_path, s.file_id, s.base_instant))
+        if seed is not None and seed.bloom is not None:
+            return seed
     members = slice_members(ctx.fs, task.slice, is_committed_fn(ctx.completed, ctx.first_active))
     if members and members[-1].kind == "parquet":
         summary = members[-1].slice_summary(None)

@@ -15,6 +15,7 @@ One commit, in order (each step's reason in brackets):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -22,7 +23,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from streamer.engine import select_engine
 from streamer.errors import CommitError, ConfigError
 from streamer.fs import FileSystem, resolve
 from streamer.index.bloom_index import BloomIndex
@@ -170,6 +170,10 @@ class HudiWriter:
     ) -> CommitResult:
         started = time.monotonic()
         cfg = self.config
+        # imported here: streamer.engine imports the write core, so a module-level import
+        # would make ``import streamer.engine`` (before streamer.write) circular
+        from streamer.engine import select_engine
+
         engine = select_engine(engine_name or self.options.engine, data, self.options)
         required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
         if op != "delete" and cfg.ordering_field:
@@ -197,6 +201,7 @@ class HudiWriter:
             try:
                 file_ids = None
                 lookup = None
+                seeds = None
                 if op in ("upsert", "delete"):
                     index = BloomIndex(
                         self.fs, state.slices, state.is_committed(), self.options.parallelism
@@ -206,6 +211,7 @@ class HudiWriter:
                         prepared.keys.column("_hoodie_partition_path"),
                     )
                     file_ids, lookup = res.file_ids, res.stats
+                    seeds = index.slice_seeds
                 self.last_lookup = lookup
                 instant = state.timeline.new_instant_time()
                 sizing = SizingPolicy(
@@ -230,6 +236,9 @@ class HudiWriter:
                     write_partition_metadata(self.fs, self.base_path, part, instant)
                     faults.step(f"partition metadata {part}")
                 ctx = self._context(state, instant, decision_schema)
+                if seeds and engine.name == "local":
+                    # the driver's parsed slice summaries, reused in-process only
+                    ctx = dataclasses.replace(ctx, slice_seeds=seeds)
                 stats = engine.write(prepared, plan, ctx) if plan.tasks else []
             finally:
                 prepared.release()

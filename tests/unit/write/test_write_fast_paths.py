@@ -56,3 +56,49 @@ def test_sorted_by_key_detects_disorder():
     assert _sorted_by_key(pa.table({RECORD_KEY_COL: ["a", "b", "b", "c"]}))
     assert not _sorted_by_key(pa.table({RECORD_KEY_COL: ["a", "c", "b"]}))
     assert _sorted_by_key(pa.table({RECORD_KEY_COL: pa.array([], pa.string())}))
+
+
+def _slice_blooms(path: str) -> list[str]:
+    """Every Parquet block's cumulative (slice) filter in the table, sorted."""
+    from streamer.read.table import Table
+    from streamer.table.log_format import BlockType, read_log_file
+
+    t = Table.open(path)
+    out = []
+    for s in t.fsview.latest_merged_slices():
+        for lf in s.log_files:
+            for b in read_log_file(t.fs, lf.path):
+                if b.block_type == BlockType.PARQUET_DATA:
+                    out.append(b.parquet_metadata()[b"mor_streamer.slice.bloomfilter"].decode())
+    return sorted(out)
+
+
+def test_appends_reuse_the_index_slice_summaries_with_identical_footers(tmp_path, monkeypatch):
+    from streamer.index import bloom_index
+    from streamer.write import HudiWriter, TableConfig, WriteOptions, filegroup
+
+    opts = WriteOptions(engine="local", slice_bloom_num_entries=50)
+
+    def run(path, reuse):
+        calls = []
+        real = filegroup.slice_members
+
+        def counting(*a, **k):
+            calls.append(1)
+            return real(*a, **k)
+
+        with monkeypatch.context() as m:
+            m.setattr(filegroup, "slice_members", counting)
+            if not reuse:
+                m.setattr(bloom_index, "slice_key", lambda s: ("never", "matches", ""))
+            w = HudiWriter.create(path, TableConfig("t", ("id",), ("city",), "ts"), options=opts)
+            for b in range(4):
+                ids = list(range(b * 40, b * 40 + 60))  # 20 updates, 40 inserts per batch
+                w.upsert(pa.table({"id": ids, "city": ["sf" if i % 3 else "nyc" for i in ids],
+                                   "ts": [b] * len(ids)}))
+        return len(calls)
+
+    reused = run(str(tmp_path / "a"), True)
+    fresh = run(str(tmp_path / "b"), False)
+    assert reused < fresh
+    assert _slice_blooms(str(tmp_path / "a")) == _slice_blooms(str(tmp_path / "b"))
