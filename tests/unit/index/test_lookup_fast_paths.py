@@ -21,8 +21,9 @@ from streamer.table.bloom import BloomFilter, hash_chain, hash_positions
 from tests.unit.index.test_bloom_index import _build, _truth
 
 
-def _lookup(path, keys, parts, monkeypatch, fraction, spy=None):
+def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
     monkeypatch.setattr(bloom_index, "BLOOM_SKIP_FRACTION", fraction)
+    monkeypatch.setattr(bloom_index, "BLOOM_SKIP_MIN_KEYS", min_keys)
     t = Table.open(path)
     completed = frozenset(i.timestamp for i in t.timeline.completed())
     return BloomIndex(t.fs, t.fsview.latest_merged_slices(), lambda i: i in completed, parallelism=1).lookup(
@@ -31,6 +32,7 @@ def _lookup(path, keys, parts, monkeypatch, fraction, spy=None):
 
 
 def test_bloom_skip_gives_the_same_tags(tmp_path, monkeypatch):
+    defaults = (bloom_index.BLOOM_SKIP_FRACTION, bloom_index.BLOOM_SKIP_MIN_KEYS)
     path = _build(tmp_path)
     truth = _truth(path)
     existing = sorted(truth)
@@ -53,7 +55,7 @@ def test_bloom_skip_gives_the_same_tags(tmp_path, monkeypatch):
     probes.clear()
     always = _lookup(path, keys, parts, monkeypatch, 0.0)
     probed_always = len(probes)
-    default = _lookup(path, keys, parts, monkeypatch, bloom_index.BLOOM_SKIP_FRACTION)
+    default = _lookup(path, keys, parts, monkeypatch, *defaults)
     assert never.file_ids.to_pylist() == expected
     assert always.file_ids.to_pylist() == expected
     assert default.file_ids.to_pylist() == expected
