@@ -369,14 +369,12 @@ def _merge_sorted(
         sort_keys.append((_ORD, "ascending", "at_start"))  # a null ordering value loses
     sort_keys += [(_SEQ, "ascending", "at_start"), (_ROW, "ascending", "at_start")]
     order = pc.sort_indices(merged, sort_keys=sort_keys)
-    merged = merged.take(order)
-    keys = merged.column(_KEY).combine_chunks()
+    keys = merged.column(_KEY).take(order).combine_chunks()
     if len(keys) > 1:
         last = pc.not_equal(keys.slice(0, len(keys) - 1), keys.slice(1))
         last = pa.concat_arrays([pc.fill_null(last, True), pa.array([True])])
-    else:
-        last = pa.array([True] * len(keys), pa.bool_())
-    winners = merged.filter(last)
+        order = order.filter(last)  # each key's last row: one gather of the winners only
+    winners = merged.take(order)
     if deletes:
         winners = _apply_deletes(winners, pa.concat_tables(deletes, promote_options="permissive"), event_time)
     return _finish(winners, drop)
