@@ -20,12 +20,12 @@ def machine_line() -> str:
 
 def write_section(heading: str, body: list[str]) -> None:
     """Replace the section headed ``heading`` (a ``## ...`` line) or append it."""
-    section = "\n".join([heading, "", *body, ""])
+    section = "\n".join([heading, "", *body, "", ""])  # a blank line before the next section
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
     if heading in text:
         start = text.index(heading)
         nxt = text.find("\n## ", start + len(heading))
         text = text[:start] + section + (text[nxt + 1:] if nxt >= 0 else "")
     else:
-        text = text.rstrip("\n") + "\n\n" + section
+        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     RESULTS.write_text(text)
