@@ -138,9 +138,10 @@ class FileSystem:
         """Create ``path`` holding ``data`` only if it does not exist yet; ``True`` if we did.
 
         This is what locks are built on, so exactly one of many concurrent callers may win.
-        Local: ``os.open(O_CREAT | O_EXCL)`` - atomic, the loser gets ``False``; the data
-        is written and fsynced after the create, so a reader may briefly see the file
-        empty (lock readers treat an unreadable, fresh lock file as held).
+        Local: the data goes to a private temp file (fsynced) that is hard-linked to
+        ``path`` - atomic, fails if ``path`` exists, and the file is never seen empty;
+        where hard links are unsupported, ``os.open(O_CREAT | O_EXCL)`` then write (a
+        reader may briefly see it empty: lock readers treat a fresh unreadable lock as held).
         Other stores: pyarrow has no conditional create (S3 needs ``If-None-Match`` PUT,
         HDFS ``create(overwrite=false)``), so this is *best effort*: check, write, read
         back. Two callers racing within one round trip may both see ``True``; run one
@@ -150,16 +151,23 @@ class FileSystem:
         if parent:
             self.mkdirs(parent)
         if self.is_local:
+            # Write a private temp file, then hard-link it into place: the link is atomic
+            # and fails if the name exists, so nobody ever sees the file half-written
+            # (a creator killed mid-way leaves no empty lock behind).
+            tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.excl")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                os.link(tmp, path)
+                return True
             except FileExistsError:
                 return False
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
+            except OSError:  # no hard links here: exclusive create, then write
+                return self._create_exclusive_open(path, data)
             finally:
-                os.close(fd)
-            return True
+                os.unlink(tmp)
         if self.exists(path):
             return False
         self.write_bytes(path, data)
@@ -167,6 +175,19 @@ class FileSystem:
             return self.read_bytes(path) == data
         except MissingFileError:
             return False
+
+    @staticmethod
+    def _create_exclusive_open(path: str, data: bytes) -> bool:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
 
     def delete_file(self, path: str, missing_ok: bool = True) -> None:
         try:
@@ -176,8 +197,19 @@ class FileSystem:
                 raise
 
     def delete_dir(self, path: str) -> None:
-        if self.exists(path):
-            self.arrow.delete_dir(path)
+        """Delete a directory tree if present; tolerates another process deleting it (or
+        some of its files) at the same moment, e.g. two cleaners of one marker folder."""
+        attempts = 20
+        for attempt in range(attempts):
+            if not self.exists(path):
+                return
+            try:
+                self.arrow.delete_dir(path)
+                return
+            except FileNotFoundError:
+                # a child (or the folder) vanished under us: look again
+                if attempt == attempts - 1 and self.exists(path):
+                    raise
 
     def rename(self, src: str, dst: str) -> None:
         self.arrow.move(src, dst)

@@ -123,3 +123,32 @@ class _T:
 
     def __init__(self, fs, base_path):
         self.fs, self.base_path = fs, base_path
+
+
+def _delete_together(fs: FileSystem, path: str, n: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def go():
+        barrier.wait()
+        try:
+            fs.delete_dir(path)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_fs_delete_dir_tolerates_a_concurrent_deleter(tmp_path):
+    """Two cleaners of one marker folder (a writer's sweep, a service's own cleanup)."""
+    fs = FileSystem()
+    for round_ in range(3):
+        d = tmp_path / f"m{round_}"
+        for i in range(200):
+            fs.write_bytes(str(d / f"p{i % 7}" / f"f{i}.marker"), b"")
+        assert _delete_together(fs, str(d), 4) == [] and not d.exists()
