@@ -19,6 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pipeline", action="append", help="run only this pipeline (repeatable)")
     p.add_argument("--once", action="store_true", help="one batch per pipeline, whatever the trigger says")
     p.add_argument("--timeout", type=float, default=None, help="stop continuous pipelines after N seconds")
+    p.add_argument(
+        "--standby",
+        action="store_true",
+        help="if a pipeline is already running elsewhere, wait (session up, read path warmed) and take over "
+        "when it stops, instead of failing",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             stop=stop,
             on_report=lambda r: print(r.line(), flush=True),
             timeout_s=args.timeout,
+            standby=args.standby,
         )
     return 0
 

@@ -4,6 +4,10 @@
 another. Continuous pipelines each run in their own thread until the shared stop
 event is set; the first failure stops the others and is re-raised, so a broken table
 never goes unnoticed. Each table gets its own services, per its own ``policies``.
+
+Every pipeline's lease is taken before it runs (see ``lease.py``): by default a
+pipeline already running elsewhere is an error; ``standby=True`` waits for it with
+the Spark session up and the read path warmed, then takes over.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from streamer.config.pipeline import PipelineConfig
 from streamer.errors import StreamerError
+from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport
 from streamer.pipeline.runner import PipelineRunner
 from streamer.pipeline.services import PipelineServices
@@ -29,12 +34,29 @@ def run_pipelines(
     on_report: Callable[[BatchReport], None] | None = None,
     spark: SparkSession | None = None,
     timeout_s: float | None = None,
+    standby: bool = False,
 ) -> list[PipelineRunner]:
     """Run every pipeline; ``once`` forces one batch each whatever the triggers say."""
     stop = stop or threading.Event()
     runners = [PipelineRunner(c, spark=spark, on_report=on_report) for c in configs]
-    services = [_services_for(r) for r in runners]
+    leases: list[PipelineLease] = []
+    services: list[PipelineServices | None] = []
     try:
+        for r in runners:
+            lease = r.lease()
+            if standby:
+                r.spark  # noqa: B018 - a standby waits with its session up
+            warmed: list[bool] = []
+
+            def warm(_holder: object, r: PipelineRunner = r, warmed: list[bool] = warmed) -> None:
+                if not warmed:
+                    warmed.append(True)
+                    r.warm_up()
+
+            if not lease.acquire(standby=standby, stop=stop, on_wait=warm):
+                return runners  # stopped while waiting
+            leases.append(lease)
+        services = [_services_for(r) for r in runners]
         continuous = [r for r in runners if not once and r.config.trigger.mode == "continuous"]
         for r in runners:
             if r not in continuous and not stop.is_set():
@@ -46,6 +68,8 @@ def run_pipelines(
         for s in services:
             if s is not None:
                 s.close()
+        for lease in leases:
+            lease.release()
 
 
 def _run_threads(runners: list[PipelineRunner], stop: threading.Event, timeout_s: float | None) -> None:

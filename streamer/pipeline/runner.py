@@ -23,7 +23,7 @@ from sources.base import Batch, Source, StreamingSource
 from sources.position import KafkaOffsets, Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
-from streamer.errors import SourceError
+from streamer.errors import CommitConflictError, SourceError
 from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
@@ -32,6 +32,7 @@ from streamer.pipeline.checkpoint import (
     stored_checkpoint,
 )
 from streamer.pipeline.errors_table import ErrorTable
+from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport
 from streamer.pipeline.sink import TableSink
 
@@ -64,6 +65,7 @@ class PipelineRunner:
         self._spark = spark
         self._on_report = on_report or (lambda r: log.info("%s", r.line()))
         self._position: Position | None = None
+        self._committed_instant: str | None = None
         self._next_batch_id = 0
         self._loaded = False
         self._services: PipelineServices | None = None
@@ -89,6 +91,7 @@ class PipelineRunner:
         if not self._loaded:
             stored = stored_checkpoint(self.sink.fs, self.sink.path)
             self._position = stored.position
+            self._committed_instant = stored.instant
             self._next_batch_id = 0 if stored.batch_id is None else stored.batch_id + 1
             self._loaded = True
         return self._position
@@ -98,6 +101,34 @@ class PipelineRunner:
         so the first batch's end names every partition, not only those it saw."""
         if self.position is None:
             self._position = start
+
+    def lease(self) -> PipelineLease:
+        """The lease that keeps a second process from running this pipeline (see ``lease.py``)."""
+        folder = self.config.checkpoint_dir or f"{self.sink.path.rstrip('/')}_checkpoints"
+        return PipelineLease(folder, self.config.name)
+
+    def warm_up(self) -> None:
+        """Read and decode a few records without writing, so a standby's first batch is fast.
+
+        A hot standby waits with its JVM up; the first micro-batch after a takeover would
+        still pay class loading and code generation of the Kafka/JSON path, so pay it here.
+        """
+        if self.config.source.type != "kafka" or not isinstance(self.source, StreamingSource):
+            return
+        from sources.kafka_options import fetch_watermarks
+
+        try:
+            low, high = fetch_watermarks(self.config.source)
+            begin = KafkaOffsets(topic=self.config.source.topic, partitions=low)
+            end = KafkaOffsets(topic=begin.topic, partitions={p: min(o + 1, high[p]) for p, o in low.items()})
+            raw = self.source.read_raw(self.spark, begin, end)  # type: ignore[attr-defined]
+            batch = self.source.batch_from_raw(raw, begin)
+            try:
+                prepare(self.config, self.spark, batch, self.source.source_type, "{}", self.hidden_columns).release()
+            finally:
+                batch.release()
+        except Exception as e:  # a warm-up is an optimisation; the real run reports real errors
+            log.info("[%s] warm-up skipped: %s", self.config.name, e)
 
     def attach_services(self, services: PipelineServices) -> None:
         """Table services to run after each commit (``after_commit()``), per the policies."""
@@ -193,10 +224,23 @@ class PipelineRunner:
         """
         if prepared.written == 0 and not self.sink.exists():
             return None
+        self._check_not_overtaken()
         meta = {CHECKPOINT_KEY: end_json, BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
         writer = self.sink.writer(_arrow_schema(prepared.good))
         result = getattr(writer, self.config.target.operation)(prepared.good, extra_metadata=meta)
+        self._committed_instant = result.instant
         return result.instant
+
+    def _check_not_overtaken(self) -> None:
+        """Refuse to commit when another writer committed a position since ours was read:
+        our batch would overlap its records (the same pipeline running twice)."""
+        stored = stored_checkpoint(self.sink.fs, self.sink.path)
+        if stored.instant != self._committed_instant:
+            raise CommitConflictError(
+                f"pipeline {self.config.name}: {self.sink.path} has a newer checkpoint (commit {stored.instant}) "
+                f"than the one this run started from ({self._committed_instant}); is the pipeline running "
+                "twice? Nothing was committed; restart to resume from the table's position"
+            )
 
     def _check_error_fraction(self, prepared: PreparedBatch) -> None:
         limit = self.config.errors.max_error_fraction
