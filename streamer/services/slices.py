@@ -53,9 +53,8 @@ def effective_units(
 ) -> tuple[list[Unit], ScanStats]:
     """Group the reader's effective blocks by instant, each unit where its first block is.
 
-    All blocks of one instant form one unit even when the reader does not keep them
-    adjacent (a stitched data block is placed where its run was, but today's reader
-    appends the run's *delete* block at the end): a unit is replaced as a whole.
+    All blocks of one instant form one unit (the reader keeps a stitched run's data and
+    delete blocks together where the run was), so a unit is replaced as a whole.
     """
     stats = ScanStats()
     units: list[Unit] = []
