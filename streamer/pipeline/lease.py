@@ -103,9 +103,25 @@ class PipelineLease:
         if self._alive(current):
             return current
         log.warning("[%s] taking over the lease of %s (gone)", self.pipeline, current.describe())
-        if self.holder() == current:  # nobody else took it over meanwhile
-            self.fs.delete_file(self.path)
+        self._remove_stale(current)
         return self.try_acquire()
+
+    def _remove_stale(self, stale: Holder) -> None:
+        """Delete the stale lease, unless another standby already replaced it.
+
+        Two standbys may see the same dead holder; a plain "check, then delete" would let
+        the slower one delete the lease the faster one just took. Only the standby that
+        creates the takeover marker for this holder may delete, and only while the lease
+        still is the stale one; the new lease itself is then won by ``create_exclusive``.
+        """
+        marker = f"{self.path}.takeover-{stale.owner}"
+        if not self.fs.create_exclusive(marker, b""):
+            return
+        try:
+            if self.holder() == stale:
+                self.fs.delete_file(self.path)
+        finally:
+            self.fs.delete_file(marker)
 
     def acquire(self, standby: bool = False, stop: threading.Event | None = None,
                 on_wait: Callable[[Holder], None] | None = None, poll_s: float = 0.2) -> bool:
