@@ -44,6 +44,8 @@ BASE_FILE_FORMAT = "hoodie.table.base.file.format"
 LOG_FILE_FORMAT = "hoodie.table.log.file.format"
 CREATE_SCHEMA = "hoodie.table.create.schema"
 PAYLOAD_CLASS = "hoodie.compaction.payload.class"
+OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 ARCHIVELOG_FOLDER = "hoodie.archivelog.folder"
 CHECKSUM = "hoodie.table.checksum"
 
@@ -256,12 +258,16 @@ class TableProperties:
     def merge_mode(self) -> str:
         """``EVENT_TIME_ORDERING`` or ``COMMIT_TIME_ORDERING`` (the only two we merge by).
 
-        An explicit ``hoodie.record.merge.mode`` wins; otherwise (v6 tables) a table
-        with a precombine field orders by it, else by commit time.
+        An explicit ``hoodie.record.merge.mode`` wins; otherwise (v6 tables) the payload
+        class decides as in hudi-rs: ``OverwriteWithLatestAvroPayload`` means the latest
+        write wins, whatever the precombine field says; any other payload with a
+        precombine field orders by it; no precombine field means commit time.
         """
         explicit = (self.raw.get(RECORD_MERGE_MODE) or "").upper()
         if explicit in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
             return explicit
+        if (self.raw.get(PAYLOAD_CLASS) or "").endswith(".OverwriteWithLatestAvroPayload"):
+            return "COMMIT_TIME_ORDERING"
         return "EVENT_TIME_ORDERING" if self.precombine_field else "COMMIT_TIME_ORDERING"
 
     @property
@@ -397,7 +403,10 @@ def new_table_properties(
     if create_schema:
         raw[CREATE_SCHEMA] = create_schema
     if table_type == "MERGE_ON_READ":
-        raw.setdefault(PAYLOAD_CLASS, "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload")
+        # With an ordering field the table merges by event time, and says so with the payload
+        # Hudi uses for that (readers such as hudi-rs pick the merge rule from it); without
+        # one, the latest write wins.
+        raw.setdefault(PAYLOAD_CLASS, DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD)
     raw.update(extra or {})
     props = TableProperties(raw)
     props.raw[CHECKSUM] = str(props.expected_checksum())
