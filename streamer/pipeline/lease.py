@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 from streamer.errors import MissingFileError, StreamerError
 from streamer.fs import FileSystem, resolve
+from streamer.write.lock import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,6 @@ class Holder:
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PipelineLease:
@@ -85,7 +76,7 @@ class PipelineLease:
         if time.time() - h.heartbeat > self.expiry_s:
             return False
         if h.host == self.me.host and h.pid > 0:
-            return _pid_alive(h.pid)
+            return pid_alive(h.pid)
         return True
 
     def _record(self) -> bytes:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from streamer.errors import StreamerError
+from streamer.write.lock import pid_alive
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -154,13 +155,7 @@ def _owner_alive(name: str) -> bool:
         pid = int(name[len(_RUN_PREFIX):].split("-", 1)[0])
     except ValueError:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _remove_checkpoint(checkpoint: str) -> None:

@@ -18,7 +18,6 @@ import base64
 import contextlib
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -28,9 +27,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import IO, ClassVar
 
 from streamer.errors import KafkaBrokerError
 from streamer.jvm import classpath, java_executable
+from streamer.testing.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class KafkaClient:
 
 
 @dataclass
-class LocalKafkaBroker(KafkaClient):
+class LocalKafkaBroker(ManagedProcess, KafkaClient):
     """A KRaft broker process started from ``.jvm/kafka`` in a temp folder.
 
     Use as a context manager, or call :meth:`start` / :meth:`stop`.
@@ -206,6 +207,12 @@ class LocalKafkaBroker(KafkaClient):
     heap: str = "512m"
     _proc: subprocess.Popen | None = field(default=None, repr=False)
     _owns_workdir: bool = field(default=False, repr=False)
+    _log_file: IO[bytes] | None = field(default=None, repr=False)
+
+    LOG_NAME: ClassVar[str] = "broker.log"
+
+    def describe(self) -> str:
+        return f"Kafka broker at {self.bootstrap_servers}"
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
@@ -219,58 +226,24 @@ class LocalKafkaBroker(KafkaClient):
         self.bootstrap_servers = f"127.0.0.1:{self.port}"
         props = self._write_config()
         self._format(props)
-        log_path = self.workdir / "broker.log"
-        self._log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the process lifetime
-        self._proc = subprocess.Popen(
-            self._java_cmd("kafka.Kafka", str(props)),
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        self._spawn(self._java_cmd("kafka.Kafka", str(props)))
         self._wait_until_ready(timeout_s)
         log.info("Kafka broker ready at %s (data in %s)", self.bootstrap_servers, self.workdir)
         return self
 
     def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
         """Stop cleanly (SIGTERM, controlled shutdown); SIGKILL if it overruns."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("Kafka broker at %s did not stop in %ss; killing", self.bootstrap_servers, timeout_s)
-                proc.kill()
-                proc.wait(10)
-        if getattr(self, "_log_file", None) is not None:
-            self._log_file.close()
-            self._log_file = None
-        if self._owns_workdir and self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-
-    def kill(self) -> None:
-        """SIGKILL without cleanup of the data folder (for fault tests)."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(10)
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        self._shutdown(timeout_s)
 
     def __enter__(self) -> LocalKafkaBroker:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def ping(self) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
+        code = self.exit_code()
+        if code is not None:
             raise KafkaBrokerError(
                 f"Kafka broker at {self.bootstrap_servers} has exited with code "
-                f"{self._proc.returncode}; log tail:\n{self.log_tail()}"
+                f"{code}; log tail:\n{self.log_tail()}"
             )
         super().ping()
 
@@ -361,14 +334,6 @@ class LocalKafkaBroker(KafkaClient):
             f"Kafka broker on 127.0.0.1:{self.port} did not answer within {timeout_s:.0f}s; "
             f"last error: {last}; log tail:\n{tail}"
         )
-
-    def log_tail(self, lines: int = 30) -> str:
-        if self.workdir is None:
-            return ""
-        path = self.workdir / "broker.log"
-        if not path.exists():
-            return ""
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def docker_available(timeout_s: float = 3.0) -> bool:

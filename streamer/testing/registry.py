@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -34,11 +33,12 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from streamer.errors import EnvironmentSetupError, StreamerError
 from streamer.jvm import java_executable, jvm_dir
 from streamer.testing.kafka import free_port
+from streamer.testing.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _runner_jar(home: Path) -> Path:
 
 
 @dataclass
-class LocalSchemaRegistry(RegistryClient):
+class LocalSchemaRegistry(ManagedProcess, RegistryClient):
     """Apicurio Registry started from ``.jvm/apicurio`` with in-memory storage.
 
     Use as a context manager, or call :meth:`start` / :meth:`stop`. ``url`` is the
@@ -122,6 +122,11 @@ class LocalSchemaRegistry(RegistryClient):
     _owns_workdir: bool = field(default=False, repr=False)
     _log_file: IO[bytes] | None = field(default=None, repr=False)
 
+    LOG_NAME: ClassVar[str] = "registry.log"
+
+    def describe(self) -> str:
+        return f"schema registry at {self.url}"
+
     # -- lifecycle ------------------------------------------------------------------
     def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalSchemaRegistry:
         if self._proc is not None:
@@ -133,60 +138,23 @@ class LocalSchemaRegistry(RegistryClient):
         self.port = self.port or free_port()
         self.url = f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
         started = time.monotonic()
-        self._log_file = open(self.workdir / "registry.log", "ab")  # noqa: SIM115 - lives with the process
-        self._proc = subprocess.Popen(
-            self._java_cmd(jar),
-            cwd=self.workdir,
-            env=self._env(),
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        self._spawn(self._java_cmd(jar), cwd=self.workdir, env=self._env())
         self._wait_until_ready(timeout_s)
         log.info("schema registry ready at %s in %.1fs", self.url, time.monotonic() - started)
         return self
 
     def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
         """Stop (SIGTERM, Quarkus shuts down); SIGKILL if it overruns. Storage is in memory."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "schema registry at %s did not stop in %ss; killing", self.url, timeout_s
-                )
-                proc.kill()
-                proc.wait(10)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if self._owns_workdir and self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-
-    def kill(self) -> None:
-        """SIGKILL, keeping the work folder and log (for fault tests)."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(10)
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        self._shutdown(timeout_s)
 
     def __enter__(self) -> LocalSchemaRegistry:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def ping(self) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
+        code = self.exit_code()
+        if code is not None:
             raise SchemaRegistryError(
-                f"schema registry at {self.url} has exited with code {self._proc.returncode}; "
+                f"schema registry at {self.url} has exited with code {code}; "
                 f"log tail:\n{self.log_tail()}"
             )
         super().ping()
@@ -280,13 +248,6 @@ class LocalSchemaRegistry(RegistryClient):
             f"last error: {last}; log tail:\n{tail}"
         )
 
-    def log_tail(self, lines: int = 30) -> str:
-        if self.workdir is None:
-            return ""
-        path = self.workdir / "registry.log"
-        if not path.exists():
-            return ""
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def _hint(log_tail: str) -> str:
