@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamer.errors import SchemaError
+from streamer.table.avro_schema import has_nested_map, maps_to_pairs
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -92,33 +93,7 @@ def _type(t: Any, where: str) -> pa.DataType:
 
 def records_to_arrow(records: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
     """Decoded Avro records (fastavro dicts) → one record batch of ``schema``."""
-    return pa.RecordBatch.from_pylist([_fix_maps(r, schema) for r in records], schema=schema)
-
-
-def _fix_maps(record: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
     # pyarrow wants map values as lists of (key, value) pairs, fastavro gives dicts.
-    if not any(_has_map(f.type) for f in schema):
-        return record
-    return {f.name: _fix_value(record.get(f.name), f.type) for f in schema}
-
-
-def _has_map(t: pa.DataType) -> bool:
-    if pa.types.is_map(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_has_map(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t):
-        return _has_map(t.value_type)
-    return False
-
-
-def _fix_value(v: Any, t: pa.DataType) -> Any:
-    if v is None:
-        return None
-    if pa.types.is_map(t):
-        return [(k, _fix_value(x, t.item_type)) for k, x in v.items()]
-    if pa.types.is_struct(t):
-        return {t.field(i).name: _fix_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
-    if pa.types.is_list(t):
-        return [_fix_value(x, t.value_type) for x in v]
-    return v
+    if any(has_nested_map(f.type) for f in schema):
+        records = [{f.name: maps_to_pairs(r.get(f.name), f.type) for f in schema} for r in records]
+    return pa.RecordBatch.from_pylist(records, schema=schema)

@@ -257,8 +257,8 @@ def avro_records_to_arrow(records: Iterable[Mapping[str, Any]], pa_schema: pa.Sc
         values = [r.get(name) for r in rows]
         if pa.types.is_map(f.type):
             values = [list(v.items()) if isinstance(v, Mapping) else v for v in values]
-        elif _has_nested_map(f.type):
-            values = [_maps_to_pairs(v, f.type) for v in values]
+        elif has_nested_map(f.type):
+            values = [maps_to_pairs(v, f.type) for v in values]
         try:
             cols.append(pa.array(values, type=f.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
@@ -266,27 +266,29 @@ def avro_records_to_arrow(records: Iterable[Mapping[str, Any]], pa_schema: pa.Sc
     return pa.Table.from_arrays(cols, schema=pa_schema)
 
 
-def _has_nested_map(t: pa.DataType) -> bool:
+def has_nested_map(t: pa.DataType) -> bool:
+    """Whether Avro-decoded values of ``t`` need :func:`maps_to_pairs` before Arrow takes them."""
     if pa.types.is_map(t):
         return True
     if pa.types.is_struct(t):
-        return any(_has_nested_map(t.field(i).type) for i in range(t.num_fields))
+        return any(has_nested_map(t.field(i).type) for i in range(t.num_fields))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _has_nested_map(t.value_type)
+        return has_nested_map(t.value_type)
     return False
 
 
-def _maps_to_pairs(v: Any, t: pa.DataType) -> Any:
+def maps_to_pairs(v: Any, t: pa.DataType) -> Any:
+    """Avro maps (dicts) as the ``[(key, value)]`` pairs Arrow builds map arrays from."""
     if v is None:
         return None
     if pa.types.is_map(t):
         items = v.items() if isinstance(v, Mapping) else v
-        return [(k, _maps_to_pairs(x, t.item_type)) for k, x in items]
+        return [(k, maps_to_pairs(x, t.item_type)) for k, x in items]
     if pa.types.is_struct(t):
         return {
-            t.field(i).name: _maps_to_pairs(v.get(t.field(i).name), t.field(i).type)
+            t.field(i).name: maps_to_pairs(v.get(t.field(i).name), t.field(i).type)
             for i in range(t.num_fields)
         }
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_maps_to_pairs(x, t.value_type) for x in v]
+        return [maps_to_pairs(x, t.value_type) for x in v]
     return v
