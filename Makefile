@@ -6,24 +6,27 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMPS := .stamps
 PYTEST_ARGS ?=
+# Apache Hudi's JVM tier (tests/hudi_jvm): its own interpreter with pyspark 3.5.x.
+HUDI_VENV := .venv-hudi
 
-.PHONY: demo test setup venv jars lint fast bench clean
+.PHONY: demo test setup venv jars hudi-env lint fast bench clean
 
 demo: setup
 	$(BIN)/streamer demo
 
-test: setup
+test: setup hudi-env
 	$(BIN)/ruff check streamer sources transforms tests benchmarks
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	MOR_REQUIRE_HUDI=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The fast subset: no Spark, no Kafka, nothing slow.
+# The fast subset: no Spark, no Kafka, no Hudi JVM, nothing slow.
 fast: setup
-	$(BIN)/python -m pytest -m "not integration and not kafka and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not integration and not kafka and not slow and not hudi_jvm" $(PYTEST_ARGS)
 
 setup: venv jars
 
 venv: $(STAMPS)/venv
 jars: $(STAMPS)/jars
+hudi-env: $(STAMPS)/hudi-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +36,13 @@ $(STAMPS)/venv: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml
+$(STAMPS)/hudi-env: jvm/hudi/requirements.txt
+	$(PYTHON) -m venv $(HUDI_VENV)
+	$(HUDI_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HUDI_VENV)/bin/python -m pip install -q -r jvm/hudi/requirements.txt
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml jvm/hudi/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) and Java 17+ are needed to resolve the JVM jars" >&2; exit 1; }
 	rm -rf .jvm
 	mvn -q -B package
@@ -42,8 +51,8 @@ $(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/api
 lint: venv
 	$(BIN)/ruff check streamer sources transforms tests benchmarks
 
-bench: setup
+bench: setup hudi-env
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) .jvm $(STAMPS) lake .pytest_cache
+	rm -rf $(VENV) $(HUDI_VENV) .jvm $(STAMPS) lake .pytest_cache

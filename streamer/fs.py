@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -199,6 +200,11 @@ class FileSystem:
     def delete_dir(self, path: str) -> None:
         """Delete a directory tree if present; tolerates another process deleting it (or
         some of its files) at the same moment, e.g. two cleaners of one marker folder."""
+        if self.is_local:
+            # rmtree walks once and skips what a concurrent deleter already removed; a
+            # retry loop over arrow's delete_dir could lose every round to the other one
+            shutil.rmtree(path, onerror=_ignore_vanished)
+            return
         attempts = 20
         for attempt in range(attempts):
             if not self.exists(path):
@@ -218,6 +224,11 @@ class FileSystem:
         """Make a local file durable (no-op elsewhere: object stores are durable on close)."""
         if self.is_local:
             _fsync_local(path)
+
+
+def _ignore_vanished(func, path, exc_info) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
 
 
 def _fsync_local(path: str) -> None:

@@ -64,8 +64,14 @@ def format_sample(snapshot, limit: int, columns: list[str] | None = None) -> lis
 
 def run(args: argparse.Namespace) -> int:
     from streamer.read import Table
+    from streamer.table.properties import format_problems
 
     table = Table.open(args.path)
+    for problem in format_problems(table.properties):
+        sys.stderr.write(
+            f"warning: {args.path}: {problem}; run `streamer repair {args.path}` "
+            "(the next write repairs it too)\n"
+        )
     snapshot = table.read()
     out = sys.stdout
     for line in table_stats(table, snapshot).lines():

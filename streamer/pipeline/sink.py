@@ -107,6 +107,9 @@ class TableSink:
             if self.exists():
                 w = HudiWriter.open(self.path, self.options, fs=self.fs)
                 _check_identity(self.path, w.config, self.wanted)
+                # the data block type is a per-writer setting (as Hudi's
+                # hoodie.logfile.data.block.format): this run's YAML decides it
+                w.config = w.config.with_changes(log_block_format=self.wanted.log_block_format)
             else:
                 w = HudiWriter.create(self.path, self.wanted, schema=schema, options=self.options, fs=self.fs)
             self._writer = w

@@ -48,6 +48,16 @@ OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 ARCHIVELOG_FOLDER = "hoodie.archivelog.folder"
 CHECKSUM = "hoodie.table.checksum"
+CDC_ENABLED = "hoodie.table.cdc.enabled"
+TIMELINE_TIMEZONE = "hoodie.table.timeline.timezone"
+MERGER_STRATEGY = "hoodie.compaction.record.merger.strategy"
+PARTITION_METAFILE_BASE_FORMAT = "hoodie.partition.metafile.use.base.format"
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
+#: Hudi's ``HoodieRecordMerger.DEFAULT_MERGE_STRATEGY_UUID`` (payload-based merging).
+DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+#: The only log *file* format Hudi has (``HoodieFileFormat.HOODIE_LOG``, extension ``.log``).
+HOODIE_LOG = "HOODIE_LOG"
 
 #: Table versions whose data files we can read (layout 1 for 6, layout 2 for 8/9).
 READABLE_VERSIONS = frozenset({5, 6, 8, 9})
@@ -366,6 +376,36 @@ def write_properties(fs: FileSystem, base_path: str, props: TableProperties) -> 
     fs.write_atomic(properties_path(base_path), props.to_text().encode("latin-1", "strict"))
 
 
+def format_problems(props: TableProperties) -> list[str]:
+    """What in ``props`` makes Apache Hudi read the table wrongly (empty: nothing).
+
+    Why this exists: versions of this project before the Hudi JVM tier wrote
+    ``hoodie.table.log.file.format=PARQUET`` (meaning the data block type). Hudi reads
+    that key as the log *file* format (``HoodieTableConfig.getLogFileFormat``) and its
+    file-system view recognises log files by that format's extension, so with
+    ``PARQUET`` no ``.log.N`` file is seen: every log record is silently dropped, and a
+    Hudi writer then writes over the slices. Hudi 0.15 itself never writes the key
+    (the default ``HOODIE_LOG`` applies), so neither do we.
+    """
+    problems = []
+    value = props.raw.get(LOG_FILE_FORMAT)
+    if value is not None and value.strip().upper() != HOODIE_LOG:
+        problems.append(
+            f"{LOG_FILE_FORMAT}={value}: Apache Hudi takes this for the log file format and "
+            "skips every log file (log records invisible to Hudi's readers and writers)"
+        )
+    return problems
+
+
+def repaired_properties(props: TableProperties) -> TableProperties:
+    """``props`` with every :func:`format_problems` item fixed (other keys untouched)."""
+    raw = dict(props.raw)
+    value = raw.get(LOG_FILE_FORMAT)
+    if value is not None and value.strip().upper() != HOODIE_LOG:
+        del raw[LOG_FILE_FORMAT]
+    return TableProperties(raw)
+
+
 def new_table_properties(
     name: str,
     table_type: str = "MERGE_ON_READ",
@@ -378,16 +418,30 @@ def new_table_properties(
     create_schema: str | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> TableProperties:
-    """Properties for a new version-6 table, with the keys Hudi 0.14/0.15 itself writes."""
+    """Properties for a new version-6 table: the keys Hudi 0.15's Spark writer writes.
+
+    Audited against a MOR table Hudi 0.15.0 created (``tests/hudi_jvm``): same keys and
+    values, with these differences, each accepted by Hudi's ``HoodieTableConfig``:
+    ``hoodie.table.timeline.timezone`` is ``UTC`` (Hudi writes its default ``LOCAL``; our
+    instant times are UTC, and ``HoodieInstantTimeGenerator`` reads the key to parse
+    them); ``hoodie.database.name`` defaults to ``default`` (Hudi leaves it empty unless
+    the table is made through a catalog; only the checksum depends on it); the payload
+    class follows the ordering field (see below). ``hoodie.table.log.file.format`` is
+    never written: see :func:`format_problems`.
+    """
     raw: dict[str, str] = {
         TABLE_TYPE: table_type,
         TABLE_VERSION: str(WRITE_VERSION),
         TIMELINE_LAYOUT_VERSION: "1",
         TABLE_NAME: name,
         ARCHIVELOG_FOLDER: "archived",
+        CDC_ENABLED: "false",
+        TIMELINE_TIMEZONE: "UTC",
         HIVE_STYLE_PARTITIONING: "true" if hive_style_partitioning else "false",
         URL_ENCODE_PARTITIONING: "false",
         DROP_PARTITION_COLUMNS: "false",
+        PARTITION_METAFILE_BASE_FORMAT: "false",
+        POPULATE_META_FIELDS: "true",
         BASE_FILE_FORMAT: "PARQUET",
     }
     if database:
@@ -407,6 +461,7 @@ def new_table_properties(
         # Hudi uses for that (readers such as hudi-rs pick the merge rule from it); without
         # one, the latest write wins.
         raw.setdefault(PAYLOAD_CLASS, DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD)
+        raw.setdefault(MERGER_STRATEGY, DEFAULT_MERGER_STRATEGY)
     raw.update(extra or {})
     props = TableProperties(raw)
     props.raw[CHECKSUM] = str(props.expected_checksum())

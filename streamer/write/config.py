@@ -54,7 +54,12 @@ class TimestampType(str, Enum):
 
 
 class LogBlockFormat(str, Enum):
-    """Parquet blocks carry the RFC-06 index; Avro blocks are Hudi's default and unindexed."""
+    """Parquet blocks carry the RFC-06 index; Avro blocks are Hudi's default and unindexed.
+
+    A per-writer setting, as in Hudi (``hoodie.logfile.data.block.format``): it is not
+    persisted, and one file group may hold blocks of both kinds. It is *not* Hudi's
+    ``hoodie.table.log.file.format`` (the log *file* format, always ``HOODIE_LOG``).
+    """
 
     PARQUET = "parquet"
     AVRO = "avro"
@@ -65,8 +70,9 @@ PROP_TS_TYPE = "hoodie.keygen.timebased.timestamp.type"
 PROP_TS_INPUT_FMT = "hoodie.keygen.timebased.input.dateformat"
 PROP_TS_OUTPUT_FMT = "hoodie.keygen.timebased.output.dateformat"
 PROP_TS_TIMEZONE = "hoodie.keygen.timebased.timezone"
-PROP_LOG_FORMAT = "hoodie.table.log.file.format"
-PROP_POPULATE_META = "hoodie.populate.meta.fields"
+#: Written by versions of this project before 0.2 with the data block type as its value
+#: (a format bug, repaired on open); read only to keep such a table's block type.
+LEGACY_PROP_LOG_FORMAT = "hoodie.table.log.file.format"
 
 
 @dataclass(frozen=True)
@@ -140,10 +146,7 @@ class TableConfig:
     # -- hoodie.properties ------------------------------------------------------------
     def extra_properties(self) -> dict[str, str]:
         """Keys beyond :func:`new_table_properties`' arguments that we persist."""
-        extra = {
-            PROP_LOG_FORMAT: self.log_block_format.value.upper(),
-            PROP_POPULATE_META: "true",
-        }
+        extra: dict[str, str] = {}
         if self.keygen is KeyGenType.TIMESTAMP:
             extra.update(
                 {
@@ -185,7 +188,7 @@ class TableConfig:
             input_format=raw.get(PROP_TS_INPUT_FMT, "yyyy-MM-dd HH:mm:ss"),
             timezone=raw.get(PROP_TS_TIMEZONE, "UTC"),
         )
-        fmt = raw.get(PROP_LOG_FORMAT, "PARQUET").lower()
+        fmt = raw.get(LEGACY_PROP_LOG_FORMAT, "PARQUET").lower()
         return cls(
             name=raw.get("hoodie.table.name", ""),
             record_key_fields=keys,

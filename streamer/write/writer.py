@@ -32,6 +32,7 @@ from streamer.table.instant import Action
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
+    format_problems,
     load_properties,
     new_table_properties,
     properties_path,
@@ -44,6 +45,7 @@ from streamer.write.lock import WriterLock
 from streamer.write.markers import delete_markers
 from streamer.write.plan import SizingPolicy, build_plan
 from streamer.write.prepare import PrepareSpec
+from streamer.write.repair import repair_table_format
 from streamer.write.result import CommitResult
 from streamer.write.rollback import rollback_all_failed
 from streamer.write.schema import META_COLUMNS, data_schema, reconcile
@@ -136,7 +138,11 @@ class HudiWriter:
                 f"{path} is table version {props.version} (layout {props.timeline_layout_version});"
                 " this writer writes version 6, layout 1"
             )
-        return cls(fs, path, TableConfig.from_properties(props.raw), options or WriteOptions())
+        writer = cls(fs, path, TableConfig.from_properties(props.raw), options or WriteOptions())
+        if format_problems(props):
+            # a table of an earlier version of this project: Apache Hudi cannot see its logs
+            repair_table_format(fs, path, lock_timeout_s=writer.options.lock_timeout_s)
+        return writer
 
     # ------------------------------------------------------------------ operations
     def upsert(

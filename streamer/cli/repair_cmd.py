@@ -1,0 +1,39 @@
+"""``streamer repair PATH``: fix what earlier versions of this project wrote wrongly.
+
+Today that is ``hoodie.table.log.file.format`` (Apache Hudi skipped every log file of
+such a table). The writer repairs a table when it opens it; this command does it
+without writing data, e.g. before Hudi, Trino or Spark read a table nobody writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "repair",
+        help="fix hoodie.properties of a table written by an earlier mor-streamer (Hudi compatibility)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", help="table path or URI")
+    p.add_argument("--dry-run", action="store_true", help="only report what would be repaired")
+    p.add_argument("--lock-timeout", type=float, default=30.0,
+                   help="seconds to wait for the table's writer lock (default 30)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from streamer.fs import resolve
+    from streamer.write.repair import repair_table_format
+
+    fs, path = resolve(args.path)
+    problems = repair_table_format(fs, path, lock_timeout_s=args.lock_timeout, dry_run=args.dry_run)
+    if not problems:
+        print(f"{args.path}: nothing to repair")
+        return 0
+    verb = "would repair" if args.dry_run else "repaired"
+    for p in problems:
+        print(f"{args.path}: {verb}: {p}")
+    return 0

@@ -1,0 +1,270 @@
+"""Apache Hudi itself, as an oracle: its Spark reader and writer in a child process.
+
+The reference implementation decides what our tables mean: a table is only a Hudi
+table if Hudi's own Spark bundle reads it as we do and can continue writing it.
+The bundles need Spark 3.5 (Scala 2.12) while this project runs PySpark 4.x, so each
+Hudi version runs in its own long-lived child: the ``.venv-hudi`` interpreter
+(pyspark 3.5.x, made by ``make hudi-env``) running :mod:`streamer.testing.hudi_worker`
+with one bundle from ``.jvm/hudi-<version>/`` (resolved by ``make jars``).
+
+One child per Hudi version per test session; requests may be batched into one round
+trip. Tables come back as Arrow (through IPC files), so the caller compares typed
+values, not strings.
+
+Locations can be overridden with ``MOR_HUDI_PYTHON`` (the interpreter) and
+``MOR_HUDI_JAR_DIR`` (a folder holding ``hudi-<version>/*.jar``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from streamer.errors import StreamerError
+
+REPO = Path(__file__).resolve().parents[2]
+#: The Hudi versions the project is tested against, by the folder their bundle is in.
+VERSIONS = ("0.15", "1.0")
+_WORKER = Path(__file__).with_name("hudi_worker.py")
+_START_TIMEOUT_S = 240.0
+_REQUEST_TIMEOUT_S = 600.0
+
+
+class HudiOracleError(StreamerError):
+    """Hudi's Spark session failed a request (the JVM's message is in ``detail``)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+def hudi_python() -> Path:
+    return Path(os.environ.get("MOR_HUDI_PYTHON", REPO / ".venv-hudi" / "bin" / "python"))
+
+
+def bundle_jar(version: str) -> Path:
+    """The Hudi Spark bundle of ``version`` (``0.15`` or ``1.0``)."""
+    folder = Path(os.environ.get("MOR_HUDI_JAR_DIR", REPO / ".jvm")) / f"hudi-{version}"
+    jars = sorted(folder.glob("hudi-spark*-bundle_*.jar"))
+    if not jars:
+        raise HudiOracleError(
+            f"no Hudi {version} Spark bundle in {folder} (run `make jars`)"
+        )
+    return jars[-1]
+
+
+def available() -> str | None:
+    """``None`` when the Hudi tier can run here, else why not."""
+    if not hudi_python().exists():
+        return f"{hudi_python()} is missing (run `make hudi-env`)"
+    for v in VERSIONS:
+        try:
+            bundle_jar(v)
+        except HudiOracleError as e:
+            return str(e)
+    return None
+
+
+@dataclass
+class HudiSpark:
+    """One running Hudi Spark session (a child process) and its request channel."""
+
+    version: str
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="hudi-oracle-")))
+    _proc: subprocess.Popen[str] | None = None
+    _log: IO[bytes] | None = None
+    _ids: Any = field(default_factory=lambda: itertools.count())
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    spark_version: str = ""
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> HudiSpark:
+        jar = bundle_jar(self.version)
+        env = dict(os.environ)
+        env.update(
+            {
+                "HUDI_WORKER_JAR": str(jar),
+                "TMPDIR": str(self.workdir),
+                # the child's pyspark must not pick up the project's Spark
+                "PYSPARK_PYTHON": str(hudi_python()),
+                "PYSPARK_DRIVER_PYTHON": str(hudi_python()),
+            }
+        )
+        for k in ("SPARK_HOME", "PYTHONPATH", "SPARK_CONF_DIR"):
+            env.pop(k, None)
+        self._log = open(self.workdir / "hudi-spark.log", "ab")  # noqa: SIM115 - lives with the child
+        self._proc = subprocess.Popen(
+            [str(hudi_python()), str(_WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=env,
+            cwd=self.workdir,
+            start_new_session=True,
+        )
+        hello = self._receive(_START_TIMEOUT_S)
+        if "ready" not in hello:
+            self.stop()
+            raise HudiOracleError(f"Hudi {self.version} did not start: {hello.get('error')}")
+        self.spark_version = hello["ready"]
+        return self
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                proc.stdin.flush()
+                proc.wait(60)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait(10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> HudiSpark:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log_tail(self, chars: int = 4000) -> str:
+        path = self.workdir / "hudi-spark.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    # -- channel -----------------------------------------------------------------------
+    def _receive(self, timeout_s: float) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdout is not None
+        result: list[str] = []
+        reader = threading.Thread(target=lambda: result.append(self._proc.stdout.readline()))
+        reader.daemon = True
+        reader.start()
+        reader.join(timeout_s)
+        if reader.is_alive():
+            self._proc.kill()
+            raise HudiOracleError(f"Hudi {self.version} gave no answer in {timeout_s:.0f} s")
+        if not result or not result[0]:
+            raise HudiOracleError(
+                f"Hudi {self.version} exited (code {self._proc.poll()}):\n{self.log_tail()}"
+            )
+        return json.loads(result[0])
+
+    def request(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one request; its ``ok`` payload, or :class:`HudiOracleError`."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                raise HudiOracleError(f"Hudi {self.version} is not running")
+            self._proc.stdin.write(json.dumps(req) + "\n")
+            self._proc.stdin.flush()
+            answer = self._receive(_REQUEST_TIMEOUT_S)
+        return _unwrap(self.version, answer)
+
+    def _out(self) -> str:
+        return str(self.workdir / f"result-{next(self._ids)}.arrow")
+
+    # -- reads -------------------------------------------------------------------------
+    def read_request(
+        self,
+        path: str | Path,
+        *,
+        query: str = "snapshot",
+        begin: str | None = None,
+        end: str | None = None,
+        as_of: str | None = None,
+        columns: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """A read request for :meth:`read_many` (nothing is sent yet)."""
+        return {
+            "op": "read",
+            "path": str(path),
+            "query": query,
+            "begin": begin,
+            "end": end,
+            "as_of": as_of,
+            "columns": list(columns) if columns else None,
+            "options": dict(options or {}),
+            "out": self._out(),
+        }
+
+    def read(self, path: str | Path, **kwargs: Any) -> pa.Table:
+        """One Hudi query of ``path`` (see :meth:`read_request` for the keywords)."""
+        return self.read_many([self.read_request(path, **kwargs)])[0]
+
+    def read_many(self, requests: Sequence[dict[str, Any]]) -> list[pa.Table | HudiOracleError]:
+        """Run many read requests in one round trip; a failed one comes back as its error."""
+        answer = self.request({"op": "batch", "requests": list(requests)})
+        out: list[pa.Table | HudiOracleError] = []
+        for req, res in zip(requests, answer["results"], strict=True):
+            try:
+                _unwrap(self.version, res)
+            except HudiOracleError as e:
+                out.append(e)
+                continue
+            with pa.memory_map(req["out"]) as src:
+                out.append(pa.ipc.open_file(src).read_all())
+            os.unlink(req["out"])
+        return out
+
+    # -- writes ------------------------------------------------------------------------
+    def write(
+        self,
+        path: str | Path,
+        rows: pa.Table,
+        options: Mapping[str, str],
+        *,
+        mode: str = "append",
+        columns_sql: Sequence[str] | None = None,
+    ) -> None:
+        """A Hudi datasource write of ``rows`` (``hoodie.*`` options as Hudi takes them).
+
+        ``columns_sql`` are Spark SQL expressions applied to the rows first (e.g. casts
+        to types Parquet cannot carry as we want them).
+        """
+        staged = self.workdir / f"rows-{next(self._ids)}.parquet"
+        pq.write_table(rows, staged)
+        try:
+            self.request(
+                {
+                    "op": "write",
+                    "path": str(path),
+                    "rows": str(staged),
+                    "options": {k: str(v) for k, v in options.items()},
+                    "mode": mode,
+                    "columns_sql": list(columns_sql) if columns_sql else None,
+                }
+            )
+        finally:
+            staged.unlink(missing_ok=True)
+
+    def sql(self, statement: str, *, collect: bool = False) -> pa.Table | None:
+        """Run Spark SQL in Hudi's session (procedures such as ``CALL run_compaction``)."""
+        out = self._out() if collect else None
+        self.request({"op": "sql", "sql": statement, "out": out})
+        if out is None:
+            return None
+        with pa.memory_map(out) as src:
+            table = pa.ipc.open_file(src).read_all()
+        os.unlink(out)
+        return table
+
+
+def _unwrap(version: str, answer: Mapping[str, Any]) -> dict[str, Any]:
+    if "ok" in answer:
+        return answer["ok"]
+    raise HudiOracleError(
+        f"Hudi {version}: {answer.get('error')}", answer.get("detail", "") or ""
+    )

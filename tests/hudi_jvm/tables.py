@@ -1,0 +1,224 @@
+"""Every kind of table our writer and services produce, built small for the Hudi tier.
+
+Each builder writes a table under ``root`` and returns its path. The tables use the
+small-file settings of the services tests, so several file groups per partition exist,
+inserts are routed into log blocks (RFC-06), delete blocks appear, and services have
+many small blocks to work on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from streamer.config.policies import (
+    ArchivePolicy,
+    CleanPolicy,
+    CompactionPolicy,
+    LogCompactionPolicy,
+)
+from streamer.read import Table
+from streamer.services.archive import run_archive
+from streamer.services.clean import run_clean
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
+from streamer.services.log_compaction import schedule_log_compaction
+from streamer.write import HudiWriter, TableConfig
+from tests.unit.services import tablegen as tg
+
+LC = LogCompactionPolicy(min_blocks=3)
+
+
+def _ingest(path: str, *, fmt: str = "parquet", commits: int = 8) -> tuple[HudiWriter, tg.Gen, tg.Model]:
+    return tg.build(path, commits, block_format=fmt, deletes_every=3)
+
+
+def upserts_deletes_parquet(path: str) -> None:
+    _ingest(path)
+
+
+def upserts_deletes_avro(path: str) -> None:
+    _ingest(path, fmt="avro")
+
+
+def mixed_block_formats(path: str) -> None:
+    """Parquet blocks, then Avro blocks in the same file groups (a per-writer setting)."""
+    w, gen, model = _ingest(path, commits=4)
+    w.config = w.config.with_changes(log_block_format="avro")
+    for i in range(4):
+        tg.step(w, gen, model, delete=(i == 2))
+
+
+def is_deleted_flag(path: str) -> None:
+    """Deletes expressed as ``_hoodie_is_deleted`` rows inside an upsert."""
+    w, gen, model = _ingest(path, commits=3)
+    keys = sorted(model.rows)[:10]
+    batch = pa.table({
+        "id": pa.array([k[1] for k in keys], pa.int64()),
+        "city": [k[0] for k in keys],
+        "ts": pa.array([10_000 + i for i in range(len(keys))], pa.int64()),
+        "value": [None if i % 2 == 0 else f"kept{i}" for i in range(len(keys))],
+        "_hoodie_is_deleted": [i % 2 == 0 for i in range(len(keys))],
+    })
+    w.upsert(batch)
+    tg.step(w, gen, model)
+
+
+def log_compacted(path: str) -> None:
+    w, gen, model = _ingest(path, commits=10)
+    lc = schedule_log_compaction(Table.open(path), LC)
+    assert lc is not None and execute(Table.open(path), lc).status == "completed"
+    tg.step(w, gen, model)
+
+
+def compacted_cleaned_archived(path: str) -> None:
+    w, gen, model = _ingest(path, commits=6)
+    comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+    assert execute(Table.open(path), comp).status == "completed"
+    for _ in range(3):
+        tg.step(w, gen, model)
+    run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    assert run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+    tg.step(w, gen, model)
+
+
+def pending_compaction(path: str) -> None:
+    """A requested compaction and writes after it: log-only file slices on the plan's instant."""
+    w, gen, model = _ingest(path, commits=5)
+    assert schedule_compaction(Table.open(path), CompactionPolicy(), force=True) is not None
+    tg.step(w, gen, model)
+    tg.step(w, gen, model, delete=True)
+
+
+def rolled_back_write(path: str) -> None:
+    """A write that failed after writing its files, rolled back by the next writer."""
+    from streamer.write import faults
+
+    w, gen, model = _ingest(path, commits=3)
+    real_step = faults.step
+
+    class Boom(Exception):
+        pass
+
+    def failing(label: str) -> None:
+        if label == "before complete":
+            raise Boom(label)
+        real_step(label)
+
+    faults.step = failing
+    try:
+        w.upsert(gen.upserts(15, tag="lost"))
+    except Boom:
+        pass
+    finally:
+        faults.step = real_step
+    tg.step(w, gen, model)
+    t = Table.open(path)
+    assert any(i.action == "rollback" for i in t.timeline.completed()), "no rollback happened"
+
+
+def key_generators(root: str) -> dict[str, str]:
+    """Complex (hive-style), non-partitioned and timestamp key generators: name -> path."""
+    rows = pa.table({
+        "id": pa.array([1, 2, 3, 1, 4], pa.int64()),
+        "name": ["a", "b", "c", "a", "d"],
+        "city": ["sf", "sf", "nyc", "sf", "oslo"],
+        "ts": pa.array([1_700_000_000_000, 1_700_003_600_000, 1_700_090_000_000,
+                        1_700_000_000_001, 1_700_190_000_000], pa.int64()),
+        "v": [1.0, 2.0, 3.0, 4.0, 5.0],
+    })
+    cases = {
+        "complex_hive": TableConfig("c", ("id", "name"), ("city", "name"), "ts", keygen="complex",
+                                    hive_style_partitioning=True),
+        "simple_hive": TableConfig("s", ("id",), ("city",), "ts", hive_style_partitioning=True),
+        "non_partitioned": TableConfig("n", ("id",), (), "ts", keygen="non_partitioned"),
+        "timestamp": TableConfig("d", ("id",), ("ts",), "ts", keygen="timestamp"),
+    }
+    out = {}
+    for name, cfg in cases.items():
+        path = f"{root}/{name}"
+        w = HudiWriter.create(path, cfg, options=tg.SMALL)
+        w.upsert(rows)
+        w.upsert(rows.slice(1, 2).set_column(4, "v", pa.array([20.0, 30.0])))
+        w.delete(rows.slice(4, 1))
+        w.upsert(rows.slice(0, 1).set_column(3, "ts", pa.array([1_700_000_000_009], pa.int64())))
+        out[name] = path
+    return out
+
+
+ALL_TYPES_SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("city", pa.string()),
+    ("ts", pa.int64()),
+    ("flag", pa.bool_()),
+    ("i32", pa.int32()),
+    ("f32", pa.float32()),
+    ("f64", pa.float64()),
+    ("dec", pa.decimal128(10, 3)),
+    ("day", pa.date32()),
+    ("at", pa.timestamp("us", tz="UTC")),
+    ("raw", pa.binary()),
+    ("tags", pa.list_(pa.string())),
+    ("attrs", pa.map_(pa.string(), pa.int64())),
+    ("point", pa.struct([("x", pa.float64()), ("label", pa.string())])),
+    ("items", pa.list_(pa.struct([("k", pa.string()), ("n", pa.int32())]))),
+])
+
+
+def _all_types_rows(ids: list[int], version: int) -> pa.Table:
+    base = dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.timezone.utc)
+    rows = []
+    for i in ids:
+        rows.append({
+            "id": i, "city": ["sf", "nyc"][i % 2], "ts": version * 1000 + i,
+            "flag": (i + version) % 2 == 0, "i32": i * 7 - version, "f32": i / 4 + version,
+            "f64": i / 3 + version, "dec": decimal.Decimal(f"{i}.{version:03d}"),
+            "day": dt.date(2026, 1, 1) + dt.timedelta(days=i + version),
+            "at": base + dt.timedelta(seconds=i, microseconds=version),
+            "raw": bytes([i % 256, version % 256, 0, 255]),
+            "tags": [f"t{i}", f"v{version}"] if i % 3 else [],
+            "attrs": [("a", i), ("b", version)],
+            "point": {"x": i * 1.5, "label": None if i % 4 == 0 else f"p{i}"},
+            "items": [{"k": f"k{i}", "n": version}],
+        })
+    return pa.Table.from_pylist(rows, schema=ALL_TYPES_SCHEMA)
+
+
+def all_types(path: str, *, fmt: str = "parquet") -> None:
+    w = HudiWriter.create(path, TableConfig("types", ("id",), ("city",), "ts", log_block_format=fmt),
+                          schema=ALL_TYPES_SCHEMA, options=tg.SMALL)
+    w.upsert(_all_types_rows(list(range(40)), 1))
+    w.upsert(_all_types_rows(list(range(30, 60)), 2))  # updates and inserts into logs
+    w.delete(_all_types_rows([3, 4, 31], 3).select(["id", "city"]))
+    w.upsert(_all_types_rows([5, 6, 61], 4))
+
+
+def all_types_avro(path: str) -> None:
+    all_types(path, fmt="avro")
+
+
+def schema_evolution(path: str) -> None:
+    """A column added in a later commit (older base files and blocks lack it)."""
+    w, gen, model = _ingest(path, commits=3)
+    later = gen.upserts(20)
+    later = later.append_column("score", pa.array([float(i) for i in range(later.num_rows)]))
+    w.upsert(later)
+    tg.step(w, gen, model)  # the next batch without the column: null there
+
+
+BUILDERS: dict[str, Callable[[str], None]] = {
+    "upserts_deletes_parquet": upserts_deletes_parquet,
+    "upserts_deletes_avro": upserts_deletes_avro,
+    "mixed_block_formats": mixed_block_formats,
+    "is_deleted_flag": is_deleted_flag,
+    "log_compacted": log_compacted,
+    "compacted_cleaned_archived": compacted_cleaned_archived,
+    "pending_compaction": pending_compaction,
+    "rolled_back_write": rolled_back_write,
+    "all_types": all_types,
+    "all_types_avro": all_types_avro,
+    "schema_evolution": schema_evolution,
+}
