@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -134,6 +135,7 @@ class HudiSpark:
         if self._log is not None:
             self._log.close()
             self._log = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> HudiSpark:
         return self.start()
@@ -202,7 +204,10 @@ class HudiSpark:
 
     def read(self, path: str | Path, **kwargs: Any) -> pa.Table:
         """One Hudi query of ``path`` (see :meth:`read_request` for the keywords)."""
-        return self.read_many([self.read_request(path, **kwargs)])[0]
+        result = self.read_many([self.read_request(path, **kwargs)])[0]
+        if isinstance(result, HudiOracleError):
+            raise result
+        return result
 
     def read_many(self, requests: Sequence[dict[str, Any]]) -> list[pa.Table | HudiOracleError]:
         """Run many read requests in one round trip; a failed one comes back as its error."""

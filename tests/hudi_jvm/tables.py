@@ -120,8 +120,22 @@ def rolled_back_write(path: str) -> None:
     assert any(i.action == "rollback" for i in t.timeline.completed()), "no rollback happened"
 
 
+#: Columns Hudi's Spark reader replaces for a key generator, for Hudi's own tables too:
+#: with TimestampBasedKeyGenerator, Hudi 0.15's read-optimized query returns the source
+#: field as the partition path string ("2023/11/14") and Hudi 1.0 as a string of the
+#: value ("1700000000001") - checked on a table Hudi 0.15 wrote itself in
+#: test_hudi_reads_its_own_timestamp_keygen_table_the_same_way.
+KEYGEN_IGNORED = {"timestamp": ("ts",)}
+
+
 def key_generators(root: str) -> dict[str, str]:
-    """Complex (hive-style), non-partitioned and timestamp key generators: name -> path."""
+    """Complex (hive-style), non-partitioned and timestamp key generators: name -> path.
+
+    The timestamp table orders by ``seq``, not by its partition source ``ts``: Hudi 1.0
+    reads that source field as a string and then fails comparing it with a delete's
+    long ordering value (``ClassCastException`` in ``FileGroupRecordBuffer.merge``), for
+    Hudi-written tables too.
+    """
     rows = pa.table({
         "id": pa.array([1, 2, 3, 1, 4], pa.int64()),
         "name": ["a", "b", "c", "a", "d"],
@@ -129,13 +143,14 @@ def key_generators(root: str) -> dict[str, str]:
         "ts": pa.array([1_700_000_000_000, 1_700_003_600_000, 1_700_090_000_000,
                         1_700_000_000_001, 1_700_190_000_000], pa.int64()),
         "v": [1.0, 2.0, 3.0, 4.0, 5.0],
+        "seq": pa.array([1, 2, 3, 4, 5], pa.int64()),
     })
     cases = {
         "complex_hive": TableConfig("c", ("id", "name"), ("city", "name"), "ts", keygen="complex",
                                     hive_style_partitioning=True),
         "simple_hive": TableConfig("s", ("id",), ("city",), "ts", hive_style_partitioning=True),
         "non_partitioned": TableConfig("n", ("id",), (), "ts", keygen="non_partitioned"),
-        "timestamp": TableConfig("d", ("id",), ("ts",), "ts", keygen="timestamp"),
+        "timestamp": TableConfig("d", ("id",), ("ts",), "seq", keygen="timestamp"),
     }
     out = {}
     for name, cfg in cases.items():
@@ -144,7 +159,7 @@ def key_generators(root: str) -> dict[str, str]:
         w.upsert(rows)
         w.upsert(rows.slice(1, 2).set_column(4, "v", pa.array([20.0, 30.0])))
         w.delete(rows.slice(4, 1))
-        w.upsert(rows.slice(0, 1).set_column(3, "ts", pa.array([1_700_000_000_009], pa.int64())))
+        w.upsert(rows.slice(0, 1).set_column(5, "seq", pa.array([9], pa.int64())))
         out[name] = path
     return out
 
