@@ -1,10 +1,19 @@
 """Where a pipeline resumes: the source position stored in the table's commits.
 
-HoodieStreamer keeps its checkpoint in the commit metadata of each delta commit
-(``deltastreamer.checkpoint.key``); we do the same with a JSON position, so a table
-written by us tells any reader which input it contains. Table-service commits
-(compaction, log compaction) carry no checkpoint, so we walk back to the newest
-write that has one.
+Each data commit carries the position it covers in its ``extraMetadata``, in two forms:
+
+- ``mor.streamer.checkpoint`` (:data:`STREAMER_CHECKPOINT_KEY`): our own position as JSON,
+  for every source kind (Kafka offsets, file list, generator batch);
+- ``deltastreamer.checkpoint.key`` (:data:`CHECKPOINT_KEY`), Kafka sources only: the same
+  offsets in Apache Hudi HoodieStreamer's format (``topic,0:123,1:456``), so HoodieStreamer
+  can continue a table we wrote.
+
+Resuming reads them back the other way round: the newest completed write carrying
+either key decides, ours first; a HoodieStreamer string there means HoodieStreamer wrote
+the table last, and we continue from its offsets. Table-service commits (compaction, log
+compaction) carry no checkpoint, so we walk back to the newest write that has one, as
+HoodieStreamer does. A value we cannot read is an error naming the commit, key and value:
+never a silent restart from the source's beginning.
 """
 
 from __future__ import annotations
@@ -13,42 +22,89 @@ from collections.abc import Iterator
 
 from pydantic import ValidationError
 
-from sources.position import Position, position_from_json
+from sources.position import (
+    CheckpointFormatError,
+    KafkaOffsets,
+    Position,
+    position_from_json,
+    position_to_json,
+)
 from streamer.errors import SourceError
 from streamer.fs import FileSystem
 from streamer.table.metadata import CHECKPOINT_KEY, CommitMetadata
 from streamer.table.properties import load_properties, properties_path
 from streamer.table.timeline import Timeline
 
+#: Extra-metadata key holding our own position (JSON, see ``sources.position``).
+STREAMER_CHECKPOINT_KEY = "mor.streamer.checkpoint"
 #: Extra-metadata key holding the Spark micro-batch id that produced a commit.
 BATCH_ID_KEY = "mor.streamer.batch.id"
 #: Extra-metadata key naming the pipeline that wrote a commit.
 PIPELINE_KEY = "mor.streamer.pipeline"
 
 __all__ = [
-    "BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "StoredCheckpoint", "checkpoint_history", "stored_checkpoint",
+    "BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "STREAMER_CHECKPOINT_KEY", "StoredCheckpoint",
+    "checkpoint_history", "checkpoint_metadata", "stored_checkpoint",
 ]
 
 
 class StoredCheckpoint:
-    """The newest committed position of a table (and the batch id that wrote it)."""
+    """The newest committed position of a table (and the batch id that wrote it).
 
-    def __init__(self, position: Position | None, instant: str | None, batch_id: int | None) -> None:
+    ``key`` and ``value`` are the extra-metadata entry the position was read from
+    (for error messages and audits).
+    """
+
+    def __init__(
+        self,
+        position: Position | None,
+        instant: str | None,
+        batch_id: int | None,
+        *,
+        key: str | None = None,
+        value: str | None = None,
+    ) -> None:
         self.position = position
         self.instant = instant
         self.batch_id = batch_id
+        self.key = key
+        self.value = value
 
     def __repr__(self) -> str:
-        return f"StoredCheckpoint(instant={self.instant}, batch_id={self.batch_id}, position={self.position})"
+        return (
+            f"StoredCheckpoint(instant={self.instant}, batch_id={self.batch_id}, key={self.key}, "
+            f"position={self.position})"
+        )
 
 
-def stored_checkpoint(fs: FileSystem, base_path: str) -> StoredCheckpoint:
+def checkpoint_metadata(position: Position) -> dict[str, str]:
+    """The commit extra-metadata that records ``position``.
+
+    Kafka offsets are also written under ``deltastreamer.checkpoint.key`` in
+    HoodieStreamer's own format, so HoodieStreamer can take the topic over. Other
+    sources write no ``deltastreamer.checkpoint.key`` at all: HoodieStreamer's DFS
+    sources keep a different checkpoint (a modification time, with its own rules),
+    which a file-list or generator position cannot be translated into; without the
+    key HoodieStreamer sees "no checkpoint" instead of misreading ours.
+    """
+    meta = {STREAMER_CHECKPOINT_KEY: position_to_json(position)}
+    if isinstance(position, KafkaOffsets) and position.partitions:
+        meta[CHECKPOINT_KEY] = position.to_hoodie_streamer()
+    return meta
+
+
+def stored_checkpoint(fs: FileSystem, base_path: str, *, topic: str | None = None) -> StoredCheckpoint:
     """Read the position of the newest completed write that carries one.
 
     A table that does not exist yet, or has no checkpoint, gives an empty checkpoint
-    (the pipeline starts from the source's configured beginning).
+    (the pipeline starts from the source's configured beginning). ``topic`` is the
+    Kafka topic the pipeline reads, when it reads one: a stored position that is not
+    for that topic is a :class:`SourceError` naming the commit, key and value (a table
+    handed over from another topic must not be resumed at that topic's offsets).
     """
     for found in _checkpoints_newest_first(fs, base_path):
+        if topic is not None:
+            _check_source_topic(found, topic, base_path)
         return found
     return StoredCheckpoint(None, None, None)
 
@@ -69,15 +125,64 @@ def _checkpoints_newest_first(fs: FileSystem, base_path: str) -> Iterator[Stored
     timeline = Timeline.load(fs, base_path, props)
     for instant in reversed(timeline.completed_writes()):
         meta = CommitMetadata.from_bytes(timeline.read_details(instant), timeline.path_of(instant))
-        text = meta.extra_metadata.get(CHECKPOINT_KEY)
-        if not text:
+        found = _position_in(meta.extra_metadata, instant.timestamp, base_path)
+        if found is None:
             continue
-        try:
-            position = position_from_json(text)
-        except ValidationError as e:
-            raise SourceError(
-                f"commit {instant.timestamp} of {base_path} holds a checkpoint that is not a "
-                f"mor-streamer position ({CHECKPOINT_KEY}={text[:200]!r}): {e.errors()[0]['msg']}"
-            ) from e
+        key, position = found
         raw_batch = meta.extra_metadata.get(BATCH_ID_KEY)
-        yield StoredCheckpoint(position, instant.timestamp, int(raw_batch) if raw_batch else None)
+        batch_id = int(raw_batch) if raw_batch else None
+        yield StoredCheckpoint(position, instant.timestamp, batch_id, key=key, value=meta.extra_metadata[key])
+
+
+def _position_in(extra: dict[str, str], instant: str, base_path: str) -> tuple[str, Position] | None:
+    """(key, position) of one commit's checkpoint, or None when it carries none.
+
+    Ours wins when present. ``deltastreamer.checkpoint.key`` alone holds either
+    HoodieStreamer's Kafka string, or (a table written by an earlier version of this
+    project) a JSON position, told apart by the leading ``{``. HoodieStreamer's
+    ``deltastreamer.checkpoint.reset_key`` is ignored: it records the ``--checkpoint``
+    a HoodieStreamer run was started with, which only HoodieStreamer's next run compares
+    against its own settings; a commit with only that key is skipped (HoodieStreamer
+    itself refuses to resume there). Hudi 1.x's ``streamer.checkpoint.key.v2`` belongs
+    to table version 8 and is not read here.
+    """
+    ours = extra.get(STREAMER_CHECKPOINT_KEY)
+    if ours:
+        return STREAMER_CHECKPOINT_KEY, _from_json(ours, STREAMER_CHECKPOINT_KEY, instant, base_path)
+    theirs = extra.get(CHECKPOINT_KEY)
+    if not theirs:
+        return None
+    if theirs.lstrip().startswith("{"):
+        return CHECKPOINT_KEY, _from_json(theirs, CHECKPOINT_KEY, instant, base_path)
+    try:
+        return CHECKPOINT_KEY, KafkaOffsets.from_hoodie_streamer(theirs)
+    except CheckpointFormatError as e:
+        raise SourceError(
+            f"{_where(instant, base_path, CHECKPOINT_KEY, theirs)} is not a HoodieStreamer Kafka checkpoint "
+            f"('<topic>,<partition>:<offset>,...'; other HoodieStreamer sources' checkpoints cannot be "
+            f"resumed from): {e.reason}"
+        ) from e
+
+
+def _from_json(text: str, key: str, instant: str, base_path: str) -> Position:
+    try:
+        return position_from_json(text)
+    except ValidationError as e:
+        raise SourceError(
+            f"{_where(instant, base_path, key, text)} is not a mor-streamer position: {e.errors()[0]['msg']}"
+        ) from e
+
+
+def _check_source_topic(found: StoredCheckpoint, topic: str, base_path: str) -> None:
+    position = found.position
+    if isinstance(position, KafkaOffsets) and position.topic == topic:
+        return
+    what = f"topic {position.topic!r}" if isinstance(position, KafkaOffsets) else f"a {position.kind!r} source"
+    raise SourceError(
+        f"{_where(found.instant, base_path, found.key, found.value or '')} is a position in {what}, but the pipeline "
+        f"reads Kafka topic {topic!r}; refusing to resume from another source's position"
+    )
+
+
+def _where(instant: str | None, base_path: str, key: str | None, value: str) -> str:
+    return f"commit {instant} of {base_path}: {key}={value[:200]!r}"

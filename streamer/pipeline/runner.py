@@ -27,8 +27,9 @@ from streamer.errors import CommitConflictError, SourceError
 from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
-    CHECKPOINT_KEY,
     PIPELINE_KEY,
+    StoredCheckpoint,
+    checkpoint_metadata,
     stored_checkpoint,
 )
 from streamer.pipeline.errors_table import ErrorTable
@@ -89,12 +90,19 @@ class PipelineRunner:
         """Where the next batch starts: the committed position (read from the table once,
         then tracked in memory, as this runner is the table's only writer)."""
         if not self._loaded:
-            stored = stored_checkpoint(self.sink.fs, self.sink.path)
+            stored = self._stored_checkpoint()
             self._position = stored.position
             self._committed_instant = stored.instant
             self._next_batch_id = 0 if stored.batch_id is None else stored.batch_id + 1
             self._loaded = True
         return self._position
+
+    def _stored_checkpoint(self) -> StoredCheckpoint:
+        """The table's newest checkpoint; for a Kafka source it must be for our topic
+        (a table HoodieStreamer or another pipeline filled from another topic is refused)."""
+        source = self.config.source
+        topic = source.topic if source.type == "kafka" else None
+        return stored_checkpoint(self.sink.fs, self.sink.path, topic=topic)
 
     def seed_position(self, start: Position) -> None:
         """Start a table without a stored position at ``start`` (the stream's resolved start),
@@ -188,7 +196,7 @@ class PipelineRunner:
             prepared = prepare(cfg, self.spark, batch, self.source.source_type, end_json, self.hidden_columns)
             self._check_error_fraction(prepared)
             error_instant = self._write_errors(prepared)
-            instant = self._commit(prepared, end_json, batch_id)
+            instant = self._commit(prepared, batch.end, batch_id)
             self._position = batch.end
             self._next_batch_id = batch_id + 1
             if instant is not None and self._services is not None:
@@ -214,8 +222,12 @@ class PipelineRunner:
             return None
         return self.errors.write(prepared.errors, {PIPELINE_KEY: self.config.name}).instant
 
-    def _commit(self, prepared: PreparedBatch, end_json: str, batch_id: int) -> str | None:
+    def _commit(self, prepared: PreparedBatch, end: Position, batch_id: int) -> str | None:
         """The data commit carrying the position; None when there is nothing to commit to.
+
+        The position goes in twice for Kafka (ours, and HoodieStreamer's string under
+        ``deltastreamer.checkpoint.key``, see :func:`checkpoint_metadata`), so either
+        streamer can continue the table.
 
         A batch of only bad records still commits (an empty delta commit) to move the
         stored position, except before the table exists: a table cannot be created
@@ -225,7 +237,7 @@ class PipelineRunner:
         if prepared.written == 0 and not self.sink.exists():
             return None
         self._check_not_overtaken()
-        meta = {CHECKPOINT_KEY: end_json, BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
+        meta = {**checkpoint_metadata(end), BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
         writer = self.sink.writer(_arrow_schema(prepared.good))
         result = getattr(writer, self.config.target.operation)(prepared.good, extra_metadata=meta)
         self._committed_instant = result.instant
