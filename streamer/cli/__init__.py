@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "streamer.cli.timeline_cmd",
     "streamer.cli.services_cmd",
     "streamer.cli.repair_cmd",
+    "streamer.cli.handover_cmd",
     "streamer.cli.demo_cmd",
 )
 
@@ -61,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `streamer show t | head`: the reader left, not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -62,6 +62,16 @@ def format_sample(snapshot, limit: int, columns: list[str] | None = None) -> lis
     return ["  " + ", ".join(f"{k}={v}" for k, v in row.items()) for row in sample]
 
 
+def _handover_line(table, path: str) -> str:
+    from streamer.services.handover import log_insert_groups
+
+    groups = log_insert_groups(table)
+    if not groups:
+        return "  Hudi writers: can continue this table (every key is in a base file)"
+    return (f"  Hudi writers: {len(groups)} file group(s) hold keys only in log blocks; run "
+            f"`streamer handover {path}` before a Hudi writer (bloom/simple index) continues it")
+
+
 def run(args: argparse.Namespace) -> int:
     from streamer.read import Table
     from streamer.table.properties import format_problems
@@ -76,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for line in table_stats(table, snapshot).lines():
         out.write(line + "\n")
+    out.write(_handover_line(table, args.path) + "\n")
     cols = args.columns.split(",") if args.columns else None
     out.write(f"sample ({min(args.limit, snapshot.num_rows)} of {snapshot.num_rows} rows):\n")
     for line in format_sample(snapshot, args.limit, cols):

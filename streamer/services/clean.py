@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from streamer.config.policies import CleanPolicy
 from streamer.read.table import Table
 from streamer.services.common import busy_groups
+from streamer.services.compaction import writer_lock
 from streamer.services.lock import PlanLock
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, State
 from streamer.table.metadata import CleanerPlan, CleanMetadata, CleanPartitionMetadata
+from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
 from streamer.write import faults
 
 log = logging.getLogger(__name__)
@@ -129,6 +131,10 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
     if not lock.try_acquire():
         return CleanOutcome(None, 0, None)
     try:
+        # a clean removes files a metadata table would still list (Hudi readers trust it)
+        if has_metadata_table(table.properties):
+            with writer_lock(table, lock_expiry_s * 4):
+                drop_metadata_table(table.fs, table.base_path)
         table.refresh()
         deleted, last = 0, None
         if execute:

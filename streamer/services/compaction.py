@@ -50,6 +50,7 @@ from streamer.table.base_file import write_base_file
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, parse_instant_time
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
+from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.naming import base_file_name
 from streamer.write import faults
 from streamer.write.lock import WriterLock
@@ -184,6 +185,8 @@ def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Itera
     except CommitConflictError as e:
         raise CompactionConflict(f"{table.base_path}: writer lock busy for {timeout_s:.0f}s ({e})") from e
     try:
+        # services commit too: a metadata table they do not update must go (see module)
+        drop_metadata_table(table.fs, table.base_path)
         yield lock
     finally:
         lock.release()

@@ -372,8 +372,18 @@ def load_properties(fs: FileSystem, base_path: str, check_version: bool = True) 
 
 
 def write_properties(fs: FileSystem, base_path: str, props: TableProperties) -> None:
-    """Write ``hoodie.properties`` atomically, with a correct checksum."""
-    fs.write_atomic(properties_path(base_path), props.to_text().encode("latin-1", "strict"))
+    """Write ``hoodie.properties`` atomically, with a correct checksum.
+
+    A table Apache Hudi wrote through Hadoop's local file system also has a
+    ``.hoodie.properties.crc`` beside it, which Hadoop verifies on every read: left
+    stale, Hudi fails with "Could not load Hoodie properties". It is removed first (no
+    .crc means no verification), so a crash in between leaves a readable table.
+    """
+    path = properties_path(base_path)
+    crc = posixpath.join(posixpath.dirname(path), "." + PROPERTIES_FILE + ".crc")
+    if fs.exists(crc):
+        fs.delete_file(crc)
+    fs.write_atomic(path, props.to_text().encode("latin-1", "strict"))
 
 
 def format_problems(props: TableProperties) -> list[str]:

@@ -137,9 +137,19 @@ def _answer(spark, req: dict) -> dict:
         return {"ok": _handle(spark, req)}
     except Exception as e:  # noqa: BLE001 - every failure goes back to the caller
         text = str(e)
-        # the JVM's exception class and message, without the py4j frame noise
-        return {"error": text.splitlines()[0][:2000] if text else type(e).__name__,
+        first = text.splitlines()[0] if text else type(e).__name__
+        return {"error": (_java_causes(e) or first)[:3000],
                 "detail": text[:20000], "trace": traceback.format_exc()[-8000:]}
+
+
+def _java_causes(e: Exception) -> str | None:
+    """The JVM exception and its causes, one line each (py4j's own text says little)."""
+    jex = getattr(e, "java_exception", None)
+    causes = []
+    while jex is not None and len(causes) < 6:
+        causes.append(str(jex.toString()))
+        jex = jex.getCause()
+    return " <- caused by ".join(causes) or None
 
 
 def main() -> int:

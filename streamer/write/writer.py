@@ -30,6 +30,7 @@ from streamer.index.rfc06 import BloomParams
 from streamer.table.avro_schema import arrow_to_avro
 from streamer.table.instant import Action
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
+from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
     format_problems,
@@ -186,6 +187,8 @@ class HudiWriter:
             required += (cfg.ordering_field,)
         with self._lock() as lock:
             state = TableState.load(self.fs, self.base_path)
+            if drop_metadata_table(self.fs, self.base_path, state.props):
+                state = TableState.load(self.fs, self.base_path)
             table_schema = state.latest_schema()
             incoming = _incoming_arrow_schema(data)
             if op == "delete" and table_schema is not None:
