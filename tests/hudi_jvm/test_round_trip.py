@@ -74,9 +74,10 @@ def test_ours_hudi015_ours_hudi10_ours(tmp_path, hudi015, hudi10):
     handover_to_hudi(path)
     assert not log_insert_groups(Table.open(path))
     _check(path, model, sessions, "hand-over")
-    _hudi_write(hudi015, path, gen.upserts(40, tag="h15"), model)
-    _hudi_write(hudi015, path, gen.deletes(model, 5), model, delete=True)
-    _hudi_write(hudi015, path, gen.upserts(30, tag="h15c"), model, extra={
+    bloom = {"hoodie.index.type": "BLOOM"}
+    _hudi_write(hudi015, path, gen.upserts(40, tag="h15"), model, extra=bloom)
+    _hudi_write(hudi015, path, gen.deletes(model, 5), model, delete=True, extra=bloom)
+    _hudi_write(hudi015, path, gen.upserts(30, tag="h15c"), model, extra={**bloom,
         "hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1",
         "hoodie.clean.automatic": "true", "hoodie.cleaner.commits.retained": "1",
     })
@@ -90,7 +91,7 @@ def test_ours_hudi015_ours_hudi10_ours(tmp_path, hudi015, hudi10):
         tg.step(w, gen, model, delete=(i == 2))
     _check(path, model, sessions, "our writes after Hudi 0.15")
 
-    # -- Hudi 1.0 continues at table version 6
+    # -- Hudi 1.0 continues at table version 6, with its default (SIMPLE) index
     handover_to_hudi(path)
     _hudi_write(hudi10, path, gen.upserts(40, tag="h10"), model, extra=V6)
     _hudi_write(hudi10, path, gen.deletes(model, 5), model, delete=True, extra=V6)
@@ -115,9 +116,10 @@ def _base_file_keys(path: str) -> set[tuple[str, int]]:
     return keys
 
 
-def test_without_handover_a_hudi_bloom_writer_duplicates_log_keys(tmp_path, hudi015):
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE"])
+def test_without_handover_a_hudi_writer_duplicates_log_keys(tmp_path, hudi015, index):
     """Why the hand-over exists, shown on Hudi itself: keys our writer inserted into log
-    blocks are invisible to Hudi's bloom index, so Hudi writes them again. ``streamer
+    blocks are invisible to Hudi's base-file indexes, so Hudi writes them again. ``streamer
     show`` and ``streamer handover --check`` flag exactly those file groups beforehand."""
     path = str(tmp_path / "t")
     w, gen, model = tg.build(path, 4, deletes_every=0)
@@ -131,7 +133,8 @@ def test_without_handover_a_hudi_bloom_writer_duplicates_log_keys(tmp_path, hudi
     again = pa.Table.from_pylist(
         [dict(model.rows[k], ts=10_000 + i, value=f"again{i}") for i, k in enumerate(log_only[:5])],
         schema=tg.SCHEMA)
-    hudi015.write(path, again, dict(HUDI_WRITE, **{"hoodie.metadata.enable": "false"}))
+    hudi015.write(path, again, dict(HUDI_WRITE, **{"hoodie.metadata.enable": "false",
+                                                   "hoodie.index.type": index}))
     snap = hudi015.read(path)
     keys = list(zip(snap.column("city").to_pylist(), snap.column("id").to_pylist(), strict=True))
     assert {k for k in keys if keys.count(k) > 1} == set(log_only[:5])
