@@ -31,9 +31,9 @@ from sources.position import (
 )
 from streamer.errors import SourceError
 from streamer.fs import FileSystem
-from streamer.table.metadata import CHECKPOINT_KEY, CommitMetadata
-from streamer.table.properties import load_properties, properties_path
-from streamer.table.timeline import Timeline
+from streamer.table.metadata import CHECKPOINT_KEY
+from streamer.table.properties import properties_path
+from streamer.table.snapshot import TableSnapshot
 
 #: Extra-metadata key holding our own position (JSON, see ``sources.position``).
 STREAMER_CHECKPOINT_KEY = "mor.streamer.checkpoint"
@@ -41,6 +41,8 @@ STREAMER_CHECKPOINT_KEY = "mor.streamer.checkpoint"
 BATCH_ID_KEY = "mor.streamer.batch.id"
 #: Extra-metadata key naming the pipeline that wrote a commit.
 PIPELINE_KEY = "mor.streamer.pipeline"
+#: Extra-metadata keys whose presence makes a commit a checkpoint commit.
+CHECKPOINT_KEYS = (STREAMER_CHECKPOINT_KEY, CHECKPOINT_KEY)
 
 __all__ = [
     "BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "STREAMER_CHECKPOINT_KEY", "StoredCheckpoint",
@@ -121,10 +123,9 @@ def checkpoint_history(fs: FileSystem, base_path: str) -> list[StoredCheckpoint]
 def _checkpoints_newest_first(fs: FileSystem, base_path: str) -> Iterator[StoredCheckpoint]:
     if not fs.exists(properties_path(base_path)):
         return
-    props = load_properties(fs, base_path)
-    timeline = Timeline.load(fs, base_path, props)
-    for instant in reversed(timeline.completed_writes()):
-        meta = CommitMetadata.from_bytes(timeline.read_details(instant), timeline.path_of(instant))
+    snapshot = TableSnapshot.load(fs, base_path)
+    for instant in reversed(snapshot.timeline.completed_writes()):
+        meta = snapshot.commit_metadata(instant)
         found = _position_in(meta.extra_metadata, instant.timestamp, base_path)
         if found is None:
             continue

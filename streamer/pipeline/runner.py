@@ -23,10 +23,11 @@ from sources.base import Batch, Source, StreamingSource
 from sources.position import KafkaOffsets, Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
-from streamer.errors import CommitConflictError, SourceError
+from streamer.errors import SourceError
 from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
+    CHECKPOINT_KEYS,
     PIPELINE_KEY,
     StoredCheckpoint,
     checkpoint_metadata,
@@ -36,6 +37,7 @@ from streamer.pipeline.errors_table import ErrorTable
 from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport
 from streamer.pipeline.sink import TableSink
+from streamer.write.requirements import ExpectCheckpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -71,6 +73,8 @@ class PipelineRunner:
         self._loaded = False
         self._services: PipelineServices | None = None
         self.reports: list[BatchReport] = []
+        #: The table right after this runner's last commit (handed to inline services).
+        self.last_snapshot = None
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -236,23 +240,17 @@ class PipelineRunner:
         """
         if prepared.written == 0 and not self.sink.exists():
             return None
-        self._check_not_overtaken()
         meta = {**checkpoint_metadata(end), BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
         writer = self.sink.writer(_arrow_schema(prepared.good))
-        result = getattr(writer, self.config.target.operation)(prepared.good, extra_metadata=meta)
+        # Checked by the writer under its lock: no other run of this pipeline committed a
+        # position since ours was read (its batch would overlap ours).
+        expect = ExpectCheckpoint(self._committed_instant, CHECKPOINT_KEYS, owner=f"pipeline {self.config.name}")
+        result = getattr(writer, self.config.target.operation)(
+            prepared.good, extra_metadata=meta, expect_checkpoint=expect
+        )
         self._committed_instant = result.instant
+        self.last_snapshot = result.snapshot
         return result.instant
-
-    def _check_not_overtaken(self) -> None:
-        """Refuse to commit when another writer committed a position since ours was read:
-        our batch would overlap its records (the same pipeline running twice)."""
-        stored = stored_checkpoint(self.sink.fs, self.sink.path)
-        if stored.instant != self._committed_instant:
-            raise CommitConflictError(
-                f"pipeline {self.config.name}: {self.sink.path} has a newer checkpoint (commit {stored.instant}) "
-                f"than the one this run started from ({self._committed_instant}); is the pipeline running "
-                "twice? Nothing was committed; restart to resume from the table's position"
-            )
 
     def _check_error_fraction(self, prepared: PreparedBatch) -> None:
         limit = self.config.errors.max_error_fraction

@@ -27,6 +27,7 @@ from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.naming import partition_values
 from streamer.table.properties import TableProperties, load_properties
+from streamer.table.snapshot import TableSnapshot
 from streamer.table.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -58,11 +59,36 @@ class ReadResult:
 class Table:
     """A Hudi table on any ``pyarrow.fs`` filesystem."""
 
-    def __init__(self, fs: FileSystem, base_path: str) -> None:
+    def __init__(self, fs: FileSystem, base_path: str, *, snapshot: TableSnapshot | None = None) -> None:
         self.fs = fs
         self.base_path = base_path.rstrip("/") or "/"
-        self.properties: TableProperties = load_properties(fs, self.base_path)
+        if snapshot is not None:
+            self._set_snapshot(snapshot)
+        else:
+            self.properties: TableProperties = load_properties(fs, self.base_path)
         self.last_stats: ScanStats | None = None
+
+    @classmethod
+    def from_snapshot(cls, snapshot: TableSnapshot) -> Table:
+        """A table handle over a snapshot someone already read (e.g. the writer's
+        post-commit snapshot): no storage access until something new is asked for."""
+        return cls(snapshot.fs, snapshot.base_path, snapshot=snapshot)
+
+    def _set_snapshot(self, snapshot: TableSnapshot) -> None:
+        self.properties = snapshot.properties
+        self.__dict__["timeline"] = snapshot.timeline
+        self.__dict__["fsview"] = snapshot.fsview
+        self._snapshot = snapshot
+
+    @property
+    def snapshot(self) -> TableSnapshot:
+        """This handle's state as a :class:`TableSnapshot` (made once, then refreshed)."""
+        snap = getattr(self, "_snapshot", None)
+        if snap is None or snap.timeline is not self.timeline:
+            snap = TableSnapshot(self.fs, self.base_path, self.properties, self.timeline)
+            snap.__dict__["fsview"] = self.fsview
+            self._snapshot = snap
+        return snap
 
     @classmethod
     def open(cls, path_or_uri: str, fs: FileSystem | None = None) -> Table:
@@ -81,9 +107,9 @@ class Table:
         return FileSystemView(self.fs, self.base_path, self.properties, self.timeline)
 
     def refresh(self) -> None:
-        """Forget cached timeline and listing (see new commits)."""
-        self.__dict__.pop("timeline", None)
-        self.__dict__.pop("fsview", None)
+        """See new commits: one listing of ``.hoodie/`` (properties re-read only if they
+        changed); file listings are redone on demand."""
+        self._set_snapshot(self.snapshot.refresh())
 
     def merge_spec(self) -> MergeSpec:
         p = self.properties
@@ -161,6 +187,7 @@ class Table:
     def plan(
         self,
         query: str = "snapshot",
+        *,
         as_of: str | None = None,
         begin: str | None = None,
         end: str | None = None,
@@ -253,6 +280,7 @@ class Table:
     def scan(
         self,
         query: str = "snapshot",
+        *,
         as_of: str | None = None,
         begin: str | None = None,
         end: str | None = None,
@@ -261,7 +289,7 @@ class Table:
         max_workers: int = 4,
     ) -> ReadResult:
         """Like :meth:`read`, also returning what was skipped (corrupt blocks, rollbacks)."""
-        plan = self.plan(query, as_of, begin, end, columns, filter)
+        plan = self.plan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter)
         stats = ScanStats()
         tables: list[pa.Table] = []
 
@@ -291,6 +319,7 @@ class Table:
     def read(
         self,
         query: str = "snapshot",
+        *,
         as_of: str | None = None,
         begin: str | None = None,
         end: str | None = None,
@@ -298,7 +327,7 @@ class Table:
         filter: pc.Expression | None = None,
     ) -> pa.Table:
         """Query the table; see :meth:`scan` for the read's statistics (also ``last_stats``)."""
-        return self.scan(query, as_of, begin, end, columns, filter).table
+        return self.scan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter).table
 
     def _empty(self, columns: list[str] | None) -> pa.Table:
         schema = self.schema() or pa.schema([])

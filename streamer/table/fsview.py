@@ -21,12 +21,12 @@ what a snapshot must read; :meth:`FileSystemView.latest_merged_slices` returns i
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from streamer.errors import MissingFileError
-from streamer.fs import FileSystem
+from streamer.fs import FileStatus, FileSystem
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata, CompactionPlan
 from streamer.table.naming import (
@@ -129,7 +129,7 @@ class FileSystemView:
         groups: dict[tuple[str, str], FileGroup] = {}
         meta_prefix = posixpath.join(self.base_path, METAFOLDER) + "/"
         partitions: set[str] = set()
-        for st in self.fs.walk_files(self.base_path):
+        for st in self._data_files():
             if st.path.startswith(meta_prefix):
                 continue
             rel_dir = posixpath.relpath(posixpath.dirname(st.path), self.base_path)
@@ -150,6 +150,16 @@ class FileSystemView:
                 )
         self._partitions = sorted(partitions | {p for p, _ in groups})
         return groups
+
+    def _data_files(self) -> Iterator[FileStatus]:
+        """Every file outside ``.hoodie/`` and other hidden top-level folders, without
+        walking them: the timeline, archive and metadata table can be large."""
+        for st in self.fs.list_dir(self.base_path):
+            if st.is_dir:
+                if not st.name.startswith("."):
+                    yield from self.fs.walk_files(st.path)
+            else:
+                yield st
 
     def partitions(self) -> list[str]:
         """Relative partition paths ('' for a non-partitioned table)."""

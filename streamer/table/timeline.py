@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from streamer.errors import CommitError, MissingFileError, UnsupportedTableVersionError
-from streamer.fs import FileSystem
+from streamer.fs import FileStatus, FileSystem
 from streamer.table.instant import (
     Action,
     Instant,
@@ -66,9 +66,18 @@ class Timeline:
         tl._scan()
         return tl
 
-    def _scan(self) -> None:
+    @classmethod
+    def from_listing(cls, fs: FileSystem, base_path: str, props: TableProperties,
+                     entries: Iterable[FileStatus]) -> Timeline:
+        """The timeline from a listing of its folder the caller already made (one listing
+        then serves the timeline and the properties file's stamp)."""
+        tl = cls(fs, base_path, props.timeline_layout_version, timeline_dir(base_path, props))
+        tl._scan(entries)
+        return tl
+
+    def _scan(self, entries: Iterable[FileStatus] | None = None) -> None:
         by_ts: dict[str, dict[State, TimelineFile]] = {}
-        for st in self.fs.list_dir(self.folder):
+        for st in self.fs.list_dir(self.folder) if entries is None else entries:
             if st.is_dir:
                 continue
             parsed = parse_timeline_file(st.name)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from streamer.index.slice_members import LookupStats
 from streamer.table.metadata import WriteStat
 from streamer.write.rollback import RollbackOutcome
+
+if TYPE_CHECKING:
+    from streamer.table.snapshot import TableSnapshot
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,8 @@ class CommitResult:
     duration_s: float
     rollbacks: list[RollbackOutcome] = field(default_factory=list)
     lookup: LookupStats | None = None
+    #: The table right after this commit (hand it to inline services: no re-read).
+    snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_inserts(self) -> int:

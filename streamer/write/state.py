@@ -7,35 +7,35 @@ size of recent commits (for routing) and the highest log version of every slice
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from functools import cached_property
 
 import pyarrow as pa
 
 from streamer.fs import FileSystem
 from streamer.index.slice_members import is_committed_fn
-from streamer.table.avro_schema import avro_to_arrow
 from streamer.table.fsview import FileSlice, FileSystemView
-from streamer.table.properties import TableProperties, load_properties
+from streamer.table.properties import TableProperties
+from streamer.table.snapshot import TableSnapshot
 from streamer.table.timeline import Timeline
 
 
-@dataclass
 class TableState:
-    fs: FileSystem
-    base_path: str
-    props: TableProperties
-    timeline: Timeline
+    """The writer's view of one :class:`~streamer.table.snapshot.TableSnapshot`."""
+
+    def __init__(self, snapshot: TableSnapshot) -> None:
+        self.snapshot = snapshot
+        self.fs: FileSystem = snapshot.fs
+        self.base_path = snapshot.base_path
+        self.props: TableProperties = snapshot.properties
+        self.timeline: Timeline = snapshot.timeline
 
     @classmethod
     def load(cls, fs: FileSystem, base_path: str) -> TableState:
-        props = load_properties(fs, base_path)
-        return cls(fs, base_path, props, Timeline.load(fs, base_path, props))
+        return cls(TableSnapshot.load(fs, base_path))
 
-    @cached_property
+    @property
     def fsview(self) -> FileSystemView:
-        return FileSystemView(self.fs, self.base_path, self.props, self.timeline)
+        return self.snapshot.fsview
 
     @cached_property
     def slices(self) -> list[FileSlice]:
@@ -78,13 +78,7 @@ class TableState:
 
     def latest_schema(self) -> pa.Schema | None:
         """Data schema of the latest completed write (else the create schema)."""
-        for inst in reversed(self.timeline.completed_writes()):
-            avro = self.fsview.commit_metadata(inst).schema
-            if avro:
-                return avro_to_arrow(json.loads(avro))
-        if self.props.create_schema:
-            return avro_to_arrow(json.loads(self.props.create_schema))
-        return None
+        return self.snapshot.latest_schema()
 
     def avg_record_size(self, default: int, lookback: int = 5) -> int:
         """Bytes per record written by recent commits (Hudi's estimate for sizing)."""

@@ -39,6 +39,7 @@ from streamer.table.properties import (
     properties_path,
     write_properties,
 )
+from streamer.table.snapshot import TableSnapshot
 from streamer.write import faults
 from streamer.write.config import TableConfig, WriteOptions
 from streamer.write.filegroup import WriteContext
@@ -47,6 +48,7 @@ from streamer.write.markers import delete_markers
 from streamer.write.plan import SizingPolicy, build_plan
 from streamer.write.prepare import PrepareSpec
 from streamer.write.repair import repair_table_format
+from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 from streamer.write.rollback import rollback_all_failed
 from streamer.write.schema import META_COLUMNS, data_schema, reconcile
@@ -82,6 +84,7 @@ class HudiWriter:
         self.config = config
         self.options = options
         self.last_lookup = None
+        self._snapshot: TableSnapshot | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -147,33 +150,58 @@ class HudiWriter:
 
     # ------------------------------------------------------------------ operations
     def upsert(
-        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+        self,
+        data: Any,
+        *,
+        extra_metadata: Mapping[str, str] | None = None,
+        engine: str | None = None,
+        expect_checkpoint: ExpectCheckpoint | None = None,
     ) -> CommitResult:
         """Insert new keys, update existing ones (last ordering value wins in the batch)."""
-        return self._write("upsert", data, extra_metadata, engine)
+        return self._write("upsert", data, extra_metadata, engine, expect_checkpoint)
 
     def insert(
-        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+        self,
+        data: Any,
+        *,
+        extra_metadata: Mapping[str, str] | None = None,
+        engine: str | None = None,
+        expect_checkpoint: ExpectCheckpoint | None = None,
     ) -> CommitResult:
         """Insert without an index lookup (Hudi's ``insert``: faster; a key that already
         exists in the table is written again, so use upsert for updates)."""
-        return self._write("insert", data, extra_metadata, engine)
+        return self._write("insert", data, extra_metadata, engine, expect_checkpoint)
 
     def delete(
-        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+        self,
+        data: Any,
+        *,
+        extra_metadata: Mapping[str, str] | None = None,
+        engine: str | None = None,
+        expect_checkpoint: ExpectCheckpoint | None = None,
     ) -> CommitResult:
         """Delete the keys in ``data`` (needs the record key and partition fields)."""
-        return self._write("delete", data, extra_metadata, engine)
+        return self._write("delete", data, extra_metadata, engine, expect_checkpoint)
 
     def bulk_insert(
-        self, data: Any, extra_metadata: Mapping[str, str] | None = None, engine: str | None = None
+        self,
+        data: Any,
+        *,
+        extra_metadata: Mapping[str, str] | None = None,
+        engine: str | None = None,
+        expect_checkpoint: ExpectCheckpoint | None = None,
     ) -> CommitResult:
         """Load data into new file groups only (sorted by partition and key, no lookup)."""
-        return self._write("bulk_insert", data, extra_metadata, engine)
+        return self._write("bulk_insert", data, extra_metadata, engine, expect_checkpoint)
 
     # ------------------------------------------------------------------ the commit
     def _write(
-        self, op: str, data: Any, extra: Mapping[str, str] | None, engine_name: str | None
+        self,
+        op: str,
+        data: Any,
+        extra: Mapping[str, str] | None,
+        engine_name: str | None,
+        expect: ExpectCheckpoint | None,
     ) -> CommitResult:
         started = time.monotonic()
         cfg = self.config
@@ -186,9 +214,11 @@ class HudiWriter:
         if op != "delete" and cfg.ordering_field:
             required += (cfg.ordering_field,)
         with self._lock() as lock:
-            state = TableState.load(self.fs, self.base_path)
+            state = TableState(self._read_snapshot())
             if drop_metadata_table(self.fs, self.base_path, state.props):
                 state = TableState.load(self.fs, self.base_path)
+            if expect is not None:
+                expect.check(state.snapshot)
             table_schema = state.latest_schema()
             incoming = _incoming_arrow_schema(data)
             if op == "delete" and table_schema is not None:
@@ -203,6 +233,8 @@ class HudiWriter:
             rollbacks = rollback_all_failed(self.fs, self.base_path, state.timeline)
             if rollbacks:
                 state = TableState.load(self.fs, self.base_path)
+                if expect is not None:
+                    expect.check(state.snapshot)
 
             spec = PrepareSpec(cfg, decision_schema, all_deletes=(op == "delete"))
             combine = op in ("upsert", "delete") or self.options.combine_before_insert
@@ -267,7 +299,11 @@ class HudiWriter:
             faults.step("completed")
             delete_markers(self.fs, self.base_path, instant)
             lock.end_instant(instant)
+            # the timeline object now holds our completed instant: the next batch
+            # re-lists from here, and services read this without touching storage
+            self._snapshot = state.snapshot.after_commit()
         return CommitResult(
+            snapshot=self._snapshot,
             instant=instant,
             operation=OPERATIONS[op],
             engine=engine.name,
@@ -279,6 +315,18 @@ class HudiWriter:
         )
 
     # ------------------------------------------------------------------ helpers
+    def _read_snapshot(self) -> TableSnapshot:
+        """The table's state under the lock: refreshed from our last commit's snapshot
+        (one listing of ``.hoodie/``, properties re-read only if they changed)."""
+        if self._snapshot is None:
+            return TableSnapshot.load(self.fs, self.base_path)
+        return self._snapshot.refresh()
+
+    @property
+    def snapshot(self) -> TableSnapshot | None:
+        """The table as this writer last committed it (``None`` before its first commit)."""
+        return self._snapshot
+
     def _avro_schema(self, schema: pa.Schema, with_meta: bool) -> str:
         if with_meta:
             schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(schema))

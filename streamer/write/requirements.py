@@ -1,0 +1,50 @@
+"""Commit requirements: what must still hold, under the writer lock, for a commit to go in.
+
+In the spirit of pyiceberg's commit requirements: the caller states what it based its
+batch on, and the writer checks it on the snapshot it reads *while holding the lock*,
+so no other writer can slip a commit in between the check and ours. Checked outside the
+lock (as the pipeline did before), two runs of one pipeline could both pass the check
+and both commit overlapping records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamer.errors import CommitConflictError
+from streamer.table.instant import Action
+from streamer.table.snapshot import TableSnapshot
+
+
+@dataclass(frozen=True)
+class ExpectCheckpoint:
+    """Commit only if the newest write carrying a checkpoint is the one the caller resumed from.
+
+    ``instant``: the completed write whose checkpoint the caller's batch starts at
+    (``None``: the caller started without one). ``keys``: the extra-metadata keys that
+    count as a checkpoint. ``owner`` names the caller in the error.
+    """
+
+    instant: str | None
+    keys: tuple[str, ...]
+    owner: str = ""
+
+    def check(self, snapshot: TableSnapshot) -> None:
+        """Raise :class:`CommitConflictError` when another checkpoint commit came after ours.
+
+        The steady path reads nothing: the newest write is the caller's own last commit.
+        Table-service commits carry no checkpoint and are skipped by their action alone.
+        """
+        for inst in reversed(snapshot.timeline.completed_writes()):
+            if inst.pending_action in (Action.COMPACTION, Action.LOG_COMPACTION):
+                continue
+            if inst.timestamp == self.instant:
+                return
+            extra = snapshot.commit_metadata(inst).extra_metadata
+            if any(extra.get(k) for k in self.keys):
+                who = f"{self.owner}: " if self.owner else ""
+                raise CommitConflictError(
+                    f"{who}{snapshot.base_path} has a newer checkpoint (commit {inst.timestamp}) than "
+                    f"the one this run started from ({self.instant}); is the pipeline running twice? "
+                    "Nothing was committed; restart to resume from the table's position"
+                )
