@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures" / "hudi"
+# Plain helpers live in tests.support; the names stay importable from here as before.
+from tests.support.fixture_tables import FIXTURES, REPO, SHARED, fixture_table_path  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -52,10 +51,3 @@ def hudi_fixtures_dir(tmp_path_factory) -> Path:
             shutil.rmtree(junk)
     return out
 
-
-def fixture_table_path(fixtures_dir: Path, name: str) -> Path:
-    """The single top-level table folder inside an unzipped fixture."""
-    folders = [p for p in (fixtures_dir / name).iterdir() if p.is_dir()]
-    if len(folders) != 1:
-        raise AssertionError(f"fixture {name}: expected one top-level folder, got {folders}")
-    return folders[0]

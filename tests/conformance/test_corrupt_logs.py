@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.test_fixture_reads import canonical_lines, expected_lines, table_path
+from tests.support.fixture_tables import canonical_lines, expected_lines, table_path
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 

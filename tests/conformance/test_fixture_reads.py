@@ -1,9 +1,6 @@
 """Every Hudi-written fixture reads exactly as `expected/` says, via the Python API and the CLI.
 
-The canonical form is the fixtures README's: meta columns `_hoodie_commit_seqno` and
-`_hoodie_file_name` dropped, keys sorted, values through `json.dumps(default=str)`, rows
-sorted by (partition path, record key, line). :func:`canonical_lines` is the one
-canonicaliser every conformance and integration test uses.
+The canonical form and its helpers live in :mod:`tests.support.fixture_tables`.
 """
 
 from __future__ import annotations
@@ -11,38 +8,19 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, fixture_table_path
+from tests.support.fixture_tables import (
+    FIXTURE_NAMES,
+    FIXTURES,
+    QUERIES,
+    canonical_lines,
+    expected_lines,
+    table_path,
+)
 
 pytestmark = pytest.mark.conformance
-
-FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.zip"))
-QUERIES = ("snapshot", "read_optimized")
-_DROPPED = ("_hoodie_commit_seqno", "_hoodie_file_name")
-
-
-def canonical_lines(rows: list[dict]) -> list[str]:
-    """Rows (as `to_pylist()` gives them) in the README's canonical JSONL form."""
-    keyed = []
-    for row in rows:
-        row = {k: v for k, v in row.items() if k not in _DROPPED}
-        line = json.dumps(row, sort_keys=True, default=str)
-        if "_hoodie_record_key" in row:
-            keyed.append((str(row.get("_hoodie_partition_path")), str(row["_hoodie_record_key"]), line))
-        else:
-            keyed.append(("", "", line))
-    return [line for *_, line in sorted(keyed)]
-
-
-def expected_lines(name: str, query: str) -> list[str]:
-    return (FIXTURES / "expected" / f"{name}.{query}.jsonl").read_text().splitlines()
-
-
-def table_path(fixtures_dir: Path, name: str) -> str:
-    return str(fixture_table_path(fixtures_dir, name))
 
 
 @pytest.mark.parametrize("query", QUERIES)

@@ -126,7 +126,7 @@ def test_hudi_rs_reads_table_with_our_base_file_and_log_blocks(hudi_fixtures_dir
     hudi = pytest.importorskip("hudi")
     from streamer.table.avro_schema import arrow_to_avro
     from streamer.table.base_file import read_base_file, read_footer, write_base_file
-    from tests.conftest import fixture_table_path
+    from tests.support.fixture_tables import fixture_table_path
 
     src = fixture_table_path(hudi_fixtures_dir, "sample_table__mor__parquet__v6_nonpartitioned")
     dst = tmp_path / "v6_nonpartitioned"

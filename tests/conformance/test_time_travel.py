@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.test_fixture_reads import FIXTURE_NAMES, canonical_lines, table_path
+from tests.support.fixture_tables import FIXTURE_NAMES, canonical_lines, table_path
 
 hudi = pytest.importorskip("hudi")
 pytestmark = pytest.mark.conformance

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from streamer.write import HudiWriter, TableConfig, WriteOptions
-from tests.unit.write.model import (
+from tests.support.write_model import (
     BatchGen,
     Model,
     canon,

@@ -27,7 +27,7 @@ from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
 from streamer.services.log_compaction import schedule_log_compaction
 from streamer.write import HudiWriter, TableConfig
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 LC = LogCompactionPolicy(min_blocks=3)
 

@@ -22,7 +22,7 @@ from streamer.table.properties import (
 from streamer.testing.hudi import HudiOracleError
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import Query, assert_all_readers_agree, canon, read_ours
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 

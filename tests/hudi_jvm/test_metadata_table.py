@@ -17,8 +17,8 @@ from streamer.read import Table
 from streamer.table.metadata_table import has_metadata_table
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import Query, assert_all_readers_agree, canon
-from tests.hudi_jvm.test_round_trip import HUDI_WRITE, V6
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
+from tests.support.hudi_options import HUDI_WRITE, V6
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 MDT_ON = {"hoodie.metadata.enable": "true"}

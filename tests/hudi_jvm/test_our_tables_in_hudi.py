@@ -57,7 +57,7 @@ def test_hudi_reads_its_own_timestamp_keygen_table_the_same_way(tmp_path, hudi01
 
 @pytest.mark.integration
 def test_spark_engine_table_reads_identically(tmp_path, hudi_sessions, spark):
-    from tests.unit.services import tablegen as tg
+    from tests.support import block_tables as tg
 
     path = str(tmp_path / "spark_engine")
     w = tg.create(path)

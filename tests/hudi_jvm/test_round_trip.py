@@ -18,7 +18,7 @@ from streamer.services.handover import handover_to_hudi, log_insert_groups
 from streamer.table.properties import load_properties
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import Query, assert_all_readers_agree, canon
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 

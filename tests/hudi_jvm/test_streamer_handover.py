@@ -24,7 +24,7 @@ from streamer.read import Table
 from streamer.table.metadata import CHECKPOINT_KEY, CommitMetadata
 from streamer.table.properties import load_properties
 from streamer.table.timeline import Timeline
-from tests.integration.pipeline.model import (
+from tests.support.trip_model import (
     TripModel,
     kafka_pipeline_yaml,
     offsets_by_ts,

@@ -29,7 +29,7 @@ from streamer.services.log_compaction import schedule_log_compaction
 from streamer.services.slices import effective_units, read_slice_blocks
 from streamer.table.instant import Action
 from streamer.table.log_format import HeaderKey, read_log_file
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 pytestmark = pytest.mark.integration
 LC = LogCompactionPolicy(min_blocks=3)

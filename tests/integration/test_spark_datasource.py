@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.test_fixture_reads import (
+from tests.support.fixture_tables import (
     FIXTURE_NAMES,
     QUERIES,
     canonical_lines,

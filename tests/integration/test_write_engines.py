@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from streamer.write import HudiWriter, TableConfig, WriteOptions
-from tests.unit.write.model import BatchGen, Model, canon, read_hudi_rs, read_ours
+from tests.support.write_model import BatchGen, Model, canon, read_hudi_rs, read_ours
 
 pytestmark = pytest.mark.integration
 

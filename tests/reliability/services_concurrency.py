@@ -8,7 +8,6 @@ commit appends ``{"instant", "digest"}`` of the dict model to ``out``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -17,7 +16,8 @@ from streamer.config.policies import PoliciesConfig
 from streamer.errors import CommitConflictError, StreamerError
 from streamer.read import Table
 from streamer.services.runner import run_inline_services, wait_for_capacity
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
+from tests.support.block_tables import digest
 
 POLICIES = PoliciesConfig.model_validate({
     "log_compaction": {"mode": "async", "min_blocks": 3},
@@ -25,10 +25,6 @@ POLICIES = PoliciesConfig.model_validate({
     "clean": {"mode": "off"},
     "archive": {"mode": "off"},
 })
-
-
-def digest(rows: list[dict]) -> str:
-    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 
 def writer(path: str, seconds: float, out: str, debug: bool = False) -> None:

@@ -19,8 +19,8 @@ import pytest
 from streamer.read import Table
 from streamer.table.instant import Action
 from streamer.table.naming import parse_base_file_name
-from tests.reliability.services_concurrency import digest
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
+from tests.support.block_tables import digest
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

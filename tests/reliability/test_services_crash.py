@@ -25,8 +25,10 @@ from streamer.services.log_compaction import schedule_log_compaction
 from streamer.table.instant import Action
 from streamer.table.log_format import read_log_file
 from streamer.table.naming import parse_base_file_name
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
+# Each case kills a service subprocess (SIGKILL at an I/O step) and recovers: not in `make fast`.
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 LC = LogCompactionPolicy(min_blocks=3)
 

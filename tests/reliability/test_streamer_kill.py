@@ -31,7 +31,7 @@ import pytest
 from streamer.config import load_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.write.faults import ENV_KILL_AT
-from tests.integration.pipeline.model import (
+from tests.support.trip_model import (
     FAST_JVM,
     TripModel,
     assert_each_record_committed_once,

@@ -25,7 +25,7 @@ import pytest
 
 from streamer.read.table import Table
 from streamer.write import HudiWriter, TableConfig, WriteOptions
-from tests.unit.write.model import BatchGen, Model, canon, read_hudi_rs, read_ours
+from tests.support.write_model import BatchGen, Model, canon, read_hudi_rs, read_ours
 
 pytestmark = [pytest.mark.slow]
 

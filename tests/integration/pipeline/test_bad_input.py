@@ -11,7 +11,7 @@ import pytest
 from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
-from tests.integration.pipeline.model import (
+from tests.support.trip_model import (
     TripModel,
     assert_matches_model,
     kafka_pipeline_yaml,

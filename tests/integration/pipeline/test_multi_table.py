@@ -9,7 +9,7 @@ import pytest
 
 from streamer.config import parse_pipelines
 from streamer.pipeline.multi import run_pipelines
-from tests.integration.pipeline.model import (
+from tests.support.trip_model import (
     TripModel,
     assert_matches_model,
     kafka_pipeline_yaml,

@@ -13,7 +13,7 @@ from streamer.config import parse_pipelines
 from streamer.errors import SourceError
 from streamer.pipeline.checkpoint import checkpoint_history
 from streamer.pipeline.runner import PipelineRunner
-from tests.integration.pipeline.model import (
+from tests.support.trip_model import (
     TripModel,
     assert_matches_model,
     committed_offsets,

@@ -14,41 +14,12 @@ import pyarrow as pa
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.rfc06 import BloomParams, KeySummary, extend
 from streamer.read.table import Table
-from streamer.write import HudiWriter, TableConfig, WriteOptions
-
-OPTS = WriteOptions(small_file_limit=60_000, max_file_size=80_000, default_record_size=300,
-                    slice_bloom_num_entries=1_000, engine="local")
-
-
-def _rows(ids, city, ts):
-    return pa.table({"id": ids, "city": [city] * len(ids), "ts": [ts] * len(ids),
-                     "v": [f"v{ts}-{i}" for i in ids]})
-
-
-def _truth(path: str) -> dict[tuple[str, str], str]:
-    t = Table.open(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
-    out = {}
-    for r in t.to_pylist():
-        fid = r["_hoodie_file_name"].split("_")[0]
-        out[(r["_hoodie_partition_path"], r["_hoodie_record_key"])] = fid
-    return out
-
-
-def _build(tmp_path):
-    path = str(tmp_path / "t")
-    w = HudiWriter.create(path, TableConfig("idx", ("id",), ("city",), "ts"), options=OPTS)
-    # disjoint id ranges per batch so file groups and blocks have narrow key ranges
-    w.bulk_insert(pa.concat_tables([_rows(list(range(1000, 1400)), "sf", 1),
-                                    _rows(list(range(5000, 5400)), "nyc", 1)]))
-    for ts, lo in enumerate([2000, 3000, 4000], start=2):
-        w.upsert(pa.concat_tables([_rows(list(range(lo, lo + 60)), "sf", ts),  # inserts → logs
-                                   _rows(list(range(1000 + ts, 1400, 37)), "sf", ts)]))  # updates
-    return path
+from tests.support.bloom_tables import build_indexed_table, file_group_truth
 
 
 def test_lookup_tags_exact_file_groups(tmp_path):
-    path = _build(tmp_path)
-    truth = _truth(path)
+    path = build_indexed_table(tmp_path)
+    truth = file_group_truth(path)
     t = Table.open(path)
     slices = t.fsview.latest_merged_slices()
     assert any(s.log_files for s in slices), "the table must have log blocks to index"
@@ -64,7 +35,7 @@ def test_lookup_tags_exact_file_groups(tmp_path):
 
 
 def test_lookup_reads_only_footers_of_excluded_members(tmp_path):
-    path = _build(tmp_path)
+    path = build_indexed_table(tmp_path)
     t = Table.open(path)
     slices = t.fsview.latest_merged_slices()
     completed = frozenset(i.timestamp for i in t.timeline.completed())

@@ -18,7 +18,7 @@ from streamer.index.bloom_index import BloomIndex
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
 from streamer.read.table import Table
 from streamer.table.bloom import BloomFilter, hash_chain, hash_positions
-from tests.unit.index.test_bloom_index import _build, _truth
+from tests.support.bloom_tables import build_indexed_table, file_group_truth
 
 
 def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
@@ -33,8 +33,8 @@ def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
 
 def test_bloom_skip_gives_the_same_tags(tmp_path, monkeypatch):
     defaults = (bloom_index.BLOOM_SKIP_FRACTION, bloom_index.BLOOM_SKIP_MIN_KEYS)
-    path = _build(tmp_path)
-    truth = _truth(path)
+    path = build_indexed_table(tmp_path)
+    truth = file_group_truth(path)
     existing = sorted(truth)
     new = [("sf", str(i)) for i in range(900, 1000)] + [("sf", str(i)) for i in range(2060, 2100)]
     new += [("nyc", "1"), ("oslo", "5")]

@@ -9,7 +9,7 @@ import pytest
 
 from streamer.errors import MissingFileError, NotAHudiTableError, UnsupportedTableVersionError
 from streamer.read import QueryError, Table
-from tests.conformance.test_fixture_reads import table_path
+from tests.support.fixture_tables import table_path
 
 
 def test_not_a_table_names_path(tmp_path):

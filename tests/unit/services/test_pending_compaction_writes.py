@@ -14,7 +14,7 @@ from streamer.read import Table
 from streamer.services.compaction import execute_compaction, schedule_compaction_safely
 from streamer.services.executor import execute
 from streamer.table.naming import parse_log_file_name
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 
 def _logs(path: str) -> dict[tuple[str, str], set[tuple[str, str]]]:
@@ -117,7 +117,7 @@ def test_compaction_through_executor_with_concurrent_pending_writes(tmp_path):
     _check(p, model, "second compaction")
 
 
-@pytest.mark.xfail(reason=HUDI_RS_PENDING, strict=False)
+@pytest.mark.xfail(reason=HUDI_RS_PENDING, raises=AssertionError, strict=True)
 def test_hudi_rs_reads_new_slice_logs_while_compaction_pending(tmp_path):
     p = str(tmp_path / "t")
     w, gen, model = tg.build(p, 4, seed=5)

@@ -20,7 +20,7 @@ from streamer.services.strategies import Candidate, order_and_bound, partition_d
 from streamer.table.fsview import BaseFile, FileSlice, LogFile
 from streamer.table.instant import Action, State
 from streamer.table.metadata import CompactionPlan
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 
 class _B:

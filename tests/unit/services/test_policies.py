@@ -9,7 +9,7 @@ import pytest
 from streamer.config import parse_pipelines
 from streamer.config.policies import PoliciesConfig
 from streamer.services.runner import run_inline_services, should_throttle
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 PIPELINE = """
 pipelines:

@@ -26,7 +26,7 @@ from streamer.pipeline.checkpoint import (
     checkpoint_metadata,
     stored_checkpoint,
 )
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 TOPICS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", min_size=1, max_size=40)
 OFFSETS = st.dictionaries(

@@ -32,7 +32,7 @@ def _create_schema(table_dir) -> str:
      "quickstart_trips_table__mor__avro__v6_trips_8i1u", "sample_table__mor__avro__v9_txns_simple_nometa"],
 )
 def test_create_schema_roundtrips_exactly(hudi_fixtures_dir, name) -> None:
-    from tests.conftest import fixture_table_path
+    from tests.support.fixture_tables import fixture_table_path
 
     text = _create_schema(fixture_table_path(hudi_fixtures_dir, name))
     d = json.loads(text)

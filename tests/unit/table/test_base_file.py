@@ -81,7 +81,7 @@ def test_not_parquet_is_corrupt_data_naming_the_file(tmp_path) -> None:
 
 @pytest.mark.conformance
 def test_fixture_footers(hudi_fixtures_dir) -> None:
-    from tests.conftest import fixture_table_path
+    from tests.support.fixture_tables import fixture_table_path
 
     root = fixture_table_path(hudi_fixtures_dir, "sample_table__cow__v6_complexkeygen_hivestyle")
     fs = FileSystem()

@@ -10,9 +10,7 @@ from streamer.table.instant import Action
 from streamer.table.metadata import CompactionOperation, CompactionPlan
 from streamer.table.properties import load_properties, new_table_properties, write_properties
 from streamer.table.timeline import Timeline
-from tests.conftest import FIXTURES, fixture_table_path
-
-FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.zip"))
+from tests.support.fixture_tables import FIXTURE_NAMES, fixture_table_path
 
 
 def _view(path: str) -> FileSystemView:

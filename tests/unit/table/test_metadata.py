@@ -17,7 +17,7 @@ from streamer.table.metadata import (
 )
 from streamer.table.properties import load_properties
 from streamer.table.timeline import Timeline
-from tests.conftest import fixture_table_path
+from tests.support.fixture_tables import fixture_table_path
 
 
 def test_json_round_trip_keeps_unknown_keys():

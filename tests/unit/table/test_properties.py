@@ -15,14 +15,12 @@ from streamer.table.properties import (
     table_checksum,
     write_properties,
 )
-from tests.conftest import FIXTURES
-
-FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.zip"))
+from tests.support.fixture_tables import FIXTURE_NAMES
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_checksum_matches_every_fixture(hudi_fixtures_dir, name):
-    from tests.conftest import fixture_table_path
+    from tests.support.fixture_tables import fixture_table_path
 
     path = fixture_table_path(hudi_fixtures_dir, name)
     props = load_properties(FileSystem(), str(path))

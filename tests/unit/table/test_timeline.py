@@ -10,7 +10,7 @@ from streamer.table.instant import Action, Instant, State, new_instant_time, par
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
 from streamer.table.properties import load_properties, new_table_properties, write_properties
 from streamer.table.timeline import Timeline
-from tests.conftest import fixture_table_path
+from tests.support.fixture_tables import fixture_table_path
 
 
 def _load(fixtures_dir, name):

@@ -16,7 +16,7 @@ from streamer.table.instant import Action
 from streamer.table.metadata import RollbackMetadata
 from streamer.table.naming import parse_base_file_name
 from streamer.write.rollback import build_plan
-from tests.unit.services import tablegen as tg
+from tests.support import block_tables as tg
 
 
 def _half_run(p: str):

@@ -9,7 +9,7 @@ import pyarrow as pa
 from streamer.read.table import Table
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 from streamer.write.routing import FileGroupSize, InsertBucket, assign_rows, plan_inserts
-from tests.unit.write.model import canon, read_hudi_rs, read_ours
+from tests.support.write_model import canon, read_hudi_rs, read_ours
 
 
 def test_small_groups_fill_first_then_new_groups_even():

@@ -6,6 +6,8 @@ write order agree: any correct reader - ours or hudi-rs - must return exactly th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from dataclasses import dataclass, field
 
@@ -101,6 +103,11 @@ def step(w: HudiWriter, gen: Gen, model: Model, rows: int = 12, delete: bool = F
 
 def canon(table: pa.Table) -> list[dict]:
     return sorted(table.select(COLUMNS).to_pylist(), key=lambda r: (r["city"], r["id"]))
+
+
+def digest(rows: list[dict]) -> str:
+    """A stable hash of canonical rows (a model snapshot or a read), cheap to log and compare."""
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 
 def read_ours(path: str) -> list[dict]:

@@ -1,0 +1,20 @@
+"""Shared test code: reference models, table builders and fixture helpers.
+
+Test modules import from here (and take fixtures from ``conftest.py``), never from
+one another:
+
+* :mod:`tests.support.fixture_tables` - the Hudi-written fixture tables and the
+  canonical JSONL form every conformance and integration test compares in;
+* :mod:`tests.support.write_model` - a dict model of a table plus a batch generator,
+  for the randomized writer tests, the crash tests and the engine tests;
+* :mod:`tests.support.block_tables` - tables with many small log blocks and their dict
+  model, for the table services (and the benchmarks);
+* :mod:`tests.support.trip_model` - a dict model of a keyed Kafka topic and the snapshot
+  checks the pipeline tests share;
+* :mod:`tests.support.bloom_tables` - a table with base files and indexed log blocks,
+  and the file group of every key, for the bloom index tests;
+* :mod:`tests.support.java_hash` - Hadoop's MurmurHash and Hudi's bloom positions in
+  scalar Python, the reference the vectorised bloom hashing is checked against;
+* :mod:`tests.support.hudi_options` - the write options a Hudi user passes to continue
+  one of our tables.
+"""
