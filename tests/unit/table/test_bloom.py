@@ -18,48 +18,7 @@ from streamer.table.bloom import (
     hash_positions,
     num_hashes,
 )
-
-
-def _to_i32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - (1 << 32) if x >= 1 << 31 else x
-
-
-def _java_murmur(data: bytes, seed: int) -> int:
-    """Scalar transliteration of Java int arithmetic, as an independent check."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = _to_i32(seed ^ length)
-    sb = [b - 256 if b > 127 else b for b in data]  # Java bytes are signed
-    for i in range(length >> 2):
-        k = (sb[4 * i + 3] << 24) | ((sb[4 * i + 2] & 0xFF) << 16) | ((sb[4 * i + 1] & 0xFF) << 8) | (sb[4 * i] & 0xFF)
-        k = _to_i32(k * m)
-        k = _to_i32(k ^ ((k & 0xFFFFFFFF) >> 24))
-        k = _to_i32(k * m)
-        h = _to_i32(h * m)
-        h = _to_i32(h ^ k)
-    left = length & 3
-    if left:
-        if left >= 3:
-            h = _to_i32(h ^ (sb[length - 3] << 16))
-        if left >= 2:
-            h = _to_i32(h ^ (sb[length - 2] << 8))
-        h = _to_i32(h ^ sb[length - 1])
-        h = _to_i32(h * m)
-    h = _to_i32(h ^ ((h & 0xFFFFFFFF) >> 13))
-    h = _to_i32(h * m)
-    h = _to_i32(h ^ ((h & 0xFFFFFFFF) >> 15))
-    return h
-
-
-def _java_positions(key: str, nb_hash: int, vsize: int) -> list[int]:
-    out, h = [], 0
-    for _ in range(nb_hash):
-        h = _java_murmur(key.encode("utf-8"), h)
-        r = abs(h) % vsize  # Java: abs(h % v) == abs(h) % v for truncating %
-        out.append(r)
-    return out
-
+from tests.support.java_hash import java_positions
 
 KEYS = ["1", "ab", "abc", "abcd", "TXN-001", "id:1,name:Alice", "ünïcødé-κλειδί", "\u00ff\u00fe\u00fd", "x" * 37]
 
@@ -73,7 +32,7 @@ def test_sizes_match_hudi_defaults() -> None:
 def test_vectorised_hash_matches_scalar_java_semantics() -> None:
     pos = hash_positions(KEYS, 30, 2_587_966)
     for i, key in enumerate(KEYS):
-        assert pos[i].tolist() == _java_positions(key, 30, 2_587_966), key
+        assert pos[i].tolist() == java_positions(key, 30, 2_587_966), key
 
 
 def test_add_then_might_contain_and_no_false_negatives() -> None:
