@@ -204,7 +204,7 @@ class PipelineRunner:
             self._position = batch.end
             self._next_batch_id = batch_id + 1
             if instant is not None and self._services is not None:
-                self._services.after_commit()
+                self._services.after_commit(self.last_snapshot)
             return self._report(
                 BatchReport(
                     cfg.name, batch_id, prepared.read, prepared.written, prepared.errored,

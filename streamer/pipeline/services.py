@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from streamer.config.policies import PoliciesConfig
 from streamer.fs import FileSystem
+from streamer.read.table import Table
 from streamer.services.runner import AsyncServices, run_inline_services, wait_for_capacity
+from streamer.table.snapshot import TableSnapshot
 
 if TYPE_CHECKING:
     from streamer.pipeline.runner import PipelineRunner
@@ -39,15 +41,18 @@ class PipelineServices:
         svc = cls(runner.sink.fs, runner.sink.path, runner.config.policies, runner.config.name)
         return svc if (svc.has_inline or svc.has_async) else None
 
-    def after_commit(self) -> None:
+    def after_commit(self, snapshot: TableSnapshot | None = None) -> None:
+        """Run what the policies ask for after a commit; ``snapshot`` is the writer's
+        post-commit snapshot (services then read no table state unless they act)."""
+        table = Table.from_snapshot(snapshot) if snapshot is not None else self.table_path
         if self.has_inline:
-            report = run_inline_services(self.table_path, self.policies, fs=self.fs)
+            report = run_inline_services(table, self.policies, fs=self.fs)
             for action, instant in report.scheduled:
                 log.info("[%s] scheduled %s %s", self.name, action, instant)
         if self.has_async and self._async is None:
             self._async = AsyncServices(self.table_path, self.policies, fs=self.fs).start()
         if self.policies.compaction.mode != "off":
-            waited = wait_for_capacity(self.table_path, self.policies.compaction, fs=self.fs)
+            waited = wait_for_capacity(table, self.policies.compaction, fs=self.fs)
             if waited > 1:
                 log.warning("[%s] ingestion throttled %.1fs: compaction behind (max_pending)", self.name, waited)
 

@@ -23,14 +23,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from streamer.config.policies import CompactionPolicy, PoliciesConfig
+from streamer.config.policies import CleanPolicy, CompactionPolicy, PoliciesConfig
 from streamer.fs import FileSystem
 from streamer.read.table import Table
-from streamer.services.archive import ArchiveOutcome, run_archive
-from streamer.services.clean import CleanOutcome, run_clean
+from streamer.services.archive import ArchiveOutcome, instants_to_archive, run_archive
+from streamer.services.clean import CleanOutcome, plan_clean, run_clean
 from streamer.services.compaction import schedule_compaction_safely, trigger_fires
 from streamer.services.executor import ExecOutcome, execute_pending
-from streamer.services.log_compaction import schedule_log_compaction
+from streamer.services.log_compaction import plan_log_compaction, schedule_log_compaction
 from streamer.table.instant import Action
 
 log = logging.getLogger(__name__)
@@ -54,26 +54,45 @@ def _open(table: Table | str, fs: FileSystem | None) -> Table:
 def run_services(table: Table | str, policies: PoliciesConfig, *, modes: tuple[str, ...] = ("inline",),
                  schedule_compaction_plans: bool = True, fs: FileSystem | None = None,
                  lock_expiry_s: float = 30.0) -> ServicesReport:
-    """One round of every service whose mode is in ``modes``."""
+    """One round of every service whose mode is in ``modes``.
+
+    Each service first asks the table *as given* whether it has anything to do, and only
+    then refreshes, locks and acts. Handed the writer's post-commit snapshot (the
+    pipeline does), a round with nothing to do reads no table state at all; what another
+    process changed meanwhile is seen on the next round.
+    """
     t = _open(table, fs)
     rep = ServicesReport()
     lc, comp = policies.log_compaction, policies.compaction
     if lc.mode in modes:
-        inst = schedule_log_compaction(t, lc)
-        if inst:
-            rep.scheduled.append((Action.LOG_COMPACTION, inst.timestamp))
-        rep.executed += execute_pending(t, Action.LOG_COMPACTION, log_policy=lc, lock_expiry_s=lock_expiry_s)
+        if plan_log_compaction(t, lc) is not None:
+            inst = schedule_log_compaction(t, lc)
+            if inst:
+                rep.scheduled.append((Action.LOG_COMPACTION, inst.timestamp))
+        if t.timeline.pending_log_compactions():
+            rep.executed += execute_pending(t, Action.LOG_COMPACTION, log_policy=lc, lock_expiry_s=lock_expiry_s)
     if comp.mode in modes:
-        if schedule_compaction_plans:
+        if schedule_compaction_plans and _compaction_due(t, comp):
             inst = schedule_compaction_safely(t, comp)
             if inst:
                 rep.scheduled.append((Action.COMPACTION, inst.timestamp))
-        rep.executed += execute_pending(t, Action.COMPACTION, lock_expiry_s=lock_expiry_s)
-    if policies.clean.mode in modes:
+        if t.timeline.pending_compactions():
+            rep.executed += execute_pending(t, Action.COMPACTION, lock_expiry_s=lock_expiry_s)
+    if policies.clean.mode in modes and _clean_due(t, policies.clean):
         rep.clean = run_clean(t, policies.clean, lock_expiry_s=lock_expiry_s)
-    if policies.archive.mode in modes:
+    if policies.archive.mode in modes and instants_to_archive(t, policies.archive)[0]:
         rep.archive = run_archive(t, policies.archive, lock_expiry_s=lock_expiry_s)
     return rep
+
+
+def _compaction_due(t: Table, policy: CompactionPolicy) -> bool:
+    return len(t.timeline.pending_compactions()) < policy.max_pending and trigger_fires(t, policy.trigger)
+
+
+def _clean_due(t: Table, policy: CleanPolicy) -> bool:
+    if any(i.action == Action.CLEAN for i in t.timeline.pending()):
+        return True
+    return plan_clean(t, policy) is not None
 
 
 def run_inline_services(table_path: Table | str, policies: PoliciesConfig, *, fs: FileSystem | None = None,
@@ -82,7 +101,7 @@ def run_inline_services(table_path: Table | str, policies: PoliciesConfig, *, fs
     compaction (see module doc)."""
     t = _open(table_path, fs)
     rep = run_services(t, policies, modes=("inline",), fs=fs, lock_expiry_s=lock_expiry_s)
-    if policies.compaction.mode == "async":
+    if policies.compaction.mode == "async" and _compaction_due(t, policies.compaction):
         inst = schedule_compaction_safely(t, policies.compaction)
         if inst:
             rep.scheduled.append((Action.COMPACTION, inst.timestamp))
@@ -96,6 +115,10 @@ def should_throttle(table: Table | str, policy: CompactionPolicy, *, fs: FileSys
         return False
     t = _open(table, fs)
     t.refresh()
+    return _throttled(t, policy)
+
+
+def _throttled(t: Table, policy: CompactionPolicy) -> bool:
     if len(t.timeline.pending_compactions()) < policy.max_pending:
         return False
     return trigger_fires(t, policy.trigger)
@@ -103,9 +126,17 @@ def should_throttle(table: Table | str, policy: CompactionPolicy, *, fs: FileSys
 
 def wait_for_capacity(table: Table | str, policy: CompactionPolicy, *, timeout_s: float = 600.0,
                       poll_s: float = 0.5, fs: FileSystem | None = None) -> float:
-    """Block while :func:`should_throttle`; returns seconds waited (gives up at ``timeout_s``)."""
+    """Block while :func:`should_throttle`; returns seconds waited (gives up at ``timeout_s``).
+
+    The table as given decides first (compaction can only have fallen further behind
+    since: a snapshot with room needs no re-read); only a throttled table is polled.
+    """
+    if policy.mode == "off":
+        return 0.0
     t = _open(table, fs)
     started = time.monotonic()
+    if not _throttled(t, policy):
+        return 0.0
     while should_throttle(t, policy) and time.monotonic() - started < timeout_s:
         time.sleep(poll_s)
     return time.monotonic() - started
