@@ -1,13 +1,18 @@
-"""From a pipeline's ``target:`` to the MOR writer, in one place.
+"""From a pipeline's ``target:`` and ``engine:`` to the MOR writer, in one place.
 
-The YAML names (``record_key``, ``partition_by``, ...) and the writer's table
-identity (:class:`~streamer.write.config.TableConfig`, persisted in
-``hoodie.properties``) are mapped here only. When the table already exists, the
-identity on storage wins, and a YAML that disagrees with it is refused naming the
-field: silently re-keying an existing table would scatter its records.
+The YAML names (``record_key``, ``partition_by``, ``compression``, ...) become the
+writer's table identity (:class:`~streamer.write.config.TableConfig`, persisted in
+``hoodie.properties``) and its per-writer knobs
+(:class:`~streamer.write.config.WriteOptions`) here only: :func:`table_config` and
+:func:`write_options` read every ``target:`` key the writer honours (the others are
+refused when the YAML is validated). When the table already exists, the identity on
+storage wins, and a YAML that disagrees with it is refused naming the field: silently
+re-keying an existing table would scatter its records.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from streamer.config.pipeline import EngineConfig
 from streamer.config.target import TargetConfig, TimestampKeyGen
@@ -52,17 +57,34 @@ def table_config(target: TargetConfig) -> TableConfig:
         hive_style_partitioning=target.hive_style,
         timestamp=ts,
         log_block_format=LogBlockFormat(target.log_block_format),
+        url_encode_partitions=target.url_encode_partitions,
     )
 
 
 def write_options(target: TargetConfig, engine: EngineConfig) -> WriteOptions:
+    """The writer's knobs: sizes and codec from ``target:``, the engine from ``engine:``."""
     return WriteOptions(
         small_file_limit=int(target.small_file_limit),
         max_file_size=int(target.max_file_size),
+        parquet_codec=target.compression,
+        log_block_max_size=int(target.log_block_max_size),
         engine=engine.mode,
         auto_local_max_rows=engine.local_max_records,
         parallelism=engine.local_threads,
     )
+
+
+def engine_for(data: Any, engine: EngineConfig) -> str:
+    """The engine a prepared batch is written with: decided once, by the batch step.
+
+    With ``mode: auto`` the batch step (``pipeline.batch.on_driver``) has already applied
+    ``local_max_records``: a batch it collected to the driver is Arrow, one it kept
+    distributed is a Spark DataFrame. Naming the engine that implies keeps the writer
+    from counting the DataFrame's rows again (and possibly deciding otherwise).
+    """
+    if engine.mode != "auto":
+        return engine.mode
+    return "spark" if hasattr(data, "mapInArrow") else "local"
 
 
 def _check_identity(path: str, on_disk: TableConfig, wanted: TableConfig) -> None:
@@ -72,9 +94,10 @@ def _check_identity(path: str, on_disk: TableConfig, wanted: TableConfig) -> Non
         ("ordering_field", on_disk.ordering_field, wanted.ordering_field),
         ("key_generator", on_disk.keygen, wanted.keygen),
         ("hive_style", on_disk.hive_style_partitioning, wanted.hive_style_partitioning),
+        ("url_encode_partitions", on_disk.url_encode_partitions, wanted.url_encode_partitions),
     )
     def show(v: object) -> object:
-        return v.name.lower() if isinstance(v, KeyGenType) else v
+        return v.short_name if isinstance(v, KeyGenType) else v
 
     for name, have, want in checks:
         if have != want:
@@ -89,6 +112,7 @@ class TableSink:
 
     def __init__(self, target: TargetConfig, engine: EngineConfig, fs: FileSystem | None = None) -> None:
         self.target = target
+        self.engine = engine
         if fs is None:
             fs, path = resolve(target.path)
         else:
@@ -99,13 +123,17 @@ class TableSink:
         self.wanted = table_config(target)
         self._writer: HudiWriter | None = None
 
+    def engine_for(self, data: Any) -> str:
+        """The ``engine=`` to pass with ``data`` (a prepared batch): see :func:`engine_for`."""
+        return engine_for(data, self.engine)
+
     def exists(self) -> bool:
         return self.fs.exists(properties_path(self.path))
 
     def writer(self, schema=None) -> HudiWriter:
         if self._writer is None:
             if self.exists():
-                w = HudiWriter.open(self.path, self.options, fs=self.fs)
+                w = HudiWriter.open(self.path, options=self.options, fs=self.fs)
                 _check_identity(self.path, w.config, self.wanted)
                 # the data block type is a per-writer setting (as Hudi's
                 # hoodie.logfile.data.block.format): this run's YAML decides it

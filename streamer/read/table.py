@@ -91,7 +91,7 @@ class Table:
         return snap
 
     @classmethod
-    def open(cls, path_or_uri: str, fs: FileSystem | None = None) -> Table:
+    def open(cls, path_or_uri: str, *, fs: FileSystem | None = None) -> Table:
         if fs is not None:
             return cls(fs, path_or_uri)
         fs_, path = resolve(path_or_uri)

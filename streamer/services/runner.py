@@ -48,7 +48,7 @@ class ServicesReport:
 
 
 def _open(table: Table | str, fs: FileSystem | None) -> Table:
-    return table if isinstance(table, Table) else Table.open(table, fs)
+    return table if isinstance(table, Table) else Table.open(table, fs=fs)
 
 
 def run_services(table: Table | str, policies: PoliciesConfig, *, modes: tuple[str, ...] = ("inline",),

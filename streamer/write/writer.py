@@ -92,6 +92,7 @@ class HudiWriter:
         cls,
         path: str,
         config: TableConfig,
+        *,
         schema: pa.Schema | None = None,
         options: WriteOptions | None = None,
         fs: FileSystem | None = None,
@@ -128,7 +129,7 @@ class HudiWriter:
 
     @classmethod
     def open(
-        cls, path: str, options: WriteOptions | None = None, fs: FileSystem | None = None
+        cls, path: str, *, options: WriteOptions | None = None, fs: FileSystem | None = None
     ) -> HudiWriter:
         if fs is None:
             fs, path = resolve(path)

@@ -101,7 +101,7 @@ def test_kill9_at_random_points_then_recover(tmp_path):
             # the commit counts only if its completed instant made it to storage
             if len(completed) == 4:
                 model.upsert(crash_batch)
-        res = HudiWriter.open(case, OPTS).upsert(recover_batch)
+        res = HudiWriter.open(case, options=OPTS).upsert(recover_batch)
         model.upsert(recover_batch)
         assert res.instant
         _assert_model(case, model)
@@ -127,7 +127,7 @@ def test_kill9_during_rollback_then_recover(tmp_path):
         assert _run_child(case, "upsert", crash_batch, tmp_path, before_complete) != 0
         # the recovering writer itself dies at its m-th step (inside the rollback)
         _run_child(case, "upsert", recover_batch, tmp_path, m)
-        res = HudiWriter.open(case, OPTS).upsert(recover_batch)
+        res = HudiWriter.open(case, options=OPTS).upsert(recover_batch)
         model = Model(dict(base_model.rows))
         model.upsert(recover_batch)
         assert res.instant
