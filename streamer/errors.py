@@ -64,3 +64,15 @@ class SourceError(StreamerError):
 
 class KafkaBrokerError(StreamerError):
     """The Kafka broker could not be started, reached or stopped in time."""
+
+
+class QueryError(StreamerError):
+    """An invalid query (unknown type, instant not on the timeline...)."""
+
+
+class ServiceError(StreamerError):
+    """A table service could not schedule, run or roll back a plan."""
+
+
+class LeaseHeldError(StreamerError):
+    """Another live process runs this pipeline."""

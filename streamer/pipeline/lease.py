@@ -14,105 +14,58 @@ that the table's newest checkpoint is still the one it started from.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import posixpath
-import socket
 import threading
-import time
-import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
-from streamer.errors import MissingFileError, StreamerError
-from streamer.fs import FileSystem, resolve
-from streamer.write.lock import pid_alive
+from streamer.errors import LeaseHeldError
+from streamer.fs import resolve
+from streamer.write.lock import FileLock, LockInfo
 
 log = logging.getLogger(__name__)
 
 LEASE_FILE = "_lease.json"
 
+#: Who holds a lease: the lock record every lock of the project writes.
+Holder = LockInfo
 
-class LeaseHeldError(StreamerError):
-    """Another live process runs this pipeline."""
-
-
-@dataclass(frozen=True)
-class Holder:
-    owner: str
-    host: str
-    pid: int
-    heartbeat: float
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}"
+__all__ = ["LEASE_FILE", "Holder", "LeaseHeldError", "PipelineLease"]
 
 
 class PipelineLease:
-    """The lease of one pipeline, in its checkpoint folder. Use as a context manager."""
+    """The lease of one pipeline, in its checkpoint folder.
+
+    Built on :class:`~streamer.write.lock.FileLock`, the one lock primitive of the project
+    (the table's writer lock and the services' plan locks are the same thing): exclusive
+    create, a heartbeat thread, and takeover of a dead or expired holder guarded so two
+    standbys cannot both win.
+    """
 
     def __init__(self, folder: str, pipeline: str, expiry_s: float = 30.0) -> None:
-        self.fs: FileSystem
         self.fs, folder = resolve(folder)
         self.path = posixpath.join(folder, LEASE_FILE)
         self.pipeline = pipeline
         self.expiry_s = expiry_s
-        self.me = Holder(uuid.uuid4().hex, socket.gethostname(), os.getpid(), 0.0)
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._lock = FileLock(self.fs, self.path, expiry_s=expiry_s, purpose=f"pipeline {pipeline}")
 
-    # -- who holds it ----------------------------------------------------------------
     def holder(self) -> Holder | None:
-        try:
-            data = json.loads(self.fs.read_bytes(self.path))
-            return Holder(str(data["owner"]), str(data["host"]), int(data["pid"]), float(data["heartbeat"]))
-        except MissingFileError:
-            return None
-        except (ValueError, KeyError, TypeError):  # being written right now: treat as held
-            return Holder("?", "?", -1, time.time())
+        """The current holder (``None``: nobody)."""
+        return self._lock.current()
 
-    def _alive(self, h: Holder) -> bool:
-        if time.time() - h.heartbeat > self.expiry_s:
-            return False
-        if h.host == self.me.host and h.pid > 0:
-            return pid_alive(h.pid)
-        return True
-
-    def _record(self) -> bytes:
-        return json.dumps(asdict(Holder(self.me.owner, self.me.host, self.me.pid, time.time()))).encode()
-
-    # -- taking it -------------------------------------------------------------------
     def try_acquire(self) -> Holder | None:
         """Take the lease; returns None on success, else the live holder."""
-        if self.fs.create_exclusive(self.path, self._record()):
-            self._start_heartbeat()
+        if self._lock.held:
             return None
-        current = self.holder()
-        if current is None or current.owner == self.me.owner:
-            return self.try_acquire() if current is None else None
-        if self._alive(current):
-            return current
-        log.warning("[%s] taking over the lease of %s (gone)", self.pipeline, current.describe())
-        self._remove_stale(current)
-        return self.try_acquire()
-
-    def _remove_stale(self, stale: Holder) -> None:
-        """Delete the stale lease, unless another standby already replaced it.
-
-        Two standbys may see the same dead holder; a plain "check, then delete" would let
-        the slower one delete the lease the faster one just took. Only the standby that
-        creates the takeover marker for this holder may delete, and only while the lease
-        still is the stale one; the new lease itself is then won by ``create_exclusive``.
-        """
-        marker = f"{self.path}.takeover-{stale.owner}"
-        if not self.fs.create_exclusive(marker, b""):
-            return
-        try:
-            if self.holder() == stale:
-                self.fs.delete_file(self.path)
-        finally:
-            self.fs.delete_file(marker)
+        if self._lock.try_acquire():
+            if self._lock.took_over is not None:
+                log.warning("[%s] took over the lease of %s (gone)", self.pipeline,
+                            self._lock.took_over.describe())
+            return None
+        held_by = self.holder()
+        if held_by is None:  # the file is being written by its creator this instant
+            held_by = LockInfo("?", "?", -1, 0.0, "a process creating the lease")
+        return held_by
 
     def acquire(self, standby: bool = False, stop: threading.Event | None = None,
                 on_wait: Callable[[Holder], None] | None = None, poll_s: float = 0.2) -> bool:
@@ -137,26 +90,4 @@ class PipelineLease:
         return False
 
     def release(self) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(timeout=5)
-            self._beat = None
-        current = self.holder()
-        if current is not None and current.owner == self.me.owner:
-            self.fs.delete_file(self.path)
-
-    def _start_heartbeat(self) -> None:
-        self._stop.clear()
-        self._beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.pipeline}", daemon=True)
-        self._beat.start()
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(max(0.5, self.expiry_s / 4)):
-            try:
-                current = self.holder()
-                if current is not None and current.owner != self.me.owner:
-                    log.error("[%s] lost the pipeline lease to %s", self.pipeline, current.describe())
-                    return
-                self.fs.write_atomic(self.path, self._record())
-            except OSError:
-                continue  # a missed beat is not fatal; expiry is generous
+        self._lock.release()

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streamer.errors import StreamerError
+from streamer.errors import QueryError, StreamerError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
 from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
@@ -35,10 +35,6 @@ log = logging.getLogger(__name__)
 QUERIES = ("snapshot", "read_optimized", "incremental")
 #: Schema metadata key carrying the corrupt-block count on every result table.
 CORRUPT_BLOCKS_METADATA_KEY = b"morstreamer.corrupt_blocks"
-
-
-class QueryError(StreamerError):
-    """An invalid query (unknown type, instant not on the timeline...)."""
 
 
 @dataclass

@@ -12,17 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamer.errors import StreamerError
+from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceError re-exported
 from streamer.read.table import Table
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
 from streamer.table.naming import parse_log_file_name, write_token
 
 GroupId = tuple[str, str]  # (partition path, file id)
-
-
-class ServiceError(StreamerError):
-    """A table service could not schedule, run or roll back a plan."""
 
 
 @dataclass
