@@ -286,6 +286,25 @@ def encode_deletes(keys_table: pa.Table) -> bytes:
     return struct.pack(">ii", DELETE_BLOCK_VERSION, len(payload)) + payload
 
 
+def _decimal_ordering(values: list[Any]) -> list[Any]:
+    """Decimals as Hudi's DecimalWrapper holds them: decimal(30, 15); a value with more
+    than 15 integer digits does not fit and is refused rather than rounded."""
+    q = decimal.Decimal(1).scaleb(-15)
+    limit = decimal.Decimal(10) ** 15
+    out = []
+    with decimal.localcontext(decimal.Context(prec=80)):
+        for x in values:
+            if x is None:
+                out.append(None)
+                continue
+            if abs(x) >= limit:
+                raise SchemaError(
+                    f"delete ordering value {x} does not fit Hudi's DecimalWrapper (decimal(30, 15))"
+                )
+            out.append(x.quantize(q))
+    return out
+
+
 def _wrap_ordering(col: pa.ChunkedArray) -> list[Any]:
     t = col.type
     if pa.types.is_null(t):
@@ -298,14 +317,17 @@ def _wrap_ordering(col: pa.ChunkedArray) -> list[Any]:
     elif pa.types.is_time(t):
         vals, name = col.cast(pa.time64("us")).cast(pa.int64()).to_pylist(), "TimeMicrosWrapper"
     elif pa.types.is_decimal(t):
-        q = decimal.Decimal(1).scaleb(-15)
-        vals = [None if x is None else x.quantize(q) for x in col.to_pylist()]
-        name = "DecimalWrapper"
+        vals, name = _decimal_ordering(col.to_pylist()), "DecimalWrapper"
     elif pa.types.is_boolean(t):
         vals, name = col.to_pylist(), "BooleanWrapper"
     elif pa.types.is_integer(t):
         wide = t.bit_width == 64 or (t.bit_width == 32 and pa.types.is_unsigned_integer(t))
         vals, name = col.to_pylist(), "LongWrapper" if wide else "IntWrapper"
+        if t == pa.uint64() and any(v is not None and v >= 1 << 63 for v in vals):
+            raise SchemaError(
+                f"delete ordering value {max(v for v in vals if v is not None)} does not fit Hudi's "
+                "LongWrapper (a signed 64-bit long)"
+            )
     elif pa.types.is_floating(t):
         vals, name = col.to_pylist(), "DoubleWrapper" if t.bit_width == 64 else "FloatWrapper"
     elif pa.types.is_binary(t) or pa.types.is_large_binary(t):

@@ -135,7 +135,9 @@ def _unescape(s: str) -> str:
             continue
         out.append(_ESCAPES.get(nxt, nxt))
         i += 2
-    return "".join(out)
+    text = "".join(out)
+    # Java escapes a character beyond the BMP as a UTF-16 surrogate pair: join the halves
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def _escape(s: str, is_key: bool) -> str:
@@ -169,7 +171,8 @@ def format_java_properties(
     now = now or _dt.datetime.now(_dt.timezone.utc)
     lines = []
     if comment is not None:
-        lines.append("#" + comment)
+        # Java's Properties.writeComments: every line of a comment starts with '#'
+        lines.append("#" + "\n#".join(comment.splitlines() or [""]))
     # java.util.Date.toString(): "EEE MMM dd HH:mm:ss zzz yyyy"
     lines.append("#" + now.strftime("%a %b %d %H:%M:%S UTC %Y"))
     for k, v in props.items():

@@ -173,3 +173,15 @@ def test_delete_block_round_trips_through_a_log_file(case, header, lazy):
         (block,) = read_log_file(FS, path, lazy=lazy)
         assert block.block_type == BlockType.DELETE and block.header == header
         _check_deletes(block.deletes(), table, read_type, vals)
+
+
+def test_a_uint64_ordering_value_beyond_a_java_long_is_a_schema_error():
+    import pyarrow as pa
+    import pytest
+
+    from streamer.errors import SchemaError
+
+    table = pa.table({"_hoodie_record_key": ["k"], "_hoodie_partition_path": [""],
+                      "ordering_value": pa.array([1 << 63], pa.uint64())})
+    with pytest.raises(SchemaError, match="LongWrapper"):
+        log_content.encode_deletes(table)
