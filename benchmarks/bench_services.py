@@ -26,7 +26,7 @@ from streamer.config.policies import PoliciesConfig
 from streamer.read import Table
 from streamer.services.runner import run_inline_services
 from streamer.write import HudiWriter, TableConfig, WriteOptions
-from tests.unit.services.tablegen import SCHEMA, Gen
+from tests.support.block_tables import SCHEMA, Gen
 
 OPTS = WriteOptions(engine="local", small_file_limit=2 * 1024**2, max_file_size=4 * 1024**2)
 

@@ -19,21 +19,10 @@ from streamer.table.properties import load_properties
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import Query, assert_all_readers_agree, canon
 from tests.support import block_tables as tg
+from tests.support.hudi_options import HUDI_WRITE, V6
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
-#: What a Hudi user passes to continue a table our pipeline wrote (the table's own
-#: properties supply keys, partitioning, key generator and precombine field).
-HUDI_WRITE = {
-    "hoodie.table.name": "svc",
-    "hoodie.datasource.write.table.type": "MERGE_ON_READ",
-    "hoodie.datasource.write.recordkey.field": "id",
-    "hoodie.datasource.write.partitionpath.field": "city",
-    "hoodie.datasource.write.precombine.field": "ts",
-    "hoodie.datasource.write.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
-    "hoodie.datasource.write.operation": "upsert",
-}
-V6 = {"hoodie.write.table.version": "6", "hoodie.write.auto.upgrade": "false"}
 
 
 def _model_rows(model: tg.Model) -> list[str]:
