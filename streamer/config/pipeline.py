@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from streamer import defaults
 from streamer.config.base import OptionMap, StrictModel
 from streamer.config.policies import PoliciesConfig
 from streamer.config.sources import SourceConfig
@@ -35,13 +36,18 @@ class TriggerConfig(StrictModel):
 
 
 class EngineConfig(StrictModel):
-    """Where per-file-group work runs. ``engine: auto`` is shorthand for ``{mode: auto}``."""
+    """Where per-file-group work runs. ``engine: auto`` is shorthand for ``{mode: auto}``.
+
+    The one setting the engine is chosen from: the batch step decides with
+    ``local_max_records`` (collect to the driver or not), and the writer is given the
+    same threshold and the engine that decision implies (``streamer.pipeline.sink``).
+    """
 
     mode: Literal["auto", "local", "spark"] = "auto"
     #: ``auto`` writes batches up to this many records on the driver, larger ones on executors.
-    local_max_records: Annotated[int, Field(gt=0)] = 200_000
-    #: Driver threads of the local engine.
-    local_threads: Annotated[int, Field(gt=0)] = 4
+    local_max_records: Annotated[int, Field(gt=0)] = defaults.LOCAL_MAX_ROWS
+    #: Driver threads of the local engine (file-group writes and the index lookup).
+    local_threads: Annotated[int, Field(gt=0)] = defaults.LOCAL_THREADS
 
 
 class SparkSettings(StrictModel):

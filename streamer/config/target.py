@@ -1,8 +1,10 @@
 """The target Hudi table: ``target: {path, record_key, partition_by, ordering_field, ...}``.
 
 Defaults follow Hudi's own (``hoodie.parquet.max.file.size`` etc.) so a table written
-here behaves like one written by Hudi with the same settings; :attr:`hudi_properties`
-names the Hudi option each key stands for.
+here behaves like one written by Hudi with the same settings; each key's comment names
+the Hudi option it stands for. The keys become the writer's ``TableConfig`` and
+``WriteOptions`` in one place, :mod:`streamer.pipeline.sink`; a key the writer cannot
+honour is refused here, at validation, never accepted and ignored.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from streamer import defaults
 from streamer.config.base import StrictModel
 from streamer.config.units import Size
 
@@ -40,6 +43,8 @@ class TimestampKeyGen(StrictModel):
     """Partition by a formatted time taken from one field (Hudi's TimestampBasedKeyGenerator)."""
 
     type: Literal["timestamp"]
+    #: Hudi's ``EPOCHMICROSECONDS`` and ``SCALAR`` are named so that they are refused with
+    #: a reason (the writer does not implement them), not as unknown values.
     timestamp_type: Literal[
         "UNIX_TIMESTAMP", "EPOCHMILLISECONDS", "EPOCHMICROSECONDS", "DATE_STRING", "SCALAR"
     ] = "EPOCHMILLISECONDS"
@@ -48,23 +53,23 @@ class TimestampKeyGen(StrictModel):
     #: Needed for ``DATE_STRING`` inputs.
     input_date_format: str | None = None
     timezone: str = "UTC"
-    scalar_time_unit: Literal["SECONDS", "MILLISECONDS", "MICROSECONDS", "DAYS"] | None = None
+
+    @field_validator("timestamp_type")
+    @classmethod
+    def _supported(cls, v: str) -> str:
+        # the writer's own list (imported here: the writer package is heavy to load)
+        from streamer.write.config import TimestampType
+
+        supported = sorted(t.value for t in TimestampType)
+        if v not in supported:
+            raise ValueError(f"timestamp_type {v} is not supported by this writer (one of {supported})")
+        return v
 
     @model_validator(mode="after")
     def _inputs(self) -> TimestampKeyGen:
         if self.timestamp_type == "DATE_STRING" and not self.input_date_format:
             raise ValueError("timestamp_type DATE_STRING needs input_date_format")
-        if self.timestamp_type == "SCALAR" and not self.scalar_time_unit:
-            raise ValueError("timestamp_type SCALAR needs scalar_time_unit")
         return self
-
-
-KEY_GENERATOR_CLASSES: dict[str, str] = {
-    "simple": "org.apache.hudi.keygen.SimpleKeyGenerator",
-    "complex": "org.apache.hudi.keygen.ComplexKeyGenerator",
-    "non_partitioned": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
-    "timestamp": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
-}
 
 
 def _keygen_shorthand(value: object) -> object:
@@ -97,25 +102,62 @@ class TargetConfig(StrictModel):
     #: ``city=sf/`` instead of ``sf/`` partition folders.
     hive_style: bool = False
     #: Partition paths URL-encoded (Hudi ``hoodie.datasource.write.partitionpath.urlencode``).
+    #: Refused when true until the key generator encodes (see :meth:`_url_encode`).
     url_encode_partitions: bool = False
     operation: Literal["upsert", "insert", "bulk_insert"] = "upsert"
     #: Parquet blocks carry the RFC-06 index; Avro blocks are what older readers expect.
-    log_block_format: Literal["parquet", "avro"] = "parquet"
-    compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+    log_block_format: Literal["parquet", "avro"] = defaults.LOG_BLOCK_FORMAT
+    #: Hudi ``hoodie.parquet.compression.codec``: base files and Parquet log blocks.
+    compression: Literal["snappy", "zstd", "gzip", "none"] = defaults.PARQUET_CODEC
     #: Hudi ``hoodie.parquet.max.file.size``.
-    max_file_size: Size = 120 * 1024**2
+    max_file_size: Size = defaults.MAX_FILE_SIZE
     #: Hudi ``hoodie.parquet.small.file.limit``: base files below this receive inserts.
-    small_file_limit: Size = 100 * 1024**2
-    #: Hudi ``hoodie.logfile.max.size``: a log file above this rolls to a new version.
-    log_file_max_size: Size = 1024**3
-    #: Hudi ``hoodie.logfile.data.block.max.size``: larger writes split into several blocks.
-    log_block_max_size: Size = 256 * 1024**2
+    small_file_limit: Size = defaults.SMALL_FILE_LIMIT
+    #: Hudi ``hoodie.logfile.max.size``: refused if set (see :meth:`_log_file_max_size`).
+    log_file_max_size: Size | None = None
+    #: Hudi ``hoodie.logfile.data.block.max.size``: one commit's data for a file group
+    #: above this is written as several data blocks.
+    log_block_max_size: Size = defaults.LOG_BLOCK_MAX_SIZE
 
     @field_validator("table_name")
     @classmethod
     def _table_name(cls, v: str | None) -> str | None:
         if v is not None and not _IDENTIFIER.match(v):
             raise ValueError(f"table_name {v!r} must be letters, digits and underscores")
+        return v
+
+    @field_validator("log_file_max_size")
+    @classmethod
+    def _log_file_max_size(cls, v: int | None) -> int | None:
+        # Hudi rolls an appended-to log file over to a new version once it passes this
+        # size. This writer never appends to a log file: each commit writes a new log
+        # file version per file group, so a file holds one commit's blocks for one group.
+        # Bounding that too would take several log files per file group and commit, each
+        # with its own write stat, which the commit does not produce.
+        if v is not None:
+            raise ValueError(
+                "log_file_max_size is not supported: this writer never appends to a log file "
+                "(every commit writes a new log file per file group), so a log file holds one "
+                "commit's blocks; bound blocks with log_block_max_size and file slices with "
+                "compaction"
+            )
+        return v
+
+    @field_validator("url_encode_partitions")
+    @classmethod
+    def _url_encode(cls, v: bool) -> bool:
+        if v:
+            raise ValueError(
+                "url_encode_partitions is not supported yet: the key generator writes partition "
+                "values unencoded, so a value with '/' would become nested folders"
+            )
+        return v
+
+    @field_validator("log_block_max_size")
+    @classmethod
+    def _positive_block_size(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("log_block_max_size must be positive")
         return v
 
     @model_validator(mode="after")
@@ -150,35 +192,8 @@ class TargetConfig(StrictModel):
 
     @property
     def key_generator_class(self) -> str:
-        """Hudi's class name for ``hoodie.table.keygenerator.class``."""
-        return KEY_GENERATOR_CLASSES[self.effective_key_generator]
+        """Hudi's class name for ``hoodie.table.keygenerator.class`` (the writer's table)."""
+        # imported here: ``streamer validate`` need not load the writer package
+        from streamer.write.config import KeyGenType
 
-    def hudi_properties(self) -> dict[str, str]:
-        """The Hudi write/table options these settings correspond to (for hoodie.properties etc.)."""
-        props = {
-            "hoodie.table.name": self.table_name or "",
-            "hoodie.datasource.write.recordkey.field": ",".join(self.record_key),
-            "hoodie.datasource.write.partitionpath.field": ",".join(self.partition_by),
-            "hoodie.datasource.write.hive_style_partitioning": str(self.hive_style).lower(),
-            "hoodie.datasource.write.partitionpath.urlencode": str(self.url_encode_partitions).lower(),
-            "hoodie.datasource.write.operation": self.operation,
-            "hoodie.table.keygenerator.class": self.key_generator_class,
-            "hoodie.logfile.data.block.format": self.log_block_format,
-            "hoodie.parquet.compression.codec": self.compression,
-            "hoodie.parquet.max.file.size": str(self.max_file_size),
-            "hoodie.parquet.small.file.limit": str(self.small_file_limit),
-            "hoodie.logfile.max.size": str(self.log_file_max_size),
-            "hoodie.logfile.data.block.max.size": str(self.log_block_max_size),
-        }
-        if self.ordering_field:
-            props["hoodie.datasource.write.precombine.field"] = self.ordering_field
-        kg = self.key_generator
-        if isinstance(kg, TimestampKeyGen):
-            props["hoodie.keygen.timebased.timestamp.type"] = kg.timestamp_type
-            props["hoodie.keygen.timebased.output.dateformat"] = kg.output_date_format
-            props["hoodie.keygen.timebased.timezone"] = kg.timezone
-            if kg.input_date_format:
-                props["hoodie.keygen.timebased.input.dateformat"] = kg.input_date_format
-            if kg.scalar_time_unit:
-                props["hoodie.keygen.timebased.timestamp.scalar.time.unit"] = kg.scalar_time_unit
-        return props
+        return KeyGenType.parse(self.effective_key_generator).value

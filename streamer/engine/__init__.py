@@ -2,14 +2,17 @@
 
 ``auto`` picks local for Arrow input and for Spark DataFrames up to
 ``WriteOptions.auto_local_max_rows`` rows (collecting a small micro-batch to the
-driver is cheaper than scheduling it), and Spark above that.
+driver is cheaper than scheduling it), and Spark above that. A caller that already
+knows the batch's size (the pipeline decided with the same threshold when it built the
+batch) names the engine instead, and no row count runs here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from streamer.engine.base import Engine, Prepared
+from streamer import defaults
+from streamer.engine.base import Engine, Prepared, with_write_options
 from streamer.engine.local import LocalEngine
 
 
@@ -17,8 +20,8 @@ def _is_spark_df(data: Any) -> bool:
     return hasattr(data, "mapInArrow") and hasattr(data, "sparkSession")
 
 
-def select_engine(name: str, data: Any, options: Any) -> Engine:
-    parallelism = getattr(options, "parallelism", 4)
+def _choose(name: str, data: Any, options: Any) -> Engine:
+    parallelism = getattr(options, "parallelism", defaults.LOCAL_THREADS)
     if name == "local":
         return LocalEngine(parallelism)
     if name == "spark":
@@ -28,7 +31,7 @@ def select_engine(name: str, data: Any, options: Any) -> Engine:
     if name != "auto":
         raise ValueError(f"engine must be auto, local or spark, not {name!r}")
     if _is_spark_df(data):
-        limit = getattr(options, "auto_local_max_rows", 200_000)
+        limit = getattr(options, "auto_local_max_rows", defaults.LOCAL_MAX_ROWS)
         if data.limit(limit + 1).count() > limit:
             from streamer.engine.spark import SparkEngine
 
@@ -36,4 +39,9 @@ def select_engine(name: str, data: Any, options: Any) -> Engine:
     return LocalEngine(parallelism)
 
 
-__all__ = ["Engine", "LocalEngine", "Prepared", "select_engine"]
+def select_engine(name: str, data: Any, options: Any) -> Engine:
+    """The engine ``name`` (``auto``: decided from ``data``) writing with ``options``."""
+    return with_write_options(_choose(name, data, options), options)
+
+
+__all__ = ["Engine", "LocalEngine", "Prepared", "select_engine", "with_write_options"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamer.fs import FileSystem
 from streamer.table.properties import format_java_properties, parse_java_properties
@@ -114,6 +116,58 @@ def is_base_file(name: str) -> bool:
 
 
 # --------------------------------------------------------------------------- partitions
+#: What Hudi's ``PartitionPathEncodeUtils`` (a copy of Hive's ``FileUtils``) escapes in a
+#: partition value when ``hoodie.datasource.write.partitionpath.urlencode`` is on: ASCII
+#: control characters and ``"#%'*/:=?\\{[]^`` plus DEL, each as ``%XX`` (upper-case hex).
+#: Everything else, spaces and non-ASCII characters included, is kept as is.
+_ESCAPED = frozenset(
+    [*map(chr, range(0x20)), '"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[", "]", "^"]
+)
+_HEX2 = re.compile(r"[+]?[0-9A-Fa-f]+")
+
+
+def escape_path_name(value: str) -> str:
+    """One partition value as Hudi's ``escapePathName`` writes it (``a/b:c`` -> ``a%2Fb%3Ac``)."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def unescape_path_name(value: str) -> str:
+    """Inverse of :func:`escape_path_name`, exactly as Hudi's ``unescapePathName``.
+
+    Each ``%XX`` becomes the one character with that code (not a UTF-8 byte: escaping
+    only ever produced ASCII codes); a ``%`` not followed by two hex digits stays.
+    """
+    if "%" not in value:
+        return value
+    out: list[str] = []
+    i, n = 0, len(value)
+    while i < n:
+        c = value[i]
+        # Hudi's bound is i + 2 < length (Java's Integer.parseInt(.., 16) takes a leading +)
+        if c == "%" and i + 2 < n and _HEX2.fullmatch(value[i + 1 : i + 3]):
+            out.append(chr(int(value[i + 1 : i + 3], 16)))
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def escape_path_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """:func:`escape_path_name` over a string column (for the key generator).
+
+    Partition columns have few distinct values: each is escaped once, in Python, so the
+    column and the scalar rule cannot disagree.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    unique = pc.unique(values)
+    escaped = pa.array(
+        [None if v is None else escape_path_name(v) for v in unique.to_pylist()], pa.string()
+    )
+    return pc.take(escaped, pc.index_in(values, value_set=unique))
+
+
 def partition_path(
     fields: Sequence[str], values: Sequence[object], hive_style: bool, url_encode: bool = False
 ) -> str:
@@ -125,7 +179,7 @@ def partition_path(
     for f, v in zip(fields, values, strict=True):
         s = DEFAULT_PARTITION if v is None or v == "" else str(v)
         if url_encode:
-            s = urllib.parse.quote(s, safe="")
+            s = escape_path_name(s)
         parts.append(f"{f}={s}" if hive_style else s)
     return "/".join(parts)
 
@@ -133,7 +187,12 @@ def partition_path(
 def partition_values(
     path: str, fields: Sequence[str], hive_style: bool, url_encode: bool = False
 ) -> dict[str, str | None]:
-    """Inverse of :func:`partition_path`: column -> string value (``None`` for default)."""
+    """Inverse of :func:`partition_path`: column -> string value (``None`` for default).
+
+    With ``url_encode`` (the table's ``hoodie.datasource.write.partitionpath.urlencode``)
+    each value is unescaped as Hudi does; an encoded value never contains ``/`` or ``=``,
+    so splitting the path first is safe.
+    """
     if not path or not fields:
         return {}
     segments = path.split("/")
@@ -150,7 +209,7 @@ def partition_values(
         return {}
     for k, v in list(out.items()):
         if v is not None and url_encode:
-            v = urllib.parse.unquote(v)
+            v = unescape_path_name(v)
         out[k] = None if v == DEFAULT_PARTITION else v
     return out
 

@@ -5,7 +5,9 @@ table's identity and is persisted in ``hoodie.properties`` (so any writer that o
 the table later builds the same keys and partition paths), while :class:`WriteOptions`
 are per-writer tuning knobs a user may change between runs without rewriting data.
 Keeping the mapping to Hudi property names here means the rest of the writer never
-spells a ``hoodie.*`` string.
+spells a ``hoodie.*`` string. A pipeline's ``target:`` becomes these two in one place,
+:mod:`streamer.pipeline.sink`; defaults shared with the YAML models come from
+:mod:`streamer.defaults`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from streamer import defaults
 from streamer.errors import ConfigError
+from streamer.index.rfc06 import BloomParams
+from streamer.table.properties import URL_ENCODE_PARTITIONING
 
 
 class KeyGenType(str, Enum):
@@ -24,18 +29,18 @@ class KeyGenType(str, Enum):
     NON_PARTITIONED = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
     TIMESTAMP = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 
+    @property
+    def short_name(self) -> str:
+        """The name a pipeline's ``target.key_generator`` uses (``simple``, ``non_partitioned``...)."""
+        return self.name.lower()
+
     @classmethod
     def parse(cls, value: str | KeyGenType) -> KeyGenType:
+        """From a short name (the YAML's, or an alias) or Hudi's class name."""
         if isinstance(value, KeyGenType):
             return value
-        short = {
-            "simple": cls.SIMPLE,
-            "complex": cls.COMPLEX,
-            "non_partitioned": cls.NON_PARTITIONED,
-            "nonpartitioned": cls.NON_PARTITIONED,
-            "timestamp": cls.TIMESTAMP,
-            "timestamp_based": cls.TIMESTAMP,
-        }
+        short = {m.short_name: m for m in cls}
+        short.update(nonpartitioned=cls.NON_PARTITIONED, timestamp_based=cls.TIMESTAMP)
         key = value.strip()
         if key.lower() in short:
             return short[key.lower()]
@@ -99,8 +104,13 @@ class TableConfig:
     keygen: KeyGenType = KeyGenType.SIMPLE
     hive_style_partitioning: bool = False
     timestamp: TimestampKeyGenConfig = field(default_factory=TimestampKeyGenConfig)
-    log_block_format: LogBlockFormat = LogBlockFormat.PARQUET
+    log_block_format: LogBlockFormat = LogBlockFormat(defaults.LOG_BLOCK_FORMAT)
     database: str | None = "default"
+    #: Partition values escaped as Hudi's ``PartitionPathEncodeUtils.escapePathName`` does
+    #: (``hoodie.datasource.write.partitionpath.urlencode``). Refused for now: the key
+    #: generator does not encode yet, and writing plain folders into such a table would
+    #: put a value with ``/`` in nested folders Hudi's readers do not decode.
+    url_encode_partitions: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "record_key_fields", tuple(self.record_key_fields))
@@ -135,6 +145,11 @@ class TableConfig:
                 f"table {self.name}: TimestampBasedKeyGenerator needs one record key field "
                 "and exactly one (timestamp) partition field"
             )
+        if self.url_encode_partitions:
+            raise ConfigError(
+                f"table {self.name}: URL-encoded partition paths "
+                f"({URL_ENCODE_PARTITIONING}=true) are not supported by this writer yet"
+            )
 
     @property
     def is_partitioned(self) -> bool:
@@ -146,7 +161,7 @@ class TableConfig:
     # -- hoodie.properties ------------------------------------------------------------
     def extra_properties(self) -> dict[str, str]:
         """Keys beyond :func:`new_table_properties`' arguments that we persist."""
-        extra: dict[str, str] = {}
+        extra: dict[str, str] = {URL_ENCODE_PARTITIONING: str(self.url_encode_partitions).lower()}
         if self.keygen is KeyGenType.TIMESTAMP:
             extra.update(
                 {
@@ -206,10 +221,13 @@ class TableConfig:
             timestamp=ts,
             log_block_format=LogBlockFormat(fmt if fmt in ("parquet", "avro") else "parquet"),
             database=raw.get("hoodie.database.name"),
+            url_encode_partitions=raw.get(URL_ENCODE_PARTITIONING, "false").strip().lower() == "true",
         )
 
 
-MiB = 1024 * 1024
+_BLOOM = BloomParams()
+#: Codecs every Hudi reader reads (``none`` = Hudi's ``uncompressed``).
+PARQUET_CODECS = ("snappy", "zstd", "gzip", "none")
 
 
 @dataclass(frozen=True)
@@ -221,29 +239,32 @@ class WriteOptions:
     ``bloom_*`` size the Hudi-compatible dynamic bloom filters (Hudi's defaults, so a
     Hudi reader's bloom index can use our base-file footers unchanged).
     ``engine``: ``local``, ``spark`` or ``auto`` (local below ``auto_local_max_rows``).
-    ``parquet_codec``: compression of base files and Parquet log blocks.
+    ``parquet_codec``: compression of base files and Parquet log blocks (Hudi's
+    ``hoodie.parquet.compression.codec``).
+    ``log_block_max_size``: one commit's data for a file group above this many bytes is
+    written as several data blocks (Hudi's ``hoodie.logfile.data.block.max.size``).
     ``lock_timeout_s``: how long a commit waits for the table's writer lock (held by
     another writer, or by a table service between two commits) before it raises the
     retryable :class:`~streamer.errors.CommitConflictError` naming the holder.
     """
 
-    small_file_limit: int = 100 * MiB
-    max_file_size: int = 120 * MiB
+    small_file_limit: int = defaults.SMALL_FILE_LIMIT
+    max_file_size: int = defaults.MAX_FILE_SIZE
     default_record_size: int = 1024
-    bloom_num_entries: int = 60_000
-    bloom_fpp: float = 1e-9
-    bloom_max_entries: int = 100_000
-    slice_bloom_num_entries: int = 5_000
-    slice_bloom_fpp: float = 1e-6
-    slice_bloom_max_entries: int = 200_000
+    bloom_num_entries: int = _BLOOM.num_entries
+    bloom_fpp: float = _BLOOM.fpp
+    bloom_max_entries: int = _BLOOM.max_entries
+    slice_bloom_num_entries: int = _BLOOM.slice_num_entries
+    slice_bloom_fpp: float = _BLOOM.slice_fpp
+    slice_bloom_max_entries: int = _BLOOM.slice_max_entries
     engine: str = "auto"
-    auto_local_max_rows: int = 200_000
-    parallelism: int = 4
+    auto_local_max_rows: int = defaults.LOCAL_MAX_ROWS
+    parallelism: int = defaults.LOCAL_THREADS
     lock_timeout_s: float = 30.0
     heartbeat_expiry_s: float = 60.0
     combine_before_insert: bool = True
-    # Hudi's default is gzip; snappy writes ~3x faster and every Hudi reader reads it.
-    parquet_codec: str = "snappy"
+    parquet_codec: str = defaults.PARQUET_CODEC
+    log_block_max_size: int = defaults.LOG_BLOCK_MAX_SIZE
 
     def __post_init__(self) -> None:
         if self.max_file_size <= 0 or self.small_file_limit < 0:
@@ -255,3 +276,7 @@ class WriteOptions:
             )
         if self.engine not in ("auto", "local", "spark"):
             raise ConfigError(f"engine must be auto, local or spark, not {self.engine!r}")
+        if self.parquet_codec not in PARQUET_CODECS:
+            raise ConfigError(f"parquet_codec must be one of {PARQUET_CODECS}, not {self.parquet_codec!r}")
+        if self.log_block_max_size <= 0:
+            raise ConfigError(f"log_block_max_size must be positive, not {self.log_block_max_size}")

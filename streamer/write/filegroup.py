@@ -4,9 +4,9 @@ Given a file group and the rows routed to it (inserts, updates, deletes), it
 
 * opens a *new* file group with a base file (RFC-06: a group always starts with one),
   carrying Hudi's footer index (bloom, min/max key); or
-* appends to an existing group one new log file version holding a data block sorted by
-  key — a Parquet block whose footer has the block's and the slice's cumulative index —
-  and a delete block,
+* appends to an existing group one new log file version holding data blocks sorted by
+  key — Parquet blocks whose footers have the block's and the slice's cumulative index;
+  several when the data exceeds ``log_block_max_size`` — and a delete block,
 
 and returns the Hudi write stat the driver puts in the commit metadata. Every data file
 is preceded by its marker and written atomically (temp + fsync + rename), so a crash
@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from streamer import defaults
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
 from streamer.index.slice_members import is_committed_fn, slice_members
-from streamer.table.base_file import CODEC
 from streamer.table.fsview import FileSlice
 from streamer.table.log_content import ORDERING_VALUE
 from streamer.table.log_format import (
@@ -71,7 +71,11 @@ class WriteContext:
     ordering_field: str | None
     completed: frozenset[str]
     first_active: str | None
-    codec: str = CODEC
+    #: Parquet compression of base files and Parquet log blocks (``WriteOptions.parquet_codec``)
+    codec: str = defaults.PARQUET_CODEC
+    #: a file group's data in one commit is split into blocks of about this many bytes
+    #: (``WriteOptions.log_block_max_size``, Hudi's ``hoodie.logfile.data.block.max.size``)
+    log_block_max_size: int = defaults.LOG_BLOCK_MAX_SIZE
     #: local engine only: each looked-up slice's cumulative key summary as the index read
     #: it, keyed by (partition, file id, base instant), so appending does not read and
     #: parse the newest block's footer again (never shipped to Spark executors)
@@ -95,7 +99,7 @@ class FileGroupTask:
     slice: FileSlice | None = None
 
 
-def _encode_parquet(table: pa.Table, kv: dict[str, str], codec: str = CODEC) -> bytes:
+def _encode_parquet(table: pa.Table, kv: dict[str, str], codec: str = defaults.PARQUET_CODEC) -> bytes:
     """Parquet bytes with ``kv`` in the footer, written like Hudi's base files.
 
     ``store_schema=False``: pyarrow would otherwise copy the whole KV metadata (our
@@ -249,6 +253,54 @@ def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
     return KeySummary.of_keys(keys, ctx.bloom.new_slice())
 
 
+def block_row_ranges(rows: pa.Table, max_bytes: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` of each data block's rows: about ``max_bytes`` of rows each.
+
+    As Hudi's append handle does (``hoodie.logfile.data.block.max.size``), the split is
+    by row count from the rows' average in-memory size, not by encoding and measuring:
+    a block holds at least one row, and the rows are spread evenly over the blocks.
+    """
+    n = rows.num_rows
+    size = rows.nbytes
+    if n <= 1 or size <= max_bytes:
+        return [(0, n)]
+    count = min(n, -(-size // max_bytes))
+    per_block = -(-n // count)
+    return [(start, min(per_block, n - start)) for start in range(0, n, per_block)]
+
+
+def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header: dict) -> list[bytes]:
+    """The framed data blocks of ``data`` (sorted by key), split by ``ctx.log_block_max_size``.
+
+    Parquet blocks chain the slice's cumulative index: each block's slice summary is the
+    previous block's plus its own keys, so the newest block always summarises the slice.
+    """
+    ranges = block_row_ranges(data, ctx.log_block_max_size)
+    if ctx.block_format is not LogBlockFormat.PARQUET:
+        avro_schema = json.loads(ctx.writer_avro_schema)
+        return [
+            encode_data_block(
+                data.slice(start, length), header, kind=BlockType.AVRO_DATA, avro_schema=avro_schema
+            )
+            for start, length in ranges
+        ]
+    blocks: list[bytes] = []
+    seed = _slice_seed(ctx, task)
+    for i, (start, length) in enumerate(ranges):
+        rows = data.slice(start, length)
+        keys = rows.column(RECORD_KEY_COL).combine_chunks()
+        kv = block_metadata(keys, seed, ctx.bloom, task.base_instant)
+        # rows are already sorted by key; framing the Parquet bytes ourselves skips
+        # encode_data_block's default-sized filter that our kv would replace anyway
+        blocks.append(encode_block(BlockType.PARQUET_DATA, header, _encode_parquet(rows, kv, ctx.codec)))
+        if i + 1 < len(ranges):
+            # the next block chains on exactly what this one's footer says
+            seed = KeySummary.from_kv(
+                {k.encode(): v.encode() for k, v in kv.items()}, slice_level=True
+            )
+    return blocks
+
+
 def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
     log_name = log_file_name(task.file_id, task.base_instant, task.next_log_version, token)
     # Hudi 0.14 names an APPEND marker after the slice's base file; ours also has a
@@ -264,18 +316,7 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
     deletes = rows.filter(pc.equal(ops, OP_DELETE))
     if upserts.num_rows:
         data = _with_meta(ctx, upserts, task, task.file_id)
-        if ctx.block_format is LogBlockFormat.PARQUET:
-            keys = data.column(RECORD_KEY_COL).combine_chunks()
-            kv = block_metadata(keys, _slice_seed(ctx, task), ctx.bloom, task.base_instant)
-            # rows are already sorted by key; framing the Parquet bytes ourselves skips
-            # encode_data_block's default-sized filter that our kv would replace anyway
-            blocks.append(encode_block(BlockType.PARQUET_DATA, header, _encode_parquet(data, kv, ctx.codec)))
-        else:
-            blocks.append(
-                encode_data_block(
-                    data, header, kind=BlockType.AVRO_DATA, avro_schema=json.loads(ctx.writer_avro_schema)
-                )
-            )
+        blocks.extend(_data_blocks(ctx, task, data, header))
     if deletes.num_rows:
         cols = {
             RECORD_KEY_COL: deletes.column(RECORD_KEY_COL),

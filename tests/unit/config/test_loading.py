@@ -69,7 +69,7 @@ def test_defaults_are_filled_in_one_place():
     assert p.trigger.mode == "once" and p.engine.mode == "auto"
     assert p.target.operation == "upsert" and p.target.log_block_format == "parquet"
     assert p.policies.archive.min_commits == 20 and p.policies.clean.rule == ("commits", 10)
-    assert p.target.hudi_properties()["hoodie.table.keygenerator.class"].endswith("SimpleKeyGenerator")
+    assert p.target.key_generator_class.endswith("SimpleKeyGenerator")
 
 
 def test_every_problem_is_reported_with_its_yaml_path_and_line():
