@@ -23,13 +23,14 @@ from sources.base import Batch, empty_errors
 from sources.position import GeneratorPosition, Position
 from streamer.config.sources import GeneratorSourceConfig
 from streamer.errors import SourceError
+from streamer.table import meta_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 KEY_FIELD = "uuid"
 ORDERING_FIELD = "ts"
-DELETE_FIELD = "_hoodie_is_deleted"
+DELETE_FIELD = meta_fields.IS_DELETED
 
 _CURRENCIES = np.array(["USD", "EUR", "GBP"])
 

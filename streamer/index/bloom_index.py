@@ -33,10 +33,11 @@ from streamer.index.slice_members import (
     slice_members,
     slice_summary,
 )
+from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 
-RECORD_KEY = "_hoodie_record_key"
-PARTITION_PATH = "_hoodie_partition_path"
+RECORD_KEY = meta_fields.RECORD_KEY
+PARTITION_PATH = meta_fields.PARTITION_PATH
 FILE_ID = "_hoodie_file_id"
 
 

@@ -21,10 +21,11 @@ import pyarrow.parquet as pq
 
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
+from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
 
-RECORD_KEY = "_hoodie_record_key"
+RECORD_KEY = meta_fields.RECORD_KEY
 
 
 @dataclass

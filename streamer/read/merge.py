@@ -33,25 +33,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer.table import meta_fields
+from streamer.table.log_format import ROLLBACK_COMMAND, BlockType, HeaderKey
+
 log = logging.getLogger(__name__)
 
-RECORD_KEY = "_hoodie_record_key"
-PARTITION_PATH = "_hoodie_partition_path"
-COMMIT_TIME = "_hoodie_commit_time"
-IS_DELETED = "_hoodie_is_deleted"
-META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
+RECORD_KEY = meta_fields.RECORD_KEY
+PARTITION_PATH = meta_fields.PARTITION_PATH
+COMMIT_TIME = meta_fields.COMMIT_TIME
+IS_DELETED = meta_fields.IS_DELETED
+META_COLUMNS = meta_fields.META_COLUMNS
 _KEY, _SEQ, _ROW, _ORD = "__mor_key", "__mor_seq", "__mor_row", "__mor_ord"
 
 # Log block types (the int32 on the wire).
-COMMAND, DELETE, CORRUPT, AVRO_DATA, HFILE_DATA, PARQUET_DATA, CDC = range(7)
-DATA_TYPES = frozenset({AVRO_DATA, HFILE_DATA, PARQUET_DATA})
-ROLLBACK_COMMAND = "0"
+# The block types and header keys are log_format's: one table of the wire codes.
+COMMAND, DELETE, CORRUPT, CDC = BlockType.COMMAND, BlockType.DELETE, BlockType.CORRUPT, BlockType.CDC
+DATA_TYPES = frozenset({BlockType.AVRO_DATA, BlockType.HFILE_DATA, BlockType.PARQUET_DATA})
 
 
 class BlockLike(Protocol):
@@ -80,10 +77,10 @@ def block_type_code(block: BlockLike) -> int:
 
 
 def command_type(block: BlockLike) -> str | None:
-    """The COMMAND_BLOCK_TYPE header (key 3) value, '0' for a rollback."""
+    """The COMMAND_BLOCK_TYPE header value, ``ROLLBACK_COMMAND`` ('0') for a rollback."""
     for k, v in (block.header or {}).items():
         code = k.value if isinstance(k, Enum) else k
-        if code == 3 or str(k).upper().endswith("COMMAND_BLOCK_TYPE"):
+        if code == HeaderKey.COMMAND_BLOCK_TYPE:
             return str(v)
     return None
 

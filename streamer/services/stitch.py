@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.read.merge import MergeSpec, concat_aligned, record_keys
+from streamer.table import meta_fields
 from streamer.table.log_content import ORDERING_VALUE
 
 _K, _S, _R, _O = "__st_key", "__st_seq", "__st_row", "__st_ord"
@@ -59,7 +60,7 @@ def stitch(blocks: Sequence[tuple[str, pa.Table]], spec: MergeSpec) -> Stitched:
         tags = {_S: pa.array(np.full(n, seq, dtype=np.int32)), _R: pa.array(np.arange(n, dtype=np.int64))}
         if kind == "delete":
             n_dels += n
-            keys = pc.cast(t.column("_hoodie_record_key"), pa.string())
+            keys = pc.cast(t.column(meta_fields.RECORD_KEY), pa.string())
             t = t.append_column(_K, keys)
             del_parts.append(t.append_column(_S, tags[_S]).append_column(_R, tags[_R]))
         else:

@@ -26,13 +26,14 @@ from typing import Any
 import pyarrow as pa
 
 from streamer.errors import SchemaError
+from streamer.table import meta_fields
 
 META_FIELDS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
+    meta_fields.COMMIT_TIME,
+    meta_fields.COMMIT_SEQNO,
+    meta_fields.RECORD_KEY,
+    meta_fields.PARTITION_PATH,
+    meta_fields.FILE_NAME,
 )
 
 _PRIMITIVES: dict[str, pa.DataType] = {

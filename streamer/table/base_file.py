@@ -26,16 +26,11 @@ import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, SchemaError
 from streamer.fs import FileSystem
+from streamer.table import meta_fields
 from streamer.table.bloom import BloomFilter
 
-META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
-RECORD_KEY = "_hoodie_record_key"
+META_COLUMNS = meta_fields.META_COLUMNS
+RECORD_KEY = meta_fields.RECORD_KEY
 BLOOM_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
 MIN_KEY = "hoodie_min_record_key"

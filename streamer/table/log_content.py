@@ -31,13 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.errors import SchemaError
+from streamer.table import meta_fields
 from streamer.table.avro_schema import avro_records_to_arrow, avro_to_arrow
 from streamer.table.base_file import parquet_bytes
 
 AVRO_BLOCK_VERSION = 3
 DELETE_BLOCK_VERSION = 3
-RECORD_KEY = "_hoodie_record_key"
-PARTITION_PATH = "_hoodie_partition_path"
+RECORD_KEY = meta_fields.RECORD_KEY
+PARTITION_PATH = meta_fields.PARTITION_PATH
 ORDERING_VALUE = "ordering_value"
 
 _NS = "org.apache.hudi.avro.model"

@@ -33,6 +33,7 @@ from streamer import defaults
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
 from streamer.index.slice_members import is_committed_fn, slice_members
+from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 from streamer.table.log_content import ORDERING_VALUE
 from streamer.table.log_format import (
@@ -51,9 +52,9 @@ from streamer.write.markers import IOType, Marker, create_marker
 
 OP_COL = "_mor_op"
 OP_INSERT, OP_UPDATE, OP_DELETE = 0, 1, 2
-COMMIT_TIME_COL = "_hoodie_commit_time"
-SEQNO_COL = "_hoodie_commit_seqno"
-FILE_NAME_COL = "_hoodie_file_name"
+COMMIT_TIME_COL = meta_fields.COMMIT_TIME
+SEQNO_COL = meta_fields.COMMIT_SEQNO
+FILE_NAME_COL = meta_fields.FILE_NAME
 META_ORDER = (COMMIT_TIME_COL, SEQNO_COL, RECORD_KEY_COL, PARTITION_PATH_COL, FILE_NAME_COL)
 
 

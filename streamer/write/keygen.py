@@ -24,14 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.errors import SchemaError
+from streamer.table import meta_fields
 from streamer.write.config import KeyGenType, TableConfig, TimestampType
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
 
-RECORD_KEY_COL = "_hoodie_record_key"
-PARTITION_PATH_COL = "_hoodie_partition_path"
+RECORD_KEY_COL = meta_fields.RECORD_KEY
+PARTITION_PATH_COL = meta_fields.PARTITION_PATH
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.errors import SchemaError
+from streamer.table import meta_fields
 from streamer.write.config import TableConfig
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL, build_keys
 
-IS_DELETED_COL = "_hoodie_is_deleted"
+IS_DELETED_COL = meta_fields.IS_DELETED
 _ROW_COL = "__row"
 
 

@@ -20,15 +20,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streamer.errors import SchemaError
+from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow
 
-META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
+META_COLUMNS = meta_fields.META_COLUMNS
 
 # Avro's promotions: the writer's type (key) may be read as any of these reader types.
 _PROMOTIONS: dict[pa.DataType, tuple[pa.DataType, ...]] = {

@@ -27,6 +27,7 @@ from streamer.errors import CommitError, ConfigError
 from streamer.fs import FileSystem, resolve
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.rfc06 import BloomParams
+from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro
 from streamer.table.instant import Action
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
@@ -249,8 +250,8 @@ class HudiWriter:
                         self.fs, state.slices, state.is_committed(), self.options.parallelism
                     )
                     res = index.lookup(
-                        prepared.keys.column("_hoodie_record_key"),
-                        prepared.keys.column("_hoodie_partition_path"),
+                        prepared.keys.column(meta_fields.RECORD_KEY),
+                        prepared.keys.column(meta_fields.PARTITION_PATH),
                     )
                     file_ids, lookup = res.file_ids, res.stats
                     seeds = index.slice_seeds

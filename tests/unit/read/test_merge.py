@@ -7,15 +7,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from streamer.read.merge import (
-    AVRO_DATA,
-    COMMAND,
-    CORRUPT,
-    DELETE,
     MergeSpec,
     ScanStats,
     effective_blocks,
     merge_records,
 )
+from streamer.table.log_format import BlockType
 
 EVENT = MergeSpec(ordering_field="ts", event_time_ordering=True)
 COMMIT = MergeSpec(ordering_field="ts", event_time_ordering=False)
@@ -104,7 +101,7 @@ class FakeBlock:
 
 
 def data(ts, tag="", compacted=()):
-    return ("log", FakeBlock(AVRO_DATA, ts, compacted_block_times=list(compacted), tag=tag))
+    return ("log", FakeBlock(BlockType.AVRO_DATA, ts, compacted_block_times=list(compacted), tag=tag))
 
 
 def tags(blocks):
@@ -118,7 +115,7 @@ def test_uncommitted_blocks_skipped_and_counted():
 
 
 def test_rollback_cancels_target_blocks_anywhere():
-    rb = ("log", FakeBlock(COMMAND, "9", target_instant_time="2", header={3: "0"}))
+    rb = ("log", FakeBlock(BlockType.COMMAND, "9", target_instant_time="2", header={3: "0"}))
     st = ScanStats()
     out = effective_blocks([data("1", "a"), data("2", "b"), rb, data("2", "late")], {"1", "2", "9"}, st)
     assert tags(out) == ["a"] and st.rolled_back_blocks == 2
@@ -133,15 +130,15 @@ def test_compacted_block_replaces_named_blocks_only_when_completed():
 
 
 def test_corrupt_and_delete_blocks():
-    bad = ("x.log", FakeBlock(CORRUPT, corrupt_reason="torn"))
-    dele = ("log", FakeBlock(DELETE, "1", tag="d"))
+    bad = ("x.log", FakeBlock(BlockType.CORRUPT, corrupt_reason="torn"))
+    dele = ("log", FakeBlock(BlockType.DELETE, "1", tag="d"))
     st = ScanStats()
     assert tags(effective_blocks([bad, dele], {"1"}, st)) == ["d"]
     assert st.corrupt_block_count == 1 and st.corrupt_blocks[0].path == "x.log"
 
 
 def dele(ts, tag="", compacted=()):
-    return ("log", FakeBlock(DELETE, ts, compacted_block_times=list(compacted), tag=tag))
+    return ("log", FakeBlock(BlockType.DELETE, ts, compacted_block_times=list(compacted), tag=tag))
 
 
 def test_all_blocks_of_a_compacted_run_stay_where_the_run_was():
@@ -178,7 +175,7 @@ def test_compacted_delete_does_not_beat_a_later_reinsert_under_commit_time():
 
     def read(completed, spec):
         eff = effective_blocks(blocks, completed, ScanStats())
-        kinds = [("delete" if b.block_type == DELETE else "data", tables[b.tag]) for b in eff]
+        kinds = [("delete" if b.block_type == BlockType.DELETE else "data", tables[b.tag]) for b in eff]
         return result(merge_records(base, kinds, spec))
 
     want = [("a", "a3"), ("b", "b1"), ("x", "x0")]
