@@ -102,7 +102,8 @@ class TargetConfig(StrictModel):
     #: ``city=sf/`` instead of ``sf/`` partition folders.
     hive_style: bool = False
     #: Partition paths URL-encoded (Hudi ``hoodie.datasource.write.partitionpath.urlencode``).
-    #: Refused when true until the key generator encodes (see :meth:`_url_encode`).
+    #: Partition values escaped as Hudi's ``escapePathName`` (``a/b`` -> ``a%2Fb``), Hudi's
+    #: ``hoodie.datasource.write.partitionpath.urlencode`` (persisted in hoodie.properties).
     url_encode_partitions: bool = False
     operation: Literal["upsert", "insert", "bulk_insert"] = "upsert"
     #: Parquet blocks carry the RFC-06 index; Avro blocks are what older readers expect.
@@ -140,16 +141,6 @@ class TargetConfig(StrictModel):
                 "(every commit writes a new log file per file group), so a log file holds one "
                 "commit's blocks; bound blocks with log_block_max_size and file slices with "
                 "compaction"
-            )
-        return v
-
-    @field_validator("url_encode_partitions")
-    @classmethod
-    def _url_encode(cls, v: bool) -> bool:
-        if v:
-            raise ValueError(
-                "url_encode_partitions is not supported yet: the key generator writes partition "
-                "values unencoded, so a value with '/' would become nested folders"
             )
         return v
 

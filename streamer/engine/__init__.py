@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamer import defaults
-from streamer.engine.base import Engine, Prepared, with_write_options
+from streamer.engine.base import Engine, Prepared
 from streamer.engine.local import LocalEngine
 
 
@@ -41,7 +41,7 @@ def _choose(name: str, data: Any, options: Any) -> Engine:
 
 def select_engine(name: str, data: Any, options: Any) -> Engine:
     """The engine ``name`` (``auto``: decided from ``data``) writing with ``options``."""
-    return with_write_options(_choose(name, data, options), options)
+    return _choose(name, data, options)
 
 
-__all__ = ["Engine", "LocalEngine", "Prepared", "select_engine", "with_write_options"]
+__all__ = ["Engine", "LocalEngine", "Prepared", "select_engine"]

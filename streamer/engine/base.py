@@ -11,7 +11,6 @@ commit), so the files written are the same either way.
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -48,38 +47,3 @@ class Engine(ABC):
     @abstractmethod
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
         """Run :func:`write_file_group` for every task of ``plan``; return the stats."""
-
-
-class _WithWriteOptions(Engine):
-    """An engine whose file-group writes use the writer's ``log_block_max_size``.
-
-    The writer builds the commit's :class:`WriteContext`; the per-writer settings it does
-    not carry are applied here, from the same ``WriteOptions`` the engine was chosen with.
-    Everything else (``name``, ``prepare``, attributes) is the wrapped engine's.
-    """
-
-    def __init__(self, inner: Engine, log_block_max_size: int) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.log_block_max_size = log_block_max_size
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr == "inner":  # not set yet (e.g. while unpickling): no recursion
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
-        return self.inner.prepare(data, spec, combine)
-
-    def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
-        if ctx.log_block_max_size != self.log_block_max_size:
-            ctx = dataclasses.replace(ctx, log_block_max_size=self.log_block_max_size)
-        return self.inner.write(prepared, plan, ctx)
-
-
-def with_write_options(engine: Engine, options: Any) -> Engine:
-    """``engine``, writing file groups with ``options``' block size limit (if it has one)."""
-    size = getattr(options, "log_block_max_size", None)
-    if size is None or isinstance(engine, _WithWriteOptions):
-        return engine
-    return _WithWriteOptions(engine, size)

@@ -246,7 +246,8 @@ class PipelineRunner:
         # position since ours was read (its batch would overlap ours).
         expect = ExpectCheckpoint(self._committed_instant, CHECKPOINT_KEYS, owner=f"pipeline {self.config.name}")
         result = getattr(writer, self.config.target.operation)(
-            prepared.good, extra_metadata=meta, expect_checkpoint=expect
+            prepared.good, extra_metadata=meta, expect_checkpoint=expect,
+            engine=self.sink.engine_for(prepared.good),  # decided once, by the batch step
         )
         self._committed_instant = result.instant
         self.last_snapshot = result.snapshot

@@ -41,6 +41,7 @@ class SliceReadSpec:
     filter: pc.Expression | None = None
     include_logs: bool = True
     commit_times: frozenset[str] | None = None  # incremental: keep rows of these commits
+    url_encode: bool = False  # partition values in paths are escaped (Hudi's urlencode)
     partition_fields: tuple[str, ...] = ()
     hive_style: bool = False
     add_partition_columns: bool = False
@@ -95,7 +96,8 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
         # Hudi writes the meta columns as nulls here; readers present the data columns only.
         table = table.drop_columns([c for c in META_COLUMNS if c in table.column_names])
     if spec.add_partition_columns and spec.partition_fields:
-        values = partition_values(fslice.partition_path, spec.partition_fields, spec.hive_style)
+        values = partition_values(fslice.partition_path, spec.partition_fields, spec.hive_style,
+                                  spec.url_encode)
         for name in spec.partition_fields:
             if name not in table.column_names:
                 table = table.append_column(name, pa.array([values.get(name)] * len(table), pa.string()))

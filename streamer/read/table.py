@@ -232,6 +232,7 @@ class Table:
             partition_fields=props.partition_fields,
             hive_style=props.hive_style_partitioning,
             add_partition_columns=props.drop_partition_columns,
+            url_encode=props.url_encode_partitioning,
         )
         return ReadPlan(slices, spec, schema)
 

@@ -145,11 +145,6 @@ class TableConfig:
                 f"table {self.name}: TimestampBasedKeyGenerator needs one record key field "
                 "and exactly one (timestamp) partition field"
             )
-        if self.url_encode_partitions:
-            raise ConfigError(
-                f"table {self.name}: URL-encoded partition paths "
-                f"({URL_ENCODE_PARTITIONING}=true) are not supported by this writer yet"
-            )
 
     @property
     def is_partitioned(self) -> bool:

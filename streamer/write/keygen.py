@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
+from streamer.table.naming import escape_path_names
 from streamer.write.config import KeyGenType, TableConfig, TimestampType
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -126,8 +127,12 @@ def record_keys(table: pa.Table, cfg: TableConfig) -> pa.Array:
 
 
 # --------------------------------------------------------------------------- partitions
-def _partition_part(s: pa.Array, name: str, hive: bool) -> pa.Array:
+def _partition_part(s: pa.Array, name: str, hive: bool, url_encode: bool = False) -> pa.Array:
+    """One field's path segment, in Hudi's order: default for null/empty, then the
+    value escaped (``hoodie.datasource.write.partitionpath.urlencode``), then ``name=``."""
     value = pc.if_else(_null_or_empty(s), DEFAULT_PARTITION, s)
+    if url_encode:
+        value = escape_path_names(value)
     return pc.binary_join_element_wise(f"{name}=", value, "") if hive else value
 
 
@@ -173,7 +178,7 @@ def _timestamp_partition(table: pa.Table, cfg: TableConfig) -> pa.Array:
         ts = millis.cast(pa.timestamp("ms"))
     ts = ts.cast(pa.timestamp("ms", tz=ts_cfg.timezone or "UTC"))
     s = pc.strftime(ts, format=java_to_strftime(ts_cfg.output_format))
-    return _partition_part(s, name, cfg.hive_style_partitioning)
+    return _partition_part(s, name, cfg.hive_style_partitioning, cfg.url_encode_partitions)
 
 
 def partition_paths(table: pa.Table, cfg: TableConfig) -> pa.Array:
@@ -183,7 +188,8 @@ def partition_paths(table: pa.Table, cfg: TableConfig) -> pa.Array:
     if cfg.keygen is KeyGenType.TIMESTAMP:
         return _timestamp_partition(table, cfg)
     parts = [
-        _partition_part(value_to_string(_column(table, f), f), f, cfg.hive_style_partitioning)
+        _partition_part(value_to_string(_column(table, f), f), f, cfg.hive_style_partitioning,
+                        cfg.url_encode_partitions)
         for f in cfg.partition_fields
     ]
     if len(parts) == 1:

@@ -358,6 +358,7 @@ class HudiWriter:
             completed=state.completed,
             first_active=state.first_active,
             codec=o.parquet_codec,
+            log_block_max_size=o.log_block_max_size,
         )
 
     def _lock(self) -> WriterLock:

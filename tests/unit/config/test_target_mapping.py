@@ -35,9 +35,10 @@ MAPPED = {
     "max_file_size": ("1GiB", lambda tc, wo: wo.max_file_size == 1024**3),
     "small_file_limit": ("1MiB", lambda tc, wo: wo.small_file_limit == 1024**2),
     "log_block_max_size": ("1MiB", lambda tc, wo: wo.log_block_max_size == 1024**2),
+    "url_encode_partitions": (True, lambda tc, wo: tc.url_encode_partitions),
 }
 #: keys refused when set (the reason is in the model's validator)
-REFUSED = {"log_file_max_size": "1GiB", "url_encode_partitions": True}
+REFUSED = {"log_file_max_size": "1GiB"}
 #: keys used outside the mapping: the sink opens ``path``; the runner calls ``operation``
 ELSEWHERE = {"path", "operation"}
 
@@ -145,7 +146,13 @@ def test_the_engine_is_decided_once():
     assert select_engine("auto", _FakeDataFrame(5), options).name == "local"
 
 
-def test_the_engine_writes_with_the_block_limit():
+def test_the_writer_passes_the_block_limit_to_every_file_group_write(tmp_path):
+    from streamer.write import HudiWriter, TableConfig
+    from streamer.write.state import TableState
+
     engine = select_engine("local", None, WriteOptions(log_block_max_size=1234, parallelism=3))
     assert engine.name == "local" and engine.parallelism == 3
-    assert engine.log_block_max_size == 1234
+    w = HudiWriter.create(str(tmp_path / "t"), TableConfig("t", ("id",), ()),
+                          options=WriteOptions(log_block_max_size=1234))
+    ctx = w._context(TableState.load(w.fs, w.base_path), "20260101000000000", pa.schema([("id", pa.int64())]))
+    assert ctx.log_block_max_size == 1234

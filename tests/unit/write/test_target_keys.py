@@ -4,8 +4,8 @@
 * ``log_block_max_size`` splits one commit's data for a file group into several blocks of
   one log file, and the table reads the same (ours and hudi-rs) and keeps its index;
 * ``log_file_max_size`` is refused with the reason (a log file never outgrows one commit);
-* ``url_encode_partitions`` is refused until the key generator encodes; the escaping it
-  will use (and the reader's decoding) is Hudi's ``PartitionPathEncodeUtils``.
+* ``url_encode_partitions`` escapes partition values as Hudi does; the escaping it
+  uses (and the reader's decoding) is Hudi's ``PartitionPathEncodeUtils``.
 
 Tables are written the way a pipeline writes them: ``TargetConfig`` through the one
 mapping (:mod:`streamer.pipeline.sink`).
@@ -24,7 +24,6 @@ from pydantic import ValidationError
 from streamer.config import parse_pipelines
 from streamer.config.pipeline import EngineConfig
 from streamer.config.target import TargetConfig
-from streamer.errors import ConfigError
 from streamer.fs import resolve
 from streamer.pipeline.sink import TableSink
 from streamer.read.table import Table
@@ -37,7 +36,7 @@ from streamer.table.naming import (
     unescape_path_name,
 )
 from streamer.table.properties import properties_path
-from streamer.write import HudiWriter, TableConfig
+from streamer.write import HudiWriter
 from streamer.write.filegroup import block_row_ranges
 from tests.support.write_model import read_hudi_rs, read_ours
 
@@ -201,24 +200,14 @@ def test_a_log_file_never_outgrows_one_commit(tmp_path):
 
 
 # ------------------------------------------------------------------- url_encode_partitions
-def test_url_encode_partitions_is_refused_until_the_key_generator_encodes(tmp_path):
-    with pytest.raises(ValidationError, match="url_encode_partitions is not supported"):
-        _target(tmp_path, url_encode_partitions=True)
-    with pytest.raises(ConfigError, match="URL-encoded partition paths"):
-        TableConfig("t", ("id",), ("city",), url_encode_partitions=True)
-
-
-def test_a_url_encoded_table_is_not_written_with_plain_folders(tmp_path):
-    """A table Hudi created with ``urlencode=true``: refused for writing (plain folders
-    would put ``a/b`` in nested folders), not silently mixed."""
-    target = _target(tmp_path)
+def test_a_url_encoded_table_is_written_with_encoded_folders(tmp_path):
+    """A table Hudi created with ``urlencode=true`` keeps it: the writer reads the setting
+    from hoodie.properties and escapes what it writes too."""
+    target = _target(tmp_path, url_encode_partitions=True)
     _writer(target, _batch(range(3), 1)).upsert(_batch(range(3), 1))
-    props = Path(properties_path(target.path))
-    text = props.read_text(encoding="latin-1")
-    assert "hoodie.datasource.write.partitionpath.urlencode=false" in text
-    props.write_text(text.replace("urlencode=false", "urlencode=true"), encoding="latin-1")
-    with pytest.raises(ConfigError, match="URL-encoded partition paths"):
-        HudiWriter.open(target.path)
+    text = Path(properties_path(target.path)).read_text(encoding="latin-1")
+    assert "hoodie.datasource.write.partitionpath.urlencode=true" in text
+    assert HudiWriter.open(target.path).config.url_encode_partitions
 
 
 def test_partition_values_are_escaped_as_hudi_does():
@@ -248,12 +237,6 @@ def test_encoded_partition_paths_parse_back_to_the_values():
 
 
 @pytest.mark.conformance
-@pytest.mark.xfail(
-    reason="the key generator (write/keygen.py) does not escape partition values yet, so "
-    "url_encode_partitions is refused; this is the behaviour once it does",
-    raises=(ValidationError, ConfigError),
-    strict=True,
-)
 @pytest.mark.parametrize("hive", [False, True])
 def test_url_encoded_partitions_land_in_one_folder_and_read_back(tmp_path, hive):
     target = _target(tmp_path, url_encode_partitions=True, hive_style=hive)
