@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from streamer import defaults
 from streamer.errors import CorruptDataError, SchemaError
 from streamer.fs import FileSystem
 from streamer.table import meta_fields
@@ -36,7 +37,6 @@ BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
 MIN_KEY = "hoodie_min_record_key"
 MAX_KEY = "hoodie_max_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"
-CODEC = "gzip"
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ def write_base_file(
     bloom: BloomFilter | None = None,
     extra_kv: Mapping[str, str] | None = None,
     avro_schema: Mapping[str, Any] | str | None = None,
+    codec: str = defaults.PARQUET_CODEC,
 ) -> BaseFileStats:
     """Write a Hudi base file: rows sorted by record key, Hudi's footer keys.
 
@@ -145,33 +146,37 @@ def write_base_file(
         kv[AVRO_SCHEMA_KEY] = avro_schema if isinstance(avro_schema, str) else json.dumps(avro_schema, separators=(",", ":"))
         kv["writer.model.name"] = "avro"
     kv.update(extra_kv or {})
-    write_parquet(fs, path, table, kv)
-    return BaseFileStats(path, table.num_rows, fs.status(path).size, kv.get(MIN_KEY), kv.get(MAX_KEY))
+    size = write_parquet(fs, path, table, kv, codec=codec)
+    return BaseFileStats(path, table.num_rows, size, kv.get(MIN_KEY), kv.get(MAX_KEY))
 
 
-def parquet_bytes(table: pa.Table, kv: Mapping[str, str]) -> bytes:
-    """The Parquet encoding shared by base files and Parquet log blocks."""
+def parquet_bytes(table: pa.Table, kv: Mapping[str, str], *, codec: str = defaults.PARQUET_CODEC) -> bytes:
+    """The one Parquet encoding of the project: base files (writer and compaction) and
+    Parquet log blocks alike, ``kv`` in the footer as Hudi's files carry it.
+
+    ``store_schema=False`` and no schema metadata: pyarrow would otherwise copy the whole
+    key-value metadata (our bloom filters, ~430 KB) a second time, base64-encoded, into
+    ``ARROW:schema``; Hudi's files carry no Arrow schema either.
+    """
+    table = table.replace_schema_metadata(None)
     sink = pa.BufferOutputStream()
-    _write(table, sink, kv)
-    return sink.getvalue().to_pybytes()
-
-
-def write_parquet(fs: FileSystem, path: str, table: pa.Table, kv: Mapping[str, str]) -> None:
-    with fs.open_output_stream(path) as out:
-        _write(table, out, kv)
-    fs.fsync(path)
-
-
-def _write(table: pa.Table, sink: Any, kv: Mapping[str, str]) -> None:
-    # kv goes into the Parquet footer only: putting it in the Arrow schema metadata would
-    # embed the ~430 KB bloom filter a second time inside ARROW:schema.
     with pq.ParquetWriter(
         sink,
         table.schema,
-        compression=CODEC,
+        compression=codec,
         coerce_timestamps="us",
         allow_truncated_timestamps=False,
         write_statistics=True,
+        store_schema=False,
     ) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata(dict(kv))
+    return sink.getvalue().to_pybytes()
+
+
+def write_parquet(fs: FileSystem, path: str, table: pa.Table, kv: Mapping[str, str], *,
+                  codec: str = defaults.PARQUET_CODEC) -> int:
+    """Write :func:`parquet_bytes` to ``path`` atomically (never seen half-written); its size."""
+    data = parquet_bytes(table, kv, codec=codec)
+    fs.write_atomic(path, data)
+    return len(data)

@@ -30,6 +30,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer import defaults
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
 from streamer.table.avro_schema import avro_records_to_arrow, avro_to_arrow
@@ -199,9 +200,10 @@ def _maps_as_dicts(v: Any) -> Any:
 
 
 # -- Parquet data -----------------------------------------------------------------------------
-def encode_parquet_content(table: pa.Table, kv_metadata: Mapping[str, str]) -> bytes:
-    """A whole Parquet file (GZIP, like Hudi) carrying ``kv_metadata`` in its footer."""
-    return parquet_bytes(table, kv_metadata)
+def encode_parquet_content(table: pa.Table, kv_metadata: Mapping[str, str], *,
+                           codec: str = defaults.PARQUET_CODEC) -> bytes:
+    """A Parquet data block's content: a whole Parquet file with ``kv_metadata`` in its footer."""
+    return parquet_bytes(table, kv_metadata, codec=codec)
 
 
 def sort_by_record_key(table: pa.Table) -> pa.Table:

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from streamer import defaults
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
 from streamer.index.slice_members import is_committed_fn, slice_members
 from streamer.table import meta_fields
+from streamer.table.base_file import parquet_bytes
 from streamer.table.fsview import FileSlice
 from streamer.table.log_content import ORDERING_VALUE
 from streamer.table.log_format import (
@@ -98,29 +98,6 @@ class FileGroupTask:
     log_files: tuple[str, ...] = ()  # existing log file names, in order
     next_log_version: int = 1
     slice: FileSlice | None = None
-
-
-def _encode_parquet(table: pa.Table, kv: dict[str, str], codec: str = defaults.PARQUET_CODEC) -> bytes:
-    """Parquet bytes with ``kv`` in the footer, written like Hudi's base files.
-
-    ``store_schema=False``: pyarrow would otherwise copy the whole KV metadata (our
-    bloom filters) a second time, base64-encoded, into ``ARROW:schema``; Hudi's files
-    carry no Arrow schema either.
-    """
-    table = table.replace_schema_metadata(None)
-    sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(
-        sink,
-        table.schema,
-        compression=codec,
-        coerce_timestamps="us",
-        allow_truncated_timestamps=False,
-        write_statistics=True,
-        store_schema=False,
-    ) as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata(dict(kv))
-    return sink.getvalue().to_pybytes()
 
 
 def _full_path(ctx: WriteContext, partition: str, name: str) -> str:
@@ -207,7 +184,7 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
     data = _with_meta(ctx, rows.filter(pc.not_equal(rows.column(OP_COL), OP_DELETE)), task, name)
     keys = data.column(RECORD_KEY_COL).combine_chunks()
     own = KeySummary.of_keys(keys, ctx.bloom.sized_for(len(keys)))
-    content = _encode_parquet(data, own.to_kv(slice_level=False), ctx.codec)
+    content = parquet_bytes(data, own.to_kv(slice_level=False), codec=ctx.codec)
     path = _full_path(ctx, task.partition, name)
     faults.step(f"before base file {name}")
     ctx.fs.write_atomic(path, content)
@@ -293,7 +270,7 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
         kv = block_metadata(keys, seed, ctx.bloom, task.base_instant)
         # rows are already sorted by key; framing the Parquet bytes ourselves skips
         # encode_data_block's default-sized filter that our kv would replace anyway
-        blocks.append(encode_block(BlockType.PARQUET_DATA, header, _encode_parquet(rows, kv, ctx.codec)))
+        blocks.append(encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec)))
         if i + 1 < len(ranges):
             # the next block chains on exactly what this one's footer says
             seed = KeySummary.from_kv(
