@@ -14,6 +14,7 @@ next write rebuilds the cumulative summary.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 
@@ -23,17 +24,15 @@ import pyarrow.compute as pc
 from streamer.index.rfc06 import BloomParams, KeySummary
 from streamer.read.merge import DATA_TYPES, DELETE, block_type_code, concat_aligned
 from streamer.read.table import Table
-from streamer.services.common import abs_path, next_log_version, rel_path, service_token
+from streamer.services.common import next_log_version, service_token
 from streamer.services.slices import Unit
 from streamer.services.stitch import stitch
 from streamer.table.avro_schema import avro_to_arrow
 from streamer.table.fsview import FileSlice
 from streamer.table.log_content import ORDERING_VALUE, PARTITION_PATH, RECORD_KEY
-from streamer.table.log_format import BlockType, HeaderKey, encode_data_block, encode_delete_block
+from streamer.table.log_format import BlockType, HeaderKey, encode_data_block
 from streamer.table.metadata import WriteStat
-from streamer.table.naming import base_file_name, log_file_name
-from streamer.write import faults
-from streamer.write.markers import IOType, Marker, create_marker
+from streamer.write.log_file import SliceTarget, delete_block, write_log_file
 
 
 def block_tables(units: list[Unit]) -> list[tuple[str, pa.Table]]:
@@ -108,41 +107,20 @@ def write_stitched(table: Table, instant: str, fslice: FileSlice,
             rows_out += data.num_rows
         if stitched.deletes is not None:
             d = stitched.deletes
-            cols = {RECORD_KEY: d.column(RECORD_KEY), PARTITION_PATH: d.column(PARTITION_PATH)}
-            if ORDERING_VALUE in d.column_names and not pa.types.is_null(d.column(ORDERING_VALUE).type):
-                cols[ORDERING_VALUE] = d.column(ORDERING_VALUE)
+            ordering = d.column(ORDERING_VALUE) if ORDERING_VALUE in d.column_names else None
+            # the stitched delete block names the instants it replaces too (no schema)
             del_header = {k: v for k, v in header.items() if k != HeaderKey.SCHEMA}
-            blocks.append(encode_delete_block(pa.table(cols), del_header))
+            blocks.append(delete_block(d.column(RECORD_KEY), d.column(PARTITION_PATH), ordering, del_header))
             dels_out += d.num_rows
     token = service_token()
     version = next_log_version(table, fslice.partition_path, fslice.file_id, fslice.base_instant)
-    name = log_file_name(fslice.file_id, fslice.base_instant, version, token)
-    path = abs_path(table.base_path, fslice.partition_path, name)
-    while table.fs.exists(path):
-        version += 1
-        name = log_file_name(fslice.file_id, fslice.base_instant, version, token)
-        path = abs_path(table.base_path, fslice.partition_path, name)
-    append_marker = base_file_name(fslice.file_id, token, fslice.base_instant)
-    create_marker(table.fs, table.base_path, instant, Marker(fslice.partition_path, append_marker, IOType.APPEND))
-    create_marker(table.fs, table.base_path, instant, Marker(fslice.partition_path, name, IOType.CREATE))
-    faults.step(f"logcompaction markers {name}")
-    content = b"".join(blocks)
-    table.fs.write_atomic(path, content)
-    faults.step(f"logcompaction wrote {name}")
-    return WriteStat(
-        file_id=fslice.file_id,
-        path=rel_path(fslice.partition_path, name),
-        prev_commit=fslice.base_instant,
-        num_writes=rows_out,
-        num_deletes=dels_out,
-        num_update_writes=rows_out,
-        partition_path=fslice.partition_path,
-        total_write_bytes=len(content),
-        file_size_in_bytes=len(content),
-        total_log_records=rows_in,
-        total_log_blocks=len(blocks),
-        log_version=version,
-        log_offset=0,
-        base_file=fslice.base_file.name if fslice.base_file else "",
-        log_files=[posixpath.basename(lf.path) for lf in fslice.log_files] + [name],
-    )
+    target = SliceTarget(table.base_path, fslice.partition_path, fslice.file_id, fslice.base_instant,
+                         version, token, fslice.base_file.name if fslice.base_file else None,
+                         tuple(posixpath.basename(lf.path) for lf in fslice.log_files))
+    while table.fs.exists(target.path_of(target.log_name)):
+        target = dataclasses.replace(target, version=target.version + 1)
+    stat = write_log_file(table.fs, target, instant, blocks)
+    stat.num_writes = stat.num_update_writes = rows_out
+    stat.num_deletes = dels_out
+    stat.total_log_records = rows_in
+    return stat

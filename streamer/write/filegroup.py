@@ -35,19 +35,18 @@ from streamer.index.slice_members import is_committed_fn, slice_members
 from streamer.table import meta_fields
 from streamer.table.base_file import parquet_bytes
 from streamer.table.fsview import FileSlice
-from streamer.table.log_content import ORDERING_VALUE
 from streamer.table.log_format import (
     BlockType,
     HeaderKey,
     encode_block,
     encode_data_block,
-    encode_delete_block,
 )
 from streamer.table.metadata import WriteStat
-from streamer.table.naming import base_file_name, log_file_name, write_token
+from streamer.table.naming import base_file_name, write_token
 from streamer.write import faults
 from streamer.write.config import LogBlockFormat
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.log_file import SliceTarget, delete_block, write_log_file
 from streamer.write.markers import IOType, Marker, create_marker
 
 OP_COL = "_mor_op"
@@ -280,13 +279,8 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
 
 
 def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
-    log_name = log_file_name(task.file_id, task.base_instant, task.next_log_version, token)
-    # Hudi 0.14 names an APPEND marker after the slice's base file; ours also has a
-    # CREATE marker for the exact log file (we never append to an existing one).
-    append_marker = base_file_name(task.file_id, token, task.base_instant)
-    create_marker(ctx.fs, ctx.base_path, ctx.instant, Marker(task.partition, append_marker, IOType.APPEND))
-    create_marker(ctx.fs, ctx.base_path, ctx.instant, Marker(task.partition, log_name, IOType.CREATE))
-    faults.step(f"markers {log_name}")
+    target = SliceTarget(ctx.base_path, task.partition, task.file_id, task.base_instant,
+                         task.next_log_version, token, task.base_file, tuple(task.log_files))
     header = {HeaderKey.INSTANT_TIME: ctx.instant, HeaderKey.SCHEMA: ctx.writer_avro_schema}
     blocks: list[bytes] = []
     ops = rows.column(OP_COL)
@@ -296,33 +290,10 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
         data = _with_meta(ctx, upserts, task, task.file_id)
         blocks.extend(_data_blocks(ctx, task, data, header))
     if deletes.num_rows:
-        cols = {
-            RECORD_KEY_COL: deletes.column(RECORD_KEY_COL),
-            PARTITION_PATH_COL: deletes.column(PARTITION_PATH_COL),
-        }
-        # A delete without an ordering value (delete by key) is written with Hudi's
-        # default 0, which readers order by commit time: the delete wins.
-        if ctx.ordering_field and ctx.ordering_field in deletes.column_names:
-            ordering = deletes.column(ctx.ordering_field)
-            if ordering.null_count == 0:
-                cols[ORDERING_VALUE] = ordering
-        del_header = {HeaderKey.INSTANT_TIME: ctx.instant}
-        blocks.append(encode_delete_block(pa.table(cols), del_header))
-    content = b"".join(blocks)
-    path = _full_path(ctx, task.partition, log_name)
-    faults.step(f"before log file {log_name}")
-    ctx.fs.write_atomic(path, content)
-    faults.step(f"after log file {log_name}")
-    return WriteStat(
-        file_id=task.file_id,
-        path=_rel_path(task.partition, log_name),
-        prev_commit=task.base_instant,
-        partition_path=task.partition,
-        total_write_bytes=len(content),
-        file_size_in_bytes=len(content),
-        total_log_blocks=len(blocks),
-        log_version=task.next_log_version,
-        log_offset=0,
-        base_file=task.base_file or "",
-        log_files=[*task.log_files, log_name],
-    )
+        ordering = (deletes.column(ctx.ordering_field)
+                    if ctx.ordering_field and ctx.ordering_field in deletes.column_names else None)
+        if ordering is not None and ordering.null_count:
+            ordering = None  # some deletes are by key: all of the block orders by commit time
+        blocks.append(delete_block(deletes.column(RECORD_KEY_COL), deletes.column(PARTITION_PATH_COL),
+                                   ordering, {HeaderKey.INSTANT_TIME: ctx.instant}))
+    return write_log_file(ctx.fs, target, ctx.instant, blocks)

@@ -1,0 +1,87 @@
+"""Appending to a file slice: one new log file version, for the writer and the services alike.
+
+Every append - a commit's blocks for a file group, a log compaction's stitched blocks -
+is the same protocol, so it lives here once: Hudi's markers first (an ``APPEND`` marker
+named after the slice's base file as Hudi 0.14+ writes it, and a ``CREATE`` marker for
+the exact log file, since we never append to an existing file), then the blocks written
+atomically as a new log file version, then Hudi's write stat for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from streamer.fs import FileSystem
+from streamer.table.log_content import ORDERING_VALUE, PARTITION_PATH, RECORD_KEY
+from streamer.table.log_format import HeaderKey, encode_delete_block
+from streamer.table.metadata import WriteStat
+from streamer.table.naming import base_file_name, log_file_name
+from streamer.write import faults
+from streamer.write.markers import IOType, Marker, create_marker
+
+
+@dataclass(frozen=True)
+class SliceTarget:
+    """Where an append goes: a file slice and the log file version it creates."""
+
+    base_path: str
+    partition: str
+    file_id: str
+    base_instant: str
+    version: int
+    token: str
+    base_file: str | None = None  # the slice's base file name, if any
+    log_files: tuple[str, ...] = ()  # the slice's existing log files, in order
+
+    @property
+    def log_name(self) -> str:
+        return log_file_name(self.file_id, self.base_instant, self.version, self.token)
+
+    def path_of(self, name: str) -> str:
+        base = self.base_path.rstrip("/")
+        return f"{base}/{self.partition}/{name}" if self.partition else f"{base}/{name}"
+
+    def rel_path(self, name: str) -> str:
+        return f"{self.partition}/{name}" if self.partition else name
+
+
+def delete_block(keys: pa.Array | pa.ChunkedArray, partitions: pa.Array | pa.ChunkedArray,
+                 ordering: pa.Array | pa.ChunkedArray | None, header: Mapping[HeaderKey, str]) -> bytes:
+    """A delete block. Without ordering values (delete by key) Hudi's default 0 is
+    written, which readers order by commit time: the delete wins."""
+    cols = {RECORD_KEY: keys, PARTITION_PATH: partitions}
+    if ordering is not None and not pa.types.is_null(ordering.type):
+        cols[ORDERING_VALUE] = ordering
+    return encode_delete_block(pa.table(cols), header)
+
+
+def write_log_file(fs: FileSystem, target: SliceTarget, instant: str, blocks: Sequence[bytes]) -> WriteStat:
+    """Markers, then ``blocks`` as one new log file (atomically); its write stat.
+
+    The caller fills in the record counts it knows (inserts, updates, deletes).
+    """
+    name = target.log_name
+    append_marker = base_file_name(target.file_id, target.token, target.base_instant)
+    create_marker(fs, target.base_path, instant, Marker(target.partition, append_marker, IOType.APPEND))
+    create_marker(fs, target.base_path, instant, Marker(target.partition, name, IOType.CREATE))
+    faults.step(f"markers {name}")
+    content = b"".join(blocks)
+    faults.step(f"before log file {name}")
+    fs.write_atomic(target.path_of(name), content)
+    faults.step(f"after log file {name}")
+    return WriteStat(
+        file_id=target.file_id,
+        path=target.rel_path(name),
+        prev_commit=target.base_instant,
+        partition_path=target.partition,
+        total_write_bytes=len(content),
+        file_size_in_bytes=len(content),
+        total_log_blocks=len(blocks),
+        log_version=target.version,
+        log_offset=0,
+        base_file=target.base_file or "",
+        log_files=[*target.log_files, name],
+    )
