@@ -18,6 +18,7 @@ so Spark can ship it to executors unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import time
@@ -246,6 +247,12 @@ def block_row_ranges(rows: pa.Table, max_bytes: int) -> list[tuple[int, int]]:
     return [(start, min(per_block, n - start)) for start in range(0, n, per_block)]
 
 
+@functools.lru_cache(maxsize=8)
+def _parsed_schema(text: str) -> dict:
+    """The commit's writer schema, parsed once per process, not once per file group."""
+    return json.loads(text)
+
+
 def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header: dict) -> list[bytes]:
     """The framed data blocks of ``data`` (sorted by key), split by ``ctx.log_block_max_size``.
 
@@ -254,7 +261,7 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
     """
     ranges = block_row_ranges(data, ctx.log_block_max_size)
     if ctx.block_format is not LogBlockFormat.PARQUET:
-        avro_schema = json.loads(ctx.writer_avro_schema)
+        avro_schema = _parsed_schema(ctx.writer_avro_schema)
         return [
             encode_data_block(
                 data.slice(start, length), header, kind=BlockType.AVRO_DATA, avro_schema=avro_schema
