@@ -164,8 +164,9 @@ class TargetConfig(StrictModel):
             raise ValueError("key_generator simple needs one record_key field and at most one partition_by field (use complex)")
         elif kg.type == "non_partitioned" and self.partition_by:
             raise ValueError("key_generator non_partitioned cannot have partition_by")
-        elif kg.type == "timestamp" and len(self.partition_by) != 1:
-            raise ValueError("key_generator timestamp needs exactly one partition_by field (the time field)")
+        elif kg.type == "timestamp" and (len(self.partition_by) != 1 or len(self.record_key) != 1):
+            raise ValueError("key_generator timestamp needs one record_key field and exactly one "
+                             "partition_by field (the time field), as Hudi's TimestampBasedKeyGenerator")
         if self.small_file_limit > self.max_file_size:
             raise ValueError("small_file_limit cannot exceed max_file_size")
         return self
