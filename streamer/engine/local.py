@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer import defaults
 from streamer.engine.base import Engine, Prepared
 from streamer.table.metadata import WriteStat
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
@@ -56,7 +57,7 @@ def split_by_task(rows: pa.Table) -> list[tuple[int, pa.Table]]:
 class LocalEngine(Engine):
     name = "local"
 
-    def __init__(self, parallelism: int = 4) -> None:
+    def __init__(self, parallelism: int = defaults.LOCAL_THREADS) -> None:
         self.parallelism = max(1, parallelism)
 
     def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer import defaults
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
 from streamer.index.slice_members import (
@@ -152,7 +153,7 @@ class BloomIndex:
         fs: FileSystem,
         slices: Iterable[FileSlice],
         is_committed: Callable[[str], bool],
-        parallelism: int = 4,
+        parallelism: int = defaults.LOCAL_THREADS,
     ) -> None:
         self.fs = fs
         self.is_committed = is_committed

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from streamer import defaults
 from streamer.errors import QueryError, StreamerError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
 from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
@@ -283,7 +284,7 @@ class Table:
         end: str | None = None,
         columns: list[str] | None = None,
         filter: pc.Expression | None = None,
-        max_workers: int = 4,
+        max_workers: int = defaults.LOCAL_THREADS,
     ) -> ReadResult:
         """Like :meth:`read`, also returning what was skipped (corrupt blocks, rollbacks)."""
         plan = self.plan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter)
