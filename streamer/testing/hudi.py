@@ -233,16 +233,20 @@ class HudiSpark:
         *,
         mode: str = "append",
         columns_sql: Sequence[str] | None = None,
-    ) -> None:
+    ) -> dict[str, Any]:
         """A Hudi datasource write of ``rows`` (``hoodie.*`` options as Hudi takes them).
 
         ``columns_sql`` are Spark SQL expressions applied to the rows first (e.g. casts
-        to types Parquet cannot carry as we want them).
+        to types Parquet cannot carry as we want them). Returns the worker's answer:
+        ``seconds`` (wall time of the save alone, without staging the rows or the round
+        trip), ``jvm_cpu_s`` (the Spark JVM's CPU seconds during the save, None if its
+        pid is unknown), ``py_cpu_s`` (the worker interpreter's) and ``jobs`` (the Spark
+        jobs the save ran: ``id``, ``description``, wall ``seconds``).
         """
         staged = self.workdir / f"rows-{next(self._ids)}.parquet"
         pq.write_table(rows, staged)
         try:
-            self.request(
+            return self.request(
                 {
                     "op": "write",
                     "path": str(path),

@@ -14,7 +14,8 @@ Ops:
 - ``read``: a Hudi query (``snapshot``, ``read_optimized``, ``incremental``,
   ``time_travel``) with extra options; writes the rows to ``out``.
 - ``write``: a Hudi datasource write of the rows in a Parquet file (``rows``), with
-  the given ``hoodie.*`` options and save mode.
+  the given ``hoodie.*`` options and save mode; answers the save's wall ``seconds``,
+  the JVM's and this interpreter's CPU seconds and the Spark ``jobs`` it ran.
 - ``sql``: a Spark SQL statement (Hudi procedures such as ``CALL run_compaction``);
   rows written to ``out`` when given.
 - ``batch``: a list of the above, answered as a list (one round trip).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
 
@@ -96,17 +98,79 @@ def _read(spark, req: dict) -> dict:
     return {"rows": _write_arrow(df, req["out"])}
 
 
+def _jvm_pid(spark) -> int | None:
+    """The driver JVM's pid (pyspark 3.5 started it as the py4j gateway's child)."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    return getattr(proc, "pid", None)
+
+
+def _cpu_s(pid: int | None) -> float | None:
+    """utime + stime of process ``pid`` (all its threads), in seconds; None if unreadable."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _jobs_since(spark, first_job: int) -> list[dict]:
+    """Spark jobs with id >= ``first_job``: Hudi's description and wall seconds (timing only)."""
+    try:
+        jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # newest first
+        out = []
+        for i in range(jobs.size()):
+            job = jobs.apply(i)
+            if job.jobId() < first_job:
+                break
+            if job.submissionTime().isEmpty():
+                continue
+            end, desc = job.completionTime(), job.description()
+            start_ms = job.submissionTime().get().getTime()
+            out.append({
+                "id": job.jobId(),
+                "description": (desc.get() if desc.isDefined() else job.name())[:200],
+                "seconds": ((end.get().getTime() - start_ms) / 1000) if end.isDefined() else None,
+            })
+        return sorted(out, key=lambda j: j["id"])
+    except Exception:  # noqa: BLE001 - timing detail only, never fails a write
+        return []
+
+
+def _next_job_id(spark) -> int:
+    try:
+        jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # newest first
+        return jobs.apply(0).jobId() + 1 if jobs.size() else 0
+    except Exception:  # noqa: BLE001 - timing detail only
+        return 0
+
+
 def _write(spark, req: dict) -> dict:
     df = spark.read.parquet(req["rows"])
     if req.get("columns_sql"):
         df = df.selectExpr(*req["columns_sql"])
+    # Timing of the save alone (not the staging of the rows, not the round trip): wall,
+    # the driver JVM's CPU (all its threads; local mode runs the executors in it) and
+    # this interpreter's own CPU.
+    jvm = _jvm_pid(spark)
+    first_job = _next_job_id(spark)
+    jvm0, py0, t0 = _cpu_s(jvm), time.process_time(), time.perf_counter()
     (
         df.write.format("hudi")
         .options(**req["options"])
         .mode(req.get("mode", "append"))
         .save(req["path"])
     )
-    return {"written": True}
+    seconds, py1, jvm1 = time.perf_counter() - t0, time.process_time(), _cpu_s(jvm)
+    return {
+        "written": True,
+        "seconds": seconds,
+        "jvm_cpu_s": (jvm1 - jvm0) if jvm0 is not None and jvm1 is not None else None,
+        "py_cpu_s": py1 - py0,
+        "jobs": _jobs_since(spark, first_job),
+    }
 
 
 def _sql(spark, req: dict) -> dict:
