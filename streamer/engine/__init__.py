@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from streamer import defaults
+from streamer.data import is_spark_dataframe
 from streamer.engine.base import Engine, Prepared
 from streamer.engine.local import LocalEngine
 
-
-def _is_spark_df(data: Any) -> bool:
-    return hasattr(data, "mapInArrow") and hasattr(data, "sparkSession")
+_is_spark_df = is_spark_dataframe
 
 
 def _choose(name: str, data: Any, options: Any) -> Engine:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer import defaults
+from streamer.data import to_arrow as batch_to_arrow
 from streamer.engine.base import Engine, Prepared
 from streamer.table.metadata import WriteStat
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
@@ -25,14 +26,7 @@ from streamer.write.prepare import KEY_COLUMNS, PrepareSpec, latest_per_key, pre
 
 def to_arrow(data: Any) -> pa.Table:
     """Accept an Arrow table/batch, a Spark DataFrame or anything ``pa.table`` takes."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    to_arrow_fn = getattr(data, "toArrow", None)
-    if to_arrow_fn is not None:  # pyspark DataFrame
-        return to_arrow_fn()
-    return pa.table(data)
+    return batch_to_arrow(data)
 
 
 def split_by_task(rows: pa.Table) -> list[tuple[int, pa.Table]]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamer.data import is_spark_dataframe, to_arrow
 from streamer.engine.base import Engine, Prepared
 from streamer.table.metadata import WriteStat
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
@@ -47,12 +48,11 @@ class SparkEngine(Engine):
         self.buckets = buckets
 
     def _df(self, data: Any):
-        if hasattr(data, "mapInArrow"):
+        if is_spark_dataframe(data):
             return data
         from streamer.spark import get_spark
 
-        table = data if isinstance(data, pa.Table) else pa.table(data)
-        return get_spark().createDataFrame(table)
+        return get_spark().createDataFrame(to_arrow(data))
 
     def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
         from pyspark.sql import functions as F

@@ -23,6 +23,7 @@ from sources.base import Batch, Source, StreamingSource
 from sources.position import KafkaOffsets, Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
+from streamer.data import arrow_schema
 from streamer.errors import SourceError
 from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
 from streamer.pipeline.checkpoint import (
@@ -279,11 +280,4 @@ def _at_or_after(position: KafkaOffsets) -> Column:
     return ~cond
 
 
-def _arrow_schema(data):
-    import pyarrow as pa
-
-    if isinstance(data, pa.Table):
-        return data.schema
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(data.schema)
+_arrow_schema = arrow_schema

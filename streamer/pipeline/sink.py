@@ -16,6 +16,7 @@ from typing import Any
 
 from streamer.config.pipeline import EngineConfig
 from streamer.config.target import TargetConfig, TimestampKeyGen
+from streamer.data import is_spark_dataframe
 from streamer.errors import ConfigError
 from streamer.fs import FileSystem, resolve
 from streamer.table.properties import properties_path
@@ -84,7 +85,7 @@ def engine_for(data: Any, engine: EngineConfig) -> str:
     """
     if engine.mode != "auto":
         return engine.mode
-    return "spark" if hasattr(data, "mapInArrow") else "local"
+    return "spark" if is_spark_dataframe(data) else "local"
 
 
 def _check_identity(path: str, on_disk: TableConfig, wanted: TableConfig) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamer.data import arrow_schema
 from streamer.errors import CommitError, ConfigError
 from streamer.fs import FileSystem, resolve
 from streamer.index.bloom_index import BloomIndex
@@ -63,15 +64,7 @@ OPERATIONS = {
 }
 
 
-def _incoming_arrow_schema(data: Any) -> pa.Schema:
-    if isinstance(data, pa.Table | pa.RecordBatch):
-        return data.schema
-    spark_schema = getattr(data, "schema", None)
-    if spark_schema is not None and hasattr(data, "mapInArrow"):
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        return to_arrow_schema(spark_schema)
-    return pa.table(data).schema
+_incoming_arrow_schema = arrow_schema
 
 
 class HudiWriter:

@@ -107,31 +107,14 @@ def test_the_engine_settings_reach_the_writer():
     assert (o.engine, o.auto_local_max_rows, o.parallelism) == ("spark", 10, 2)
 
 
-class _FakeDataFrame:
-    """Quacks like a Spark DataFrame; counts how often its rows are counted."""
-
-    sparkSession = None
-
-    def __init__(self, rows: int) -> None:
-        self.rows = rows
-        self.counts = 0
-
-    def mapInArrow(self, *a):  # noqa: N802 - Spark's name
-        raise AssertionError("not used")
-
-    def limit(self, n: int) -> _FakeDataFrame:
-        out = _FakeDataFrame(min(n, self.rows))
-        out.parent = self
-        return out
-
-    def count(self) -> int:
-        self.parent.counts += 1
-        return self.rows
-
-
-def test_the_engine_is_decided_once():
+@pytest.mark.integration
+def test_the_engine_is_decided_once(spark, monkeypatch):
+    """A real DataFrame (the writer tells batches apart by type, not by duck typing)."""
+    big = spark.range(10)
+    counts = []
+    real_count = type(big).count
+    monkeypatch.setattr(type(big), "count", lambda self: counts.append(1) or real_count(self))
     arrow = pa.table({"id": [1]})
-    big = _FakeDataFrame(10)
     auto = EngineConfig(mode="auto", local_max_records=5)
     # the batch step kept a DataFrame (too big for the driver) or collected Arrow
     assert engine_for(big, auto) == "spark" and engine_for(arrow, auto) == "local"
@@ -140,10 +123,10 @@ def test_the_engine_is_decided_once():
 
     options = write_options(TargetConfig(**BASE), auto)
     assert select_engine(engine_for(big, auto), big, options).name == "spark"
-    assert big.counts == 0  # named explicitly: no second row count
+    assert not counts  # named explicitly: no second row count
     # left to ``auto``, the writer counts with the same threshold
-    assert select_engine("auto", big, options).name == "spark" and big.counts == 1
-    assert select_engine("auto", _FakeDataFrame(5), options).name == "local"
+    assert select_engine("auto", big, options).name == "spark" and len(counts) == 1
+    assert select_engine("auto", spark.range(5), options).name == "local"
 
 
 def test_the_writer_passes_the_block_limit_to_every_file_group_write(tmp_path):
