@@ -1,13 +1,21 @@
 """Archive: move old completed instants out of the active timeline (Hudi 0.x layout).
 
 When more than ``max_commits`` completed writes are active, the oldest instants are
-written to a new archive log ``.hoodie/archived/.commits_.archive.<n>_1-0-1`` - a Hudi
-log file of Avro data blocks of ``HoodieArchivedMetaEntry`` records (``commitTime``,
-``actionType``, ``actionState``, ``version``; the instant's timeline files travel in
-``mor_streamer_files`` since we do not re-encode JSON commit metadata as Avro) - made
-durable, and only then deleted from ``.hoodie/`` (requested/inflight first, the
-completed file last, so no reader ever sees a half-removed instant as pending).
-``min_commits`` completed writes always stay.
+written to a new archive log ``.hoodie/archived/.commits_.archive.<n>_1-0-1``, exactly in
+the form Hudi 0.15's ``HoodieTimelineArchiver`` writes: a Hudi log file (``#HUDI#`` blocks)
+of Avro data blocks, at most :data:`BATCH_SIZE` records each, whose only header is the
+SCHEMA of ``HoodieArchivedMetaEntry``. One record per timeline *file* (requested,
+inflight, completed) of each archived instant, carrying what Hudi's
+``MetadataConversionUtils.createMetaWrapper`` puts there: the commit metadata as Avro
+``HoodieCommitMetadata`` for (delta)commits in every state, the cleaner plan / clean
+metadata, the rollback metadata, the (log) compaction plan of a requested compaction.
+Hudi's ``HoodieArchivedTimeline`` loads these records whenever a query or service looks
+before the active timeline (an incremental query from an archived instant, meta sync,
+the archiver itself), and it fails on an instant whose details are missing.
+
+The archive is made durable before anything leaves ``.hoodie/``: then requested/inflight
+files go first, the completed file last, so no reader ever sees a half-removed instant
+as pending. ``min_commits`` completed writes always stay.
 
 Archiving never passes (the cut is a timeline *prefix* ending before the first of):
 * the earliest pending instant of any kind (a pending service still needs its plan and
@@ -21,18 +29,38 @@ Archiving never passes (the cut is a timeline *prefix* ending before the first o
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
+import io
+import json
 import logging
 import posixpath
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-import pyarrow as pa
+import fastavro
 
 from streamer.config.policies import ArchivePolicy
 from streamer.read.table import Table
 from streamer.services.lock import PlanLock
-from streamer.table.instant import Action, Instant, State
-from streamer.table.log_format import BlockType, HeaderKey, encode_data_block
-from streamer.table.metadata import CleanMetadata
+from streamer.table.instant import Action, Instant, State, format_instant_time, parse_timeline_file
+from streamer.table.log_content import AVRO_BLOCK_VERSION, split_avro_records
+from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
+from streamer.table.metadata import (
+    ARCHIVED_COMMIT_METADATA_SCHEMA,
+    ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA,
+    CLEAN_METADATA_SCHEMA,
+    CLEANER_PLAN_SCHEMA,
+    COMPACTION_PLAN_SCHEMA,
+    ROLLBACK_METADATA_SCHEMA,
+    CleanerPlan,
+    CleanMetadata,
+    CommitMetadata,
+    CompactionPlan,
+    RollbackMetadata,
+)
 from streamer.table.naming import parse_log_file_name
 from streamer.table.properties import ARCHIVELOG_FOLDER, METAFOLDER
 from streamer.write import faults
@@ -40,16 +68,41 @@ from streamer.write import faults
 log = logging.getLogger(__name__)
 
 ARCHIVE_TOKEN = "1-0-1"
-ARCHIVED_ENTRY_SCHEMA = {
+#: Records per Avro data block (Hudi's ``hoodie.commits.archival.batch`` default).
+BATCH_SIZE = 10
+
+
+def _opt(schema: Any) -> list[Any]:
+    return ["null", copy.deepcopy(schema)]
+
+
+_STR = ["null", "string"]
+#: Hudi's ``HoodieArchivedMetaEntry`` (``org.apache.hudi.avro.model``), fields in Hudi's
+#: order. Left out, because we never fill them: ``hoodieCompactionMetadata``,
+#: ``hoodieSavePointMetadata``, ``hoodieRequestedReplaceMetadata`` and
+#: ``hoodieIndexCommitMetadata`` - all nullable with default null in Hudi's schema, so
+#: Hudi's reader (``HoodieAvroDataBlock`` decodes with this writer schema resolved to its
+#: own ``HoodieArchivedMetaEntry.getClassSchema()``) reads them as null, as it would read
+#: Hudi's own entries for those actions' other states.
+ARCHIVED_ENTRY_SCHEMA: dict[str, Any] = {
     "type": "record", "name": "HoodieArchivedMetaEntry", "namespace": "org.apache.hudi.avro.model",
     "fields": [
-        {"name": "commitTime", "type": ["null", "string"], "default": None},
-        {"name": "actionType", "type": ["null", "string"], "default": None},
-        {"name": "version", "type": ["int", "null"], "default": 1},
-        {"name": "actionState", "type": ["null", "string"], "default": None},
-        {"name": "mor_streamer_files", "type": ["null", {"type": "map", "values": "bytes"}], "default": None},
+        {"name": "hoodieCommitMetadata", "default": None, "type": _opt(ARCHIVED_COMMIT_METADATA_SCHEMA)},
+        {"name": "hoodieCleanMetadata", "default": None, "type": _opt(CLEAN_METADATA_SCHEMA)},
+        {"name": "hoodieRollbackMetadata", "default": None, "type": _opt(ROLLBACK_METADATA_SCHEMA)},
+        {"name": "commitTime", "default": None, "type": _STR},
+        {"name": "actionType", "default": None, "type": _STR},
+        {"name": "version", "default": 1, "type": ["int", "null"]},
+        {"name": "hoodieCompactionPlan", "default": None, "type": _opt(COMPACTION_PLAN_SCHEMA)},
+        {"name": "hoodieCleanerPlan", "default": None, "type": _opt(CLEANER_PLAN_SCHEMA)},
+        {"name": "actionState", "default": None, "type": _STR},
+        {"name": "hoodieReplaceCommitMetadata", "default": None,
+         "type": _opt(ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA)},
+        {"name": "HoodieInflightReplaceMetadata", "default": None, "type": ["null", "HoodieCommitMetadata"]},
+        {"name": "stateTransitionTime", "default": None, "type": _STR},
     ],
 }
+_PARSED_ENTRY_SCHEMA = fastavro.parse_schema(copy.deepcopy(ARCHIVED_ENTRY_SCHEMA))
 
 
 @dataclass(frozen=True)
@@ -99,15 +152,136 @@ def instants_to_archive(table: Table, policy: ArchivePolicy) -> tuple[list[Insta
     return out, bound
 
 
-def _entry(table: Table, inst: Instant) -> dict:
+def _details(action: str, state: State, data: bytes, where: str, plan: bytes) -> dict[str, Any]:
+    """The metadata field(s) Hudi 0.15's ``MetadataConversionUtils.createMetaWrapper`` sets
+    for one timeline file. ``plan``: the instant's requested file (a clean's inflight file
+    holds the same plan; older tables of ours left it empty)."""
+    if action in (Action.COMMIT, Action.DELTA_COMMIT):
+        if state is State.COMPLETED and not data:
+            return {}  # Hudi's createMetaWrapperForEmptyInstant
+        return {"hoodieCommitMetadata": CommitMetadata.from_bytes(data, where).to_archived_record()}
+    if action == Action.REPLACE_COMMIT:
+        if state is State.COMPLETED and data:
+            meta = CommitMetadata.from_bytes(data, where).to_archived_record(replace=True)
+            return {"hoodieReplaceCommitMetadata": meta}
+        if state is State.INFLIGHT and data:
+            return {"HoodieInflightReplaceMetadata": CommitMetadata.from_bytes(data, where).to_archived_record()}
+        # a requested replacecommit (clustering plan) is not re-encoded: Hudi's archived
+        # timeline reads replacecommit details from hoodieReplaceCommitMetadata only
+        return {}
+    if action == Action.CLEAN:
+        if state is State.COMPLETED:
+            return {"hoodieCleanMetadata": CleanMetadata.from_bytes(data, where).to_record()}
+        return {"hoodieCleanerPlan": CleanerPlan.from_bytes(data or plan, where).to_record()}
+    if action == Action.ROLLBACK:
+        if state is State.COMPLETED:
+            return {"hoodieRollbackMetadata": RollbackMetadata.from_bytes(data, where).to_record()}
+        return {}
+    if action in (Action.COMPACTION, Action.LOG_COMPACTION):
+        if state is State.REQUESTED:
+            return {"hoodieCompactionPlan": CompactionPlan.from_bytes(data, where).to_record()}
+        return {}
+    return {}  # savepoint & co.: an entry without details (we never write those actions)
+
+
+def archived_entries(table: Table, inst: Instant) -> Iterator[dict[str, Any]]:
+    """``HoodieArchivedMetaEntry`` records of one instant: one per timeline file, in state order."""
     tl = table.timeline
-    files = {}
+    requested = tl.path_of(inst, State.REQUESTED)
+    plan = table.fs.read_bytes(requested) if table.fs.exists(requested) else b""
     for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
         path = tl.path_of(inst, state)
-        if table.fs.exists(path):
-            files[posixpath.basename(path)] = table.fs.read_bytes(path)
-    return {"commitTime": inst.timestamp, "actionType": inst.action, "version": 1,
-            "actionState": "COMPLETED", "mor_streamer_files": files}
+        if not table.fs.exists(path):
+            continue
+        tf = parse_timeline_file(posixpath.basename(path))
+        action = tf.action if tf is not None else inst.action
+        mtime_ns = table.fs.status(path).mtime_ns
+        entry: dict[str, Any] = {
+            "commitTime": inst.timestamp,
+            "actionType": action,
+            "version": None,  # Hudi leaves it unset too
+            "actionState": state.name,
+            "stateTransitionTime": (
+                format_instant_time(dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc))
+                if mtime_ns else None
+            ),
+        }
+        entry.update(_details(action, state, table.fs.read_bytes(path), path, plan))
+        yield entry
+
+
+def encode_archive_blocks(entries: list[dict[str, Any]]) -> bytes:
+    """Avro data blocks of ``entries`` (content layout of :mod:`streamer.table.log_content`:
+    version, record count, then length-prefixed Avro datums), :data:`BATCH_SIZE` a block."""
+    header = {HeaderKey.SCHEMA: json.dumps(ARCHIVED_ENTRY_SCHEMA, separators=(",", ":"))}
+    blocks = []
+    for i in range(0, len(entries), BATCH_SIZE):
+        batch = entries[i:i + BATCH_SIZE]
+        out = io.BytesIO()
+        out.write(struct.pack(">ii", AVRO_BLOCK_VERSION, len(batch)))
+        for rec in batch:
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, _PARSED_ENTRY_SCHEMA, rec)
+            out.write(struct.pack(">i", buf.tell()))
+            out.write(buf.getvalue())
+        blocks.append(encode_block(BlockType.AVRO_DATA, header, out.getvalue()))
+    return b"".join(blocks)
+
+
+#: The field our archive records had before they carried Hudi's metadata (the instant's
+#: raw timeline files by name); Hudi cannot read instant details from such records.
+LEGACY_FILES_FIELD = "mor_streamer_files"
+
+
+def _legacy_entries(rec: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """Hudi entries for one record of our former archive format, from the raw files it kept."""
+    files = {name: bytes(data) for name, data in (rec.get(LEGACY_FILES_FIELD) or {}).items()}
+    parsed = sorted(((tf, data) for name, data in files.items() if (tf := parse_timeline_file(name))),
+                    key=lambda x: x[0].state.rank)
+    plan = next((data for tf, data in parsed if tf.state is State.REQUESTED), b"")
+    out = []
+    for tf, data in parsed:
+        entry: dict[str, Any] = {"commitTime": tf.timestamp, "actionType": tf.action, "version": None,
+                                 "actionState": tf.state.name, "stateTransitionTime": None}
+        entry.update(_details(tf.action, tf.state, data, f"{where}:{tf.name}", plan))
+        out.append(entry)
+    if not out:  # nothing kept: at least the instant itself, as Hudi's empty-instant wrapper
+        out.append({"commitTime": rec.get("commitTime"), "actionType": rec.get("actionType"), "version": None,
+                    "actionState": rec.get("actionState") or "COMPLETED", "stateTransitionTime": None})
+    return out
+
+
+def upgrade_legacy_archives(table: Table) -> list[str]:
+    """Rewrite archive files of our former format (records without Hudi's instant details,
+    which made Hudi's ``HoodieArchivedTimeline`` fail with ``NoSuchElementException``) in
+    Hudi's form, in place and atomically. Returns the paths rewritten."""
+    rewritten = []
+    folder = archive_dir(table)
+    for st in table.fs.list_dir(folder):
+        lf = parse_log_file_name(st.name)
+        if lf is None or lf.kind != "archive":
+            continue
+        blocks = read_log_file(table.fs, st.path, lazy=False)
+        if not any(b.block_type == BlockType.AVRO_DATA and b.schema
+                   and any(f["name"] == LEGACY_FILES_FIELD for f in b.schema.get("fields", []))
+                   for b in blocks):
+            continue
+        entries: list[dict[str, Any]] = []
+        for b in blocks:
+            if b.block_type != BlockType.AVRO_DATA or not b.schema:
+                continue
+            legacy = any(f["name"] == LEGACY_FILES_FIELD for f in b.schema.get("fields", []))
+            writer = fastavro.parse_schema(b.schema)
+            for datum in split_avro_records(b.content(), st.path):
+                if legacy:
+                    raw = fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer)
+                    entries.extend(_legacy_entries(raw, st.path))
+                else:
+                    entries.append(fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer, _PARSED_ENTRY_SCHEMA))
+        table.fs.write_atomic(st.path, encode_archive_blocks(entries))
+        rewritten.append(st.path)
+        log.info("%s: rewrote archive %s in Hudi's form (%d entries)", table.base_path, st.name, len(entries))
+    return rewritten
 
 
 def _next_archive_version(table: Table) -> int:
@@ -124,19 +298,16 @@ def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 3
     if not lock.try_acquire():
         return ArchiveOutcome([], None, None)
     try:
+        upgrade_legacy_archives(table)
         table.refresh()
         victims, bound = instants_to_archive(table, policy)
         if not victims:
             return ArchiveOutcome([], None, bound)
-        rows = [_entry(table, i) for i in victims]
-        arrow_rows = pa.Table.from_pylist(rows, schema=pa.schema([
-            ("commitTime", pa.string()), ("actionType", pa.string()), ("version", pa.int32()),
-            ("actionState", pa.string()), ("mor_streamer_files", pa.map_(pa.string(), pa.binary()))]))
-        block = encode_data_block(arrow_rows, {HeaderKey.INSTANT_TIME: victims[-1].timestamp},
-                                  kind=BlockType.AVRO_DATA, avro_schema=ARCHIVED_ENTRY_SCHEMA)
+        entries = [e for i in victims for e in archived_entries(table, i)]
+        data = encode_archive_blocks(entries)
         name = f".commits_.archive.{_next_archive_version(table)}_{ARCHIVE_TOKEN}"
         path = posixpath.join(archive_dir(table), name)
-        table.fs.write_atomic(path, block)
+        table.fs.write_atomic(path, data)
         faults.step("archive written")
         tl = table.timeline
         for inst in victims:

@@ -85,7 +85,9 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
     if not files:
         return None
     eitr = (earliest.timestamp, earliest.action, "COMPLETED") if earliest else None
-    return CleanerPlan(policy=POLICY_NAMES[rule], files_per_partition=files, earliest_instant_to_retain=eitr)
+    last = table.timeline.last_completed_write()
+    return CleanerPlan(policy=POLICY_NAMES[rule], files_per_partition=files, earliest_instant_to_retain=eitr,
+                       last_completed_commit_timestamp=last.timestamp if last else "")
 
 
 def _execute(table: Table, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
@@ -103,20 +105,27 @@ def _execute(table: Table, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
             if existed:
                 pm.success_delete_files.append(name)
                 total += 1
-    last = table.timeline.last_completed_write()
+    last = plan.last_completed_commit_timestamp
+    if not last:  # a plan of ours from before plans carried it
+        done = table.timeline.last_completed_write()
+        last = done.timestamp if done else ""
     return CleanMetadata(
         start_clean_time=inst.timestamp,
         earliest_commit_to_retain=plan.earliest_instant_to_retain[0] if plan.earliest_instant_to_retain else "",
         policy=plan.policy, partition_metadata=parts, total_files_deleted=total,
         time_taken_ms=int((time.monotonic() - started) * 1000),
-        last_completed_commit_timestamp=last.timestamp if last else "",
+        # as Hudi's CleanActionExecutor: the plan's value, i.e. as of planning
+        last_completed_commit_timestamp=last,
     )
 
 
 def _finish(table: Table, inst: Instant) -> int:
     tl = table.timeline
-    plan = CleanerPlan.from_bytes(tl.read_plan(inst), tl.path_of(inst, State.REQUESTED))
-    inflight = tl.transition_to_inflight(inst) if inst.is_requested else inst
+    raw = tl.read_plan(inst)
+    plan = CleanerPlan.from_bytes(raw, tl.path_of(inst, State.REQUESTED))
+    # the inflight file carries the plan too, as Hudi's CleanActionExecutor writes it: Hudi's
+    # archiver (MetadataConversionUtils) decodes a clean's inflight file as HoodieCleanerPlan
+    inflight = tl.transition_to_inflight(inst, raw) if inst.is_requested else inst
     meta = _execute(table, inflight, plan)
     tl.complete(inflight, meta.to_avro_bytes())
     faults.step("clean completed")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -131,13 +132,10 @@ def plan_compaction(table: Table, policy: CompactionPolicy) -> CompactionPlan | 
                      "TOTAL_IO_WRITE_MB": (c.base_bytes + c.log_bytes) / 2**20,
                      "TOTAL_IO_MB": c.io_bytes / 2**20},
         ))
-    return CompactionPlan(
-        operations=ops,
-        extra_metadata={"operationType": OPERATION},
-        strategy={"compactorClassName": None, "strategyParams": {"strategy": policy.strategy,
-                                                                   "io_budget_bytes": str(policy.io_budget_bytes)},
-                  "version": 1},
-    )
+    # As Hudi 0.15's plan generator: no extra metadata (Flink's CompactHelpers copies a plan's
+    # extraMetadata into the commit metadata of whoever executes it) and no strategy (null:
+    # HoodieCompactor.getCompactionExecutionStrategy then runs its default CompactionExecutionHelper).
+    return CompactionPlan(operations=ops, extra_metadata={}, strategy=None)
 
 
 def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool = False) -> Instant | None:
@@ -207,7 +205,9 @@ def _order_columns(rows: pa.Table) -> pa.Table:
 
 def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceReadSpec, task: int) -> WriteStat:
     """Merge one slice (reader's merge) and write its new base file."""
+    started = time.monotonic()
     rows, stats = read_file_slice(table.fs, fslice, spec)
+    scanned = time.monotonic()
     if rows is None:
         schema = table.schema() or pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS])
         rows = schema.empty_table()
@@ -223,14 +223,20 @@ def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceRead
     # sized to the file: a base file never grows, so its filter needs no headroom
     written = write_base_file(table.fs, path, rows, bloom=BloomParams().sized_for(rows.num_rows))
     faults.step(f"compaction wrote {name}")
+    # Hudi's RuntimeStats of a compaction write: merge (scan) and create times, in ms
+    runtime = {"totalScanTime": int((scanned - started) * 1000), "totalUpsertTime": 0,
+               "totalCreateTime": int((time.monotonic() - scanned) * 1000)}
     log_bytes = sum(lf.size for lf in fslice.log_files)
     return WriteStat(
-        file_id=fslice.file_id, path=rel_path(fslice.partition_path, name), prev_commit=fslice.base_instant,
+        file_id=fslice.file_id, path=rel_path(fslice.partition_path, name),
+        # the commit of the base file merged into (Hudi's merge handle); "null" for a
+        # log-only slice, as Hudi's create handle writes it
+        prev_commit=fslice.base_instant if fslice.base_file else "null",
         num_writes=written.num_rows, num_update_writes=0, partition_path=fslice.partition_path,
         total_write_bytes=written.size_bytes, file_size_in_bytes=written.size_bytes,
         total_log_files_compacted=len(fslice.log_files), total_log_size_compacted=log_bytes,
         total_log_blocks=stats.log_blocks_read, total_corrupt_log_block=stats.corrupt_block_count,
-        total_rollback_blocks=stats.rolled_back_blocks,
+        total_rollback_blocks=stats.rolled_back_blocks, runtime_stats=runtime,
     )
 
 

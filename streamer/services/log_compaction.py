@@ -57,6 +57,7 @@ class RunChoice:
     log_files: tuple[str, ...]
     base_file: str | None
     run_bytes: int
+    log_bytes: int = 0  # all log files of the slice (Hudi's TOTAL_LOG_FILES_SIZE)
 
 
 def find_runs(units: list[Unit], policy: LogCompactionPolicy) -> list[list[Unit]]:
@@ -87,6 +88,7 @@ def choose_slice(table: Table, fslice: FileSlice, policy: LogCompactionPolicy,
         tuple(lf.name for lf in fslice.log_files),
         fslice.base_file.name if fslice.base_file else None,
         sum(u.size for r in runs for u in r),
+        sum(lf.size for lf in fslice.log_files),
     )
 
 
@@ -109,17 +111,25 @@ def plan_log_compaction(table: Table, policy: LogCompactionPolicy) -> Compaction
         return None
     ops, runs = [], {}
     for c in choices:
-        n_units = sum(len(r) for r in c.runs)
         ops.append(CompactionOperation(
             file_id=c.file_id, partition_path=c.partition, base_instant_time=c.base_instant,
             data_file_path=c.base_file, delta_file_paths=list(c.log_files),
-            metrics={"TOTAL_LOG_FILES": float(len(c.log_files)), "TOTAL_LOG_BLOCKS": float(n_units),
+            # the metric names Hudi's log compaction plans carry
+            metrics={"TOTAL_LOG_FILES": float(len(c.log_files)), "TOTAL_LOG_FILES_SIZE": float(c.log_bytes),
                      "TOTAL_IO_READ_MB": c.run_bytes / 2**20, "TOTAL_IO_WRITE_MB": c.run_bytes / 2**20,
                      "TOTAL_IO_MB": 2 * c.run_bytes / 2**20},
         ))
         runs[run_key(c.partition, c.file_id)] = [list(r) for r in c.runs]
     return CompactionPlan(
         operations=ops,
+        # Hudi's plans carry no extraMetadata; ours must say which units each run stitches
+        # (RUNS_KEY), and name the operation (OPERATION_KEY, which our planning tests rely
+        # on). Hudi treats the map as opaque: a Hudi executor of this plan (HoodieCompactor
+        # with LogCompactionExecutionHelper) compacts the listed log files whole - also
+        # correct; Spark's RunCompactionActionExecutor ignores the map (Flink's
+        # CompactHelpers.createCompactionMetadata copies it into the commit's extraMetadata).
+        # strategyParams (Map<String,String>) are ours too: Hudi's HoodieCompactor reads only
+        # compactorClassName from the strategy, which is Hudi's log compaction helper.
         extra_metadata={OPERATION_KEY: OPERATION, RUNS_KEY: json.dumps(runs, separators=(",", ":"))},
         strategy={"compactorClassName": EXECUTOR_CLASS, "strategyParams": {
             "min_blocks": str(policy.min_blocks), "small_block_bytes": str(policy.small_block_bytes),
@@ -157,7 +167,6 @@ class LogCompactionResult:
 
 def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPolicy) -> LogCompactionResult:
     """Stitch every run of the plan; the caller holds the plan's lock and set it inflight."""
-    started = time.monotonic()
     plan = read_plan(table, inst)
     runs = json.loads(plan.extra_metadata.get(RUNS_KEY, "{}"))
     params = (plan.strategy or {}).get("strategyParams") or {}
@@ -167,7 +176,9 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     # opens a newer slice, but the planned blocks are still where they were
     slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
     result = LogCompactionResult(inst.timestamp)
-    meta = CommitMetadata(operation_type=OPERATION, extra_metadata={})
+    # compacted=true, as Hudi's log compaction commit (RunCompactionActionExecutor builds
+    # COMPACT and LOG_COMPACT metadata alike with new HoodieCommitMetadata(true))
+    meta = CommitMetadata(compacted=True, operation_type=OPERATION, extra_metadata={})
     schema = latest_schema(table)
     if schema:
         meta.extra_metadata["schema"] = schema
@@ -189,12 +200,15 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
             groups.append((planned, present))
         if not groups:
             continue
+        stitch_started = time.monotonic()
         stat = run_exec.write_stitched(table, inst.timestamp, fslice, groups, max_bytes)
+        if stat.runtime_stats is None:  # Hudi's RuntimeStats: the stitch is its "upsert"
+            stat.runtime_stats = {"totalScanTime": 0, "totalCreateTime": 0,
+                                  "totalUpsertTime": int((time.monotonic() - stitch_started) * 1000)}
         meta.add(stat)
         result.blocks_written += stat.total_log_blocks
         result.units_replaced += sum(len(p) for p, _ in groups)
         result.bytes_written += stat.total_write_bytes
-    meta.extra_metadata.setdefault("mor_streamer.took_ms", str(int((time.monotonic() - started) * 1000)))
     result.metadata = meta
     return result
 

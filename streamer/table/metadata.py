@@ -83,6 +83,11 @@ class WriteStat:
             ):
                 continue
             out[_camel(f.name)] = getattr(self, f.name)
+        if self.is_log and "recordsStats" not in self.extra:
+            # Jackson's rendering of HoodieDeltaWriteStat's empty ``Option`` recordsStats
+            # (column ranges Hudi fills only for the metadata table's column stats); Hudi
+            # 0.15 writes it on every log write stat. Parsed back, it lands in ``extra``.
+            out["recordsStats"] = dict(_EMPTY_RECORDS_STATS)
         out.update(self.extra)
         return out
 
@@ -103,6 +108,7 @@ class WriteStat:
 
 
 _NULL_DEFAULTS = ("cdcStats", "tempPath")
+_EMPTY_RECORDS_STATS: dict[str, Any] = {"val": None}
 _INT_FIELDS = {
     f.name for f in fields(WriteStat) if f.type == "int" and f.name not in ("log_version",)
 }
@@ -124,6 +130,15 @@ class CommitMetadata:
         return self.extra_metadata.get(SCHEMA_KEY) or None
 
     def checkpoint(self) -> str | None:
+        """Apache Hudi HoodieStreamer's checkpoint string of this commit, or ``None``.
+
+        Hudi's value, read as Hudi 1.x reads it (``CheckpointUtils.getCheckpoint``):
+        ``streamer.checkpoint.key.v2`` when non-empty, else ``deltastreamer.checkpoint.key``
+        (the only key Hudi 0.x and table version 6 writers use; for Kafka
+        ``topic,partition:offset,...``). It is *not* our pipeline's own position, which
+        lives under ``mor.streamer.checkpoint`` (``STREAMER_CHECKPOINT_KEY`` in
+        :mod:`streamer.pipeline.checkpoint`, which reads both).
+        """
         return self.extra_metadata.get(CHECKPOINT_KEY_V2) or self.extra_metadata.get(CHECKPOINT_KEY)
 
     def write_stats(self) -> Iterator[WriteStat]:
@@ -159,6 +174,28 @@ class CommitMetadata:
         """Jackson-style pretty JSON, as table version 6 stores it."""
         return json.dumps(self.to_dict(), indent=2, separators=(",", " : ")).encode()
 
+    def to_archived_record(self, *, replace: bool = False) -> dict[str, Any]:
+        """This metadata as Hudi's Avro ``HoodieCommitMetadata`` (``HoodieReplaceCommitMetadata``
+        with ``replace``), the form an archived timeline entry carries.
+
+        As Hudi 0.15's ``MetadataConversionUtils.convertCommitMetadata`` makes it: write stats
+        keep the fields of the Avro ``HoodieWriteStat`` (``totalLogFiles`` has no JSON
+        counterpart and stays null), a compacted commit says ``COMPACT``, ``version`` stays
+        null and ``extraMetadata`` gains an empty ``ROLLING_STAT``. Hudi's archived-timeline
+        reader turns the record back into JSON and parses it as commit metadata.
+        """
+        out: dict[str, Any] = {
+            "partitionToWriteStats": {
+                p: [_archived_stat(s) for s in stats] for p, stats in self.partition_to_write_stats.items()
+            },
+            "extraMetadata": {**self.extra_metadata, "ROLLING_STAT": ""},
+            "version": None,
+            "operationType": "COMPACT" if self.compacted else self.operation_type,
+        }
+        if replace:
+            out["partitionToReplaceFileIds"] = {p: list(ids) for p, ids in self.partition_to_replace_file_ids.items()}
+        return out
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CommitMetadata:
         p2ws = {
@@ -189,6 +226,11 @@ class CommitMetadata:
             raise CorruptDataError(f"unreadable commit metadata ({e})", path) from e
 
 
+def _archived_stat(stat: WriteStat) -> dict[str, Any]:
+    d = stat.to_dict()
+    return {k: d.get(k) for k in ARCHIVED_WRITE_STAT_FIELDS}
+
+
 # =============================================================================== Avro helpers
 def read_avro(data: bytes, path: str = "<avro>") -> tuple[dict[str, Any], dict[str, Any]]:
     """(writer schema, first record) of a single-record Avro container file."""
@@ -216,6 +258,41 @@ _S = "string"
 _STR_MAP = {"type": "map", "values": "string"}
 _STR_ARR = {"type": "array", "items": "string"}
 
+# --------------------------------------------------------------------------- commit metadata (Avro)
+#: Fields of Hudi 0.15's Avro ``HoodieWriteStat`` (all nullable longs/strings), in its order.
+ARCHIVED_WRITE_STAT_FIELDS = (
+    "fileId", "path", "prevCommit", "numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes",
+    "totalWriteErrors", "partitionPath", "totalLogRecords", "totalLogFiles", "totalUpdatedRecordsCompacted",
+    "numInserts", "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes",
+)
+_STRING_STAT_FIELDS = {"fileId", "path", "prevCommit", "partitionPath"}
+_WRITE_STATS_MAP = {"type": "map", "values": {"type": "array", "items": {
+    "type": "record", "name": "HoodieWriteStat", "fields": [
+        {"name": n, "default": None, "type": _opt(_S if n in _STRING_STAT_FIELDS else "long")}
+        for n in ARCHIVED_WRITE_STAT_FIELDS]}}}
+
+#: Avro ``HoodieCommitMetadata`` as table version 6 archives it (Hudi 0.15 field set; the
+#: active timeline of v6 keeps the JSON form, :meth:`CommitMetadata.to_json_bytes`).
+ARCHIVED_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "HoodieCommitMetadata", "namespace": _NS, "fields": [
+        {"name": "partitionToWriteStats", "default": None, "type": _opt(_WRITE_STATS_MAP)},
+        {"name": "extraMetadata", "default": None, "type": _opt(_STR_MAP)},
+        {"name": "version", "default": 1, "type": ["int", "null"]},
+        {"name": "operationType", "default": None, "type": _opt(_S)},
+    ]}
+
+#: Avro ``HoodieReplaceCommitMetadata`` (its write stats reuse ``HoodieWriteStat`` by name).
+ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "HoodieReplaceCommitMetadata", "namespace": _NS, "fields": [
+        {"name": "partitionToWriteStats", "default": None,
+         "type": _opt({"type": "map", "values": {"type": "array", "items": "HoodieWriteStat"}})},
+        {"name": "extraMetadata", "default": None, "type": _opt(_STR_MAP)},
+        {"name": "version", "default": 1, "type": ["int", "null"]},
+        {"name": "operationType", "default": None, "type": _opt(_S)},
+        {"name": "partitionToReplaceFileIds", "default": None,
+         "type": _opt({"type": "map", "values": _STR_ARR})},
+    ]}
+
 # --------------------------------------------------------------------------- compaction plan
 COMPACTION_PLAN_SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -241,7 +318,8 @@ COMPACTION_PLAN_SCHEMA: dict[str, Any] = {
                 {"name": "version", "default": 1, "type": ["int", "null"]},
             ]})},
         {"name": "preserveHoodieMetadata", "default": False, "type": ["boolean", "null"]},
-        {"name": "missingSchedulePartitions", "default": None, "type": _opt(_STR_ARR)},
+        # Hudi 1.x adds "missingSchedulePartitions" (nullable, default null); 0.15 has no
+        # such field, so we leave it out as Hudi 0.15 does.
     ],
 }
 
@@ -292,15 +370,17 @@ class CompactionPlan:
     strategy: dict[str, Any] | None = None
     preserve_hoodie_metadata: bool = False
 
-    def to_avro_bytes(self) -> bytes:
-        return write_avro(COMPACTION_PLAN_SCHEMA, {
+    def to_record(self) -> dict[str, Any]:
+        return {
             "operations": [op.to_record() for op in self.operations],
             "extraMetadata": dict(self.extra_metadata),
             "version": self.version,
             "strategy": self.strategy,
             "preserveHoodieMetadata": self.preserve_hoodie_metadata,
-            "missingSchedulePartitions": [],
-        })
+        }
+
+    def to_avro_bytes(self) -> bytes:
+        return write_avro(COMPACTION_PLAN_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<compaction plan>") -> CompactionPlan:
@@ -425,8 +505,8 @@ class RollbackMetadata:
     total_files_deleted: int = 0
     version: int = 1
 
-    def to_avro_bytes(self) -> bytes:
-        return write_avro(ROLLBACK_METADATA_SCHEMA, {
+    def to_record(self) -> dict[str, Any]:
+        return {
             "startRollbackTime": self.start_rollback_time,
             "timeTakenInMillis": self.time_taken_ms,
             "totalFilesDeleted": self.total_files_deleted,
@@ -440,7 +520,10 @@ class RollbackMetadata:
             } for p, m in self.partition_metadata.items()},
             "version": self.version,
             "instantsRollback": [{"commitTime": t, "action": a} for t, a in self.instants_rollback],
-        })
+        }
+
+    def to_avro_bytes(self) -> bytes:
+        return write_avro(ROLLBACK_METADATA_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<rollback metadata>") -> RollbackMetadata:
@@ -469,6 +552,7 @@ CLEANER_PLAN_SCHEMA: dict[str, Any] = {
             "type": "record", "name": "HoodieActionInstant", "fields": [
                 {"name": "timestamp", "type": _S}, {"name": "action", "type": _S},
                 {"name": "state", "type": _S}]})},
+        {"name": "lastCompletedCommitTimestamp", "default": "", "type": _S},
         {"name": "policy", "type": _S},
         {"name": "filesToBeDeletedPerPartition", "default": None,
          "type": _opt({"type": "map", "values": _STR_ARR})},
@@ -480,6 +564,7 @@ CLEANER_PLAN_SCHEMA: dict[str, Any] = {
                     {"name": "isBootstrapBaseFile", "default": None, "type": _opt("boolean")},
                 ]}}})},
         {"name": "partitionsToBeDeleted", "default": None, "type": _opt(_STR_ARR)},
+        {"name": "extraMetadata", "default": None, "type": _opt(_STR_MAP)},
     ]}
 
 _CLEAN_PARTITION = {
@@ -494,7 +579,6 @@ _CLEAN_PARTITION = {
 
 CLEAN_METADATA_SCHEMA: dict[str, Any] = {
     "type": "record", "name": "HoodieCleanMetadata", "namespace": _NS, "fields": [
-        {"name": "policy", "default": "", "type": _S},
         {"name": "startCleanTime", "type": _S},
         {"name": "timeTakenInMillis", "type": "long"},
         {"name": "totalFilesDeleted", "type": "int"},
@@ -504,6 +588,7 @@ CLEAN_METADATA_SCHEMA: dict[str, Any] = {
         {"name": "version", "default": 1, "type": ["int", "null"]},
         {"name": "bootstrapPartitionMetadata", "default": None,
          "type": _opt({"type": "map", "values": "HoodieCleanPartitionMetadata"})},
+        {"name": "extraMetadata", "default": None, "type": _opt(_STR_MAP)},
     ]}
 
 
@@ -516,22 +601,31 @@ class CleanerPlan:
     earliest_instant_to_retain: tuple[str, str, str] | None = None  # (ts, action, state)
     partitions_to_be_deleted: list[str] = field(default_factory=list)
     version: int = 2
+    #: The last completed commit when the plan was made; Hudi copies it into the clean
+    #: metadata, where its incremental clean planning reads it.
+    last_completed_commit_timestamp: str = ""
 
-    def to_avro_bytes(self) -> bytes:
+    def to_record(self) -> dict[str, Any]:
         eitr = self.earliest_instant_to_retain
-        return write_avro(CLEANER_PLAN_SCHEMA, {
+        return {
             "earliestInstantToRetain": (
                 {"timestamp": eitr[0], "action": eitr[1], "state": eitr[2]} if eitr else None
             ),
+            "lastCompletedCommitTimestamp": self.last_completed_commit_timestamp,
             "policy": self.policy,
-            "filesToBeDeletedPerPartition": None,
+            # version 2 plans list full paths below; Hudi leaves the v1 map empty, not null
+            "filesToBeDeletedPerPartition": {},
             "version": self.version,
             "filePathsToBeDeletedPerPartition": {
                 p: [{"filePath": f, "isBootstrapBaseFile": False} for f in files]
                 for p, files in self.files_per_partition.items()
             },
             "partitionsToBeDeleted": list(self.partitions_to_be_deleted),
-        })
+            "extraMetadata": {},
+        }
+
+    def to_avro_bytes(self) -> bytes:
+        return write_avro(CLEANER_PLAN_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<cleaner plan>") -> CleanerPlan:
@@ -548,6 +642,7 @@ class CleanerPlan:
             earliest_instant_to_retain=(e["timestamp"], e["action"], e["state"]) if e else None,
             partitions_to_be_deleted=list(r.get("partitionsToBeDeleted") or []),
             version=r.get("version") or 1,
+            last_completed_commit_timestamp=r.get("lastCompletedCommitTimestamp") or "",
         )
 
 
@@ -574,9 +669,10 @@ class CleanMetadata:
     last_completed_commit_timestamp: str = ""
     version: int = 2
 
-    def to_avro_bytes(self) -> bytes:
-        return write_avro(CLEAN_METADATA_SCHEMA, {
-            "policy": self.policy,
+    def to_record(self) -> dict[str, Any]:
+        # No top-level "policy": Hudi's HoodieCleanMetadata (0.15 and 1.x) has none; the
+        # policy is per partition. (Files we wrote before carried one; from_bytes reads it.)
+        return {
             "startCleanTime": self.start_clean_time,
             "timeTakenInMillis": self.time_taken_ms,
             "totalFilesDeleted": self.total_files_deleted,
@@ -590,16 +686,21 @@ class CleanMetadata:
                 "isPartitionDeleted": m.is_partition_deleted,
             } for p, m in self.partition_metadata.items()},
             "version": self.version,
-            "bootstrapPartitionMetadata": None,
-        })
+            "bootstrapPartitionMetadata": {},
+            "extraMetadata": {},
+        }
+
+    def to_avro_bytes(self) -> bytes:
+        return write_avro(CLEAN_METADATA_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<clean metadata>") -> CleanMetadata:
         _, r = read_avro(data, path)
+        policies = [m.get("policy") for m in (r.get("partitionMetadata") or {}).values() if m.get("policy")]
         return cls(
             start_clean_time=r.get("startCleanTime") or "",
             earliest_commit_to_retain=r.get("earliestCommitToRetain") or "",
-            policy=r.get("policy") or "",
+            policy=r.get("policy") or (policies[0] if policies else ""),
             partition_metadata={p: CleanPartitionMetadata(
                 partition_path=m.get("partitionPath") or "",
                 policy=m.get("policy") or "",

@@ -60,6 +60,7 @@ def _abs(base_path: str, partition: str, name: str) -> str:
 def build_plan(fs: FileSystem, base_path: str, target: Instant) -> RollbackPlan:
     """A Hudi rollback plan from the failed instant's markers."""
     requests: list[RollbackRequest] = []
+    seen_logs: set[str] = set()
     for m in list_markers(fs, base_path, target.timestamp):
         if m.io_type is IOType.CREATE and parse_base_file_name(m.file_name):
             requests.append(
@@ -67,16 +68,25 @@ def build_plan(fs: FileSystem, base_path: str, target: Instant) -> RollbackPlan:
                     m.partition, "", "", files_to_be_deleted=[_abs(base_path, m.partition, m.file_name)]
                 )
             )
-        elif m.io_type is IOType.CREATE and (lf := parse_log_file_name(m.file_name)):
+        elif m.io_type in (IOType.CREATE, IOType.APPEND) and (lf := parse_log_file_name(m.file_name)):
+            # a log file's marker: our CREATE, or the APPEND marker named after the log file
+            # that Hudi 0.15's HoodieWriteHandle writes (and its MarkerBasedRollbackStrategy
+            # requires: it rejects CREATE markers of log files)
             path = _abs(base_path, m.partition, m.file_name)
+            if path in seen_logs:
+                continue
+            seen_logs.add(path)
             size = fs.status(path).size if fs.exists(path) else 0
             if size == 0:
                 continue  # never published: nothing for readers to skip
+            # Hudi's listing-based plans key logBlocksToBeDeleted by the full path too (its
+            # marker-based ones by the bare name, size 1); Hudi's BaseRollbackHelper only uses
+            # fileId + latestBaseInstant to place the rollback block, the keys are reported.
             requests.append(
                 RollbackRequest(m.partition, lf.file_id, lf.base_instant, [], {path: size})
             )
-        # APPEND markers (Hudi's, named after the base file) need nothing here: the
-        # log file's own CREATE marker says whether a block was published.
+        # APPEND markers named after the base file (Hudi before HUDI-1517, and ours) need
+        # nothing here: the log file's own marker says whether a block was published.
     return RollbackPlan(target.timestamp, target.action, requests)
 
 
