@@ -1,10 +1,9 @@
 """Appending to a file slice: one new log file version, for the writer and the services alike.
 
 Every append - a commit's blocks for a file group, a log compaction's stitched blocks -
-is the same protocol, so it lives here once: Hudi's markers first (an ``APPEND`` marker
-named after the slice's base file as Hudi 0.14+ writes it, and a ``CREATE`` marker for
-the exact log file, since we never append to an existing file), then the blocks written
-atomically as a new log file version, then Hudi's write stat for it.
+is the same protocol, so it lives here once: Hudi's marker first (``<log file>.marker.APPEND``,
+as Hudi 0.14+ writes it), then the blocks written atomically as a new log file version
+(we never append to an existing file), then Hudi's write stat for it.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from streamer.fs import FileSystem
 from streamer.table.log_content import ORDERING_VALUE, PARTITION_PATH, RECORD_KEY
 from streamer.table.log_format import HeaderKey, encode_delete_block
 from streamer.table.metadata import WriteStat
-from streamer.table.naming import base_file_name, log_file_name
+from streamer.table.naming import log_file_name
 from streamer.write import faults
 from streamer.write.markers import IOType, Marker, create_marker
 
@@ -64,9 +63,11 @@ def write_log_file(fs: FileSystem, target: SliceTarget, instant: str, blocks: Se
     The caller fills in the record counts it knows (inserts, updates, deletes).
     """
     name = target.log_name
-    append_marker = base_file_name(target.file_id, target.token, target.base_instant)
-    create_marker(fs, target.base_path, instant, Marker(target.partition, append_marker, IOType.APPEND))
-    create_marker(fs, target.base_path, instant, Marker(target.partition, name, IOType.CREATE))
+    # Hudi 0.14+ marks a log file it creates or appends to with an APPEND marker named
+    # after the log file (HoodieWriteHandle.AppendLogWriteCallback); its marker-based
+    # rollback refuses any other marker on a log file ("Log files should have only
+    # APPEND as IOTypes"), so a Hudi writer could not roll back our failed write.
+    create_marker(fs, target.base_path, instant, Marker(target.partition, name, IOType.APPEND))
     faults.step(f"markers {name}")
     content = b"".join(blocks)
     faults.step(f"before log file {name}")

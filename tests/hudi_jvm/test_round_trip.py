@@ -127,3 +127,43 @@ def test_without_handover_a_hudi_writer_duplicates_log_keys(tmp_path, hudi015, i
     snap = hudi015.read(path)
     keys = list(zip(snap.column("city").to_pylist(), snap.column("id").to_pylist(), strict=True))
     assert {k for k in keys if keys.count(k) > 1} == set(log_only[:5])
+
+
+def test_hudi_rolls_back_a_write_of_ours_that_died(tmp_path, hudi015, hudi10):
+    """Our writer dies after writing its files (log files and their markers present, the
+    instant inflight) and Hudi 0.15's own writer continues the table: it rolls the failed
+    write back by its markers - possible only because a log file's marker is
+    ``<log>.marker.APPEND`` (Hudi's MarkerBasedRollbackStrategy refuses any other).
+
+    Read back by ours, hudi-rs and Hudi 1.0: the model. Hudi 0.15's *reader* is left out,
+    for a Hudi 0.15 bug this scenario shows on Hudi's own blocks: its rollback block
+    carries the rollback's instant (``BaseRollbackHelper.generateHeader``: the timeline's
+    last instant), later than the deltacommit Hudi writes right after it in the same file
+    group, and ``AbstractHoodieLogRecordReader`` stops at the first block later than the
+    query's latest commit - so Hudi 0.15 misses Hudi's own update. ``streamer handover``
+    (which rolls failed writes back first) avoids it; ``test_ours_hudi015...`` covers that.
+    """
+    from streamer.write import faults
+
+    path = str(tmp_path / "t")
+    w, gen, model = tg.build(path, 4, deletes_every=3)
+    handover_to_hudi(path)
+    real_step = faults.step
+
+    def die_before_completing(label: str) -> None:
+        if label == "before complete":
+            raise RuntimeError("killed")
+        real_step(label)
+
+    faults.step = die_before_completing
+    try:
+        with pytest.raises(RuntimeError, match="killed"):
+            w.upsert(gen.upserts(25, tag="lost"))  # updates go to log files: APPEND markers
+    finally:
+        faults.step = real_step
+    assert Table.open(path).timeline.pending(), "precondition: a failed write is pending"
+    _hudi_write(hudi015, path, gen.upserts(20, tag="h15"), model, extra={"hoodie.index.type": "BLOOM"})
+    t = Table.open(path)
+    assert not [i for i in t.timeline.pending() if i.action == "deltacommit"]
+    assert any(i.action == "rollback" for i in t.timeline.completed())
+    _check(path, model, {"1.0": hudi10}, "Hudi 0.15 after rolling back our failed write")
