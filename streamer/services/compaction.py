@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from streamer import defaults
 from streamer.config.policies import CompactionPolicy, CompactionTrigger
 from streamer.errors import CommitConflictError
 from streamer.index.rfc06 import BloomParams
@@ -47,6 +48,7 @@ from streamer.services.common import (
 )
 from streamer.services.slices import read_slice_blocks
 from streamer.services.strategies import Candidate, order_and_bound
+from streamer.table import meta_fields
 from streamer.table.base_file import write_base_file
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, parse_instant_time
@@ -60,7 +62,7 @@ from streamer.write.markers import IOType, Marker, create_marker
 log = logging.getLogger(__name__)
 
 OPERATION = "COMPACT"
-FILE_NAME = "_hoodie_file_name"
+FILE_NAME = meta_fields.FILE_NAME
 
 
 class CompactionConflict(ServiceError):
@@ -302,7 +304,7 @@ class CompactionRun:
 
 
 def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0,
-                       workers: int = 4) -> CompactionRun:
+                       workers: int = defaults.LOCAL_THREADS) -> CompactionRun:
     """Write every slice's new base file without blocking writers; the caller holds the
     plan lock, set the plan inflight, and completes through :meth:`CompactionRun.finish`."""
     plan = read_plan(table, inst)
