@@ -74,10 +74,10 @@ def _handover_line(table, path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from streamer.read import Table
-    from streamer.table.properties import format_problems
+    from streamer.write.repair import table_problems
 
     table = Table.open(args.path)
-    for problem in format_problems(table.properties):
+    for problem in table_problems(table.fs, table.base_path):
         sys.stderr.write(
             f"warning: {args.path}: {problem}; run `streamer repair {args.path}` "
             "(the next write repairs it too)\n"

@@ -49,7 +49,7 @@ from streamer.write.lock import WriterLock
 from streamer.write.markers import delete_markers
 from streamer.write.plan import SizingPolicy, build_plan
 from streamer.write.prepare import PrepareSpec
-from streamer.write.repair import repair_table_format
+from streamer.write.repair import empty_clean_inflights, repair_table_format
 from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 from streamer.write.rollback import rollback_all_failed
@@ -138,8 +138,9 @@ class HudiWriter:
                 " this writer writes version 6, layout 1"
             )
         writer = cls(fs, path, TableConfig.from_properties(props.raw), options or WriteOptions())
-        if format_problems(props):
-            # a table of an earlier version of this project: Apache Hudi cannot see its logs
+        if format_problems(props) or empty_clean_inflights(fs, path):
+            # a table of an earlier version of this project: Apache Hudi cannot see its
+            # logs, or its archiver fails on an empty clean inflight file
             repair_table_format(fs, path, lock_timeout_s=writer.options.lock_timeout_s)
         return writer
 

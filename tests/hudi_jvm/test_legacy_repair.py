@@ -9,6 +9,7 @@ snapshot silently returns the base files only. Both ways a table gets repaired a
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from streamer.cli import main as cli
@@ -64,7 +65,52 @@ def test_writer_repairs_on_open(tmp_path, hudi_sessions, caplog):
     model = _make_legacy(path, "PARQUET")
     with caplog.at_level("WARNING"):
         w = HudiWriter.open(path, options=tg.SMALL)
-    assert [r for r in caplog.records if "repaired hoodie.properties" in r.getMessage()]
+    assert [r for r in caplog.records if "repaired" in r.getMessage() and LOG_FILE_FORMAT in r.getMessage()]
     assert not format_problems(load_properties(w.fs, path))
     tg.step(w, tg.Gen(9, key_space=60), model)
     assert_all_readers_agree(path, hudi_sessions)
+
+
+def test_empty_clean_inflight_breaks_hudis_archiver_until_repaired(tmp_path, hudi015, capsys):
+    """Earlier versions left ``<ts>.clean.inflight`` empty; Hudi's archiver decodes it as
+    the clean plan and every Hudi write with archiving fails. Repair copies the plan in."""
+    from pathlib import Path
+
+    from streamer.config.policies import CleanPolicy, CompactionPolicy
+    from streamer.services.clean import run_clean
+    from streamer.services.compaction import schedule_compaction
+    from streamer.services.executor import execute
+    from tests.support.hudi_options import HUDI_WRITE
+
+    path = str(tmp_path / "t")
+    w, gen, model = tg.build(path, 2, deletes_every=3)
+    for _ in range(5):  # more cleans than Hudi keeps (hoodie.keep.max.commits), so it archives some
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert execute(Table.open(path), comp).status == "completed"
+        tg.step(w, gen, model)
+        assert run_clean(Table.open(path), CleanPolicy(retain_commits=1)).instant
+        tg.step(w, gen, model)
+    inflights = sorted(Path(path, ".hoodie").glob("*.clean.inflight"))
+    assert inflights
+    for f in inflights:
+        f.write_bytes(b"")  # as the previous version left it
+    archiving = dict(HUDI_WRITE, **{"hoodie.metadata.enable": "false", "hoodie.keep.min.commits": "2",
+                                    "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1",
+                                    "hoodie.index.type": "BLOOM"})
+    from streamer.services.handover import handover_to_hudi
+    from streamer.testing.hudi import HudiOracleError
+
+    assert cli(["show", path, "--limit", "0"]) == 0
+    assert "clean.inflight is empty" in capsys.readouterr().err
+    first = gen.upserts(10, tag="x")
+    with pytest.raises(HudiOracleError, match="(?i)archiv"):
+        hudi015.write(path, first, archiving)
+    model.apply(first)  # Hudi commits, then archives: the rows are in, the archiving failed
+    handover_to_hudi(path)  # repairs (as `streamer repair` does), then compacts for Hudi's index
+    assert all(f.stat().st_size > 0 for f in inflights if f.exists())
+    more = gen.upserts(10, tag="h")
+    hudi015.write(path, more, archiving)
+    model.apply(more)
+    got = hudi015.read(path)
+    assert canon(got, ["city", "id", "ts", "value"]) == canon(
+        pa.Table.from_pylist(model.snapshot(), schema=tg.SCHEMA), ["city", "id", "ts", "value"])
