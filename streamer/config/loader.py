@@ -298,11 +298,30 @@ _KNOWN_KEYS = _all_field_names()
 # -- checks beyond one model ------------------------------------------------------------
 
 
+def _identity(p: PipelineConfig) -> tuple:
+    t = p.target
+    return (tuple(t.record_key), tuple(t.partition_by), t.ordering_field, t.effective_key_generator,
+            t.hive_style, t.url_encode_partitions)
+
+
 def _cross_pipeline_problems(found: list[tuple[str, int, PipelineConfig]]) -> list[ConfigProblem]:
+    """Names are unique. Several pipelines may write one table (each resumes from its own
+    position), but they must agree on its identity: keys, partitioning, ordering."""
     problems: list[ConfigProblem] = []
+    by_target: dict[str, tuple[str, int, PipelineConfig]] = {}
+    for file, i, p in found:
+        path = p.target.path.rstrip("/")
+        if path not in by_target:
+            by_target[path] = (file, i, p)
+        elif _identity(by_target[path][2]) != _identity(p):
+            f0, i0, _ = by_target[path]
+            problems.append(ConfigProblem(
+                file, None, f"pipelines[{i}].target",
+                f"target path {path!r} is also written by pipelines[{i0}] in {f0} with other keys, "
+                "partitioning or ordering; pipelines sharing a table must agree on them",
+            ))
     for label, key, field in (
         ("name", lambda p: p.name, "name"),
-        ("target path", lambda p: p.target.path.rstrip("/"), "target.path"),
     ):
         first: dict[Any, tuple[str, int]] = {}
         for file, i, p in found:

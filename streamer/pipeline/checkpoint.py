@@ -95,8 +95,13 @@ def checkpoint_metadata(position: Position) -> dict[str, str]:
     return meta
 
 
-def stored_checkpoint(fs: FileSystem, base_path: str, *, topic: str | None = None) -> StoredCheckpoint:
+def stored_checkpoint(fs: FileSystem, base_path: str, *, topic: str | None = None,
+                      pipeline: str | None = None) -> StoredCheckpoint:
     """Read the position of the newest completed write that carries one.
+
+    ``pipeline``: only that pipeline's commits count (and those that name no pipeline:
+    HoodieStreamer's, or a table handed over): several pipelines may write one table,
+    each from its own sources, and each resumes from its own position.
 
     A table that does not exist yet, or has no checkpoint, gives an empty checkpoint
     (the pipeline starts from the source's configured beginning). ``topic`` is the
@@ -104,28 +109,32 @@ def stored_checkpoint(fs: FileSystem, base_path: str, *, topic: str | None = Non
     for that topic is a :class:`SourceError` naming the commit, key and value (a table
     handed over from another topic must not be resumed at that topic's offsets).
     """
-    for found in _checkpoints_newest_first(fs, base_path):
+    for found in _checkpoints_newest_first(fs, base_path, pipeline):
         if topic is not None:
             _check_source_topic(found, topic, base_path)
         return found
     return StoredCheckpoint(None, None, None)
 
 
-def checkpoint_history(fs: FileSystem, base_path: str) -> list[StoredCheckpoint]:
+def checkpoint_history(fs: FileSystem, base_path: str, *, pipeline: str | None = None) -> list[StoredCheckpoint]:
     """Every completed write's checkpoint in the active timeline, oldest first.
 
     Why: it is the audit trail of exactly-once - consecutive positions must never
     go backwards, and each input record belongs to exactly one commit.
     """
-    return list(reversed(list(_checkpoints_newest_first(fs, base_path))))
+    return list(reversed(list(_checkpoints_newest_first(fs, base_path, pipeline))))
 
 
-def _checkpoints_newest_first(fs: FileSystem, base_path: str) -> Iterator[StoredCheckpoint]:
+def _checkpoints_newest_first(fs: FileSystem, base_path: str,
+                              pipeline: str | None = None) -> Iterator[StoredCheckpoint]:
     if not fs.exists(properties_path(base_path)):
         return
     snapshot = TableSnapshot.load(fs, base_path)
     for instant in reversed(snapshot.timeline.completed_writes()):
         meta = snapshot.commit_metadata(instant)
+        owner = meta.extra_metadata.get(PIPELINE_KEY)
+        if pipeline is not None and owner is not None and owner != pipeline:
+            continue  # another pipeline's position, from its own sources
         found = _position_in(meta.extra_metadata, instant.timestamp, base_path)
         if found is None:
             continue

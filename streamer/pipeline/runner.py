@@ -107,7 +107,7 @@ class PipelineRunner:
         (a table HoodieStreamer or another pipeline filled from another topic is refused)."""
         source = self.config.source
         topic = source.topic if source.type == "kafka" else None
-        return stored_checkpoint(self.sink.fs, self.sink.path, topic=topic)
+        return stored_checkpoint(self.sink.fs, self.sink.path, topic=topic, pipeline=self.config.name)
 
     def seed_position(self, start: Position) -> None:
         """Start a table without a stored position at ``start`` (the stream's resolved start),
@@ -245,7 +245,8 @@ class PipelineRunner:
         writer = self.sink.writer(_arrow_schema(prepared.good))
         # Checked by the writer under its lock: no other run of this pipeline committed a
         # position since ours was read (its batch would overlap ours).
-        expect = ExpectCheckpoint(self._committed_instant, CHECKPOINT_KEYS, owner=f"pipeline {self.config.name}")
+        expect = ExpectCheckpoint(self._committed_instant, CHECKPOINT_KEYS, owner=self.config.name,
+                                  owner_key=PIPELINE_KEY)
         result = getattr(writer, self.config.target.operation)(
             prepared.good, extra_metadata=meta, expect_checkpoint=expect,
             engine=self.sink.engine_for(prepared.good),  # decided once, by the batch step

@@ -170,7 +170,7 @@ def test_duplicate_yaml_keys_are_reported():
     assert "duplicate key 'name'" in found["pipelines[0].name"]
 
 
-def test_names_and_target_paths_must_be_unique():
+def test_names_are_unique_and_pipelines_sharing_a_table_agree_on_its_identity():
     text = MINIMAL + """
   - name: trips
     source: {type: generator}
@@ -178,7 +178,15 @@ def test_names_and_target_paths_must_be_unique():
 """
     found = problems_of(text)
     assert "already used by pipelines[0]" in found["pipelines[1].name"]
-    assert "already used by pipelines[0]" in found["pipelines[1].target.path"]
+    assert "must agree" in found["pipelines[1].target"]
+    # two pipelines, one table, the same keys: allowed (each has its own position)
+    shared = MINIMAL + """
+  - name: trips_backfill
+    source: {type: generator}
+    target: {path: lake/trips/, record_key: uuid, partition_by: city, ordering_field: ts}
+"""
+    pipelines, problems = parse(shared, None)
+    assert problems == [] and [p.name for p in pipelines] == ["trips", "trips_backfill"]
 
 
 def test_empty_and_wrong_top_level():
