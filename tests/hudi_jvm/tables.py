@@ -28,6 +28,7 @@ from streamer.services.executor import execute
 from streamer.services.log_compaction import schedule_log_compaction
 from streamer.write import HudiWriter, TableConfig
 from tests.support import block_tables as tg
+from tests.support.failed_write import fail_before_complete
 
 LC = LogCompactionPolicy(min_blocks=3)
 
@@ -95,26 +96,8 @@ def pending_compaction(path: str) -> None:
 
 def rolled_back_write(path: str) -> None:
     """A write that failed after writing its files, rolled back by the next writer."""
-    from streamer.write import faults
-
     w, gen, model = _ingest(path, commits=3)
-    real_step = faults.step
-
-    class Boom(Exception):
-        pass
-
-    def failing(label: str) -> None:
-        if label == "before complete":
-            raise Boom(label)
-        real_step(label)
-
-    faults.step = failing
-    try:
-        w.upsert(gen.upserts(15, tag="lost"))
-    except Boom:
-        pass
-    finally:
-        faults.step = real_step
+    fail_before_complete(lambda: w.upsert(gen.upserts(15, tag="lost")))
     tg.step(w, gen, model)
     t = Table.open(path)
     assert any(i.action == "rollback" for i in t.timeline.completed()), "no rollback happened"

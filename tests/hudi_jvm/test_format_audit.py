@@ -45,8 +45,8 @@ from streamer.table.log_content import split_avro_records
 from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
 from streamer.table.properties import load_properties
 from streamer.testing.hudi import HudiOracleError
-from streamer.write import faults
 from tests.support import block_tables as tg
+from tests.support.failed_write import fail_before_complete
 from tests.support.hudi_options import HUDI_WRITE as HUDI_CONTINUE
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
@@ -276,23 +276,7 @@ def _build_hudi(session, root: Path) -> tuple[str, str, dict[str, str]]:
 def _failed_write(w) -> None:
     """A write that dies before completing: updates into logs and, with many new keys,
     new file groups (base files), as the write Hudi rolls back above touched both."""
-    real = faults.step
-
-    class Boom(Exception):
-        pass
-
-    def failing(label: str) -> None:
-        if label == "before complete":
-            raise Boom(label)
-        real(label)
-
-    faults.step = failing
-    try:
-        w.upsert(tg.Gen(7, key_space=100_000).upserts(600, tag="lost"))
-    except Boom:
-        pass
-    finally:
-        faults.step = real
+    fail_before_complete(lambda: w.upsert(tg.Gen(7, key_space=100_000).upserts(600, tag="lost")))
 
 
 def _build_ours(root: Path) -> tuple[str, str, str, tg.Model]:

@@ -19,6 +19,7 @@ from streamer.table.properties import load_properties
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import Query, assert_all_readers_agree, canon
 from tests.support import block_tables as tg
+from tests.support.failed_write import fail_before_complete
 from tests.support.hudi_options import HUDI_WRITE, V6
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
@@ -143,24 +144,11 @@ def test_hudi_rolls_back_a_write_of_ours_that_died(tmp_path, hudi015, hudi10):
     query's latest commit - so Hudi 0.15 misses Hudi's own update. ``streamer handover``
     (which rolls failed writes back first) avoids it; ``test_ours_hudi015...`` covers that.
     """
-    from streamer.write import faults
-
     path = str(tmp_path / "t")
     w, gen, model = tg.build(path, 4, deletes_every=3)
     handover_to_hudi(path)
-    real_step = faults.step
-
-    def die_before_completing(label: str) -> None:
-        if label == "before complete":
-            raise RuntimeError("killed")
-        real_step(label)
-
-    faults.step = die_before_completing
-    try:
-        with pytest.raises(RuntimeError, match="killed"):
-            w.upsert(gen.upserts(25, tag="lost"))  # updates go to log files: APPEND markers
-    finally:
-        faults.step = real_step
+    # updates go to log files: APPEND markers
+    fail_before_complete(lambda: w.upsert(gen.upserts(25, tag="lost")))
     assert Table.open(path).timeline.pending(), "precondition: a failed write is pending"
     _hudi_write(hudi015, path, gen.upserts(20, tag="h15"), model, extra={"hoodie.index.type": "BLOOM"})
     t = Table.open(path)
