@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from streamer.config.policies import CompactionPolicy
 from streamer.errors import StreamerError
+from streamer.fs import resolve
 from streamer.read import Table
 from streamer.services.compaction import schedule_compaction_safely
 from streamer.services.executor import execute, execute_pending
@@ -102,8 +103,9 @@ def handover_to_hudi(path: str, *, lock_timeout_s: float = 120.0) -> HandoverRep
     from streamer.write import HudiWriter
 
     report = HandoverReport()
-    writer = HudiWriter.open(path)  # repairs hoodie.properties if an old version wrote it
-    report.repaired = repair_table_format(writer.fs, writer.base_path, lock_timeout_s=lock_timeout_s)
+    fs, base = resolve(path)
+    report.repaired = repair_table_format(fs, base, lock_timeout_s=lock_timeout_s)
+    writer = HudiWriter.open(base, fs=fs)
     report.rolled_back = len(writer.rollback_failed_writes())
     table = Table.open(writer.base_path, fs=writer.fs)
     for action in (Action.LOG_COMPACTION, Action.COMPACTION):
