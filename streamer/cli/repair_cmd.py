@@ -8,6 +8,7 @@ without writing data, e.g. before Hudi, Trino or Spark read a table nobody write
 from __future__ import annotations
 
 import argparse
+import logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +30,13 @@ def run(args: argparse.Namespace) -> int:
     from streamer.write.repair import repair_table_format
 
     fs, path = resolve(args.path)
-    problems = repair_table_format(fs, path, lock_timeout_s=args.lock_timeout, dry_run=args.dry_run)
+    # the repair logs one warning line for writers that repair on open; here we print instead
+    quiet = logging.getLogger("streamer.write.repair")
+    level, quiet.level = quiet.level, logging.ERROR
+    try:
+        problems = repair_table_format(fs, path, lock_timeout_s=args.lock_timeout, dry_run=args.dry_run)
+    finally:
+        quiet.setLevel(level)
     if not problems:
         print(f"{args.path}: nothing to repair")
         return 0
