@@ -115,10 +115,15 @@ def _problem_order(p: ConfigProblem) -> tuple[str, int, str]:
 def _parse_one(
     text: str, file: str, env: Mapping[str, str], base_dir: Path
 ) -> tuple[list[PipelineConfig], list[ConfigProblem]]:
+    if len(text) > MAX_YAML_CHARS:
+        return [], [ConfigProblem(file, None, "", f"file is {len(text):,} characters; a pipeline "
+                                  f"file may have at most {MAX_YAML_CHARS:,}")]
     try:
         data, lines, dup_problems = _parse_yaml(text)
     except yaml.YAMLError as e:
         return [], [_yaml_problem(file, e)]
+    except _TooManyNodes as e:
+        return [], [ConfigProblem(file, e.line, "", str(e))]
     problems = [ConfigProblem(file, lines.get(loc), _format_path(loc), msg) for loc, msg in dup_problems]
     if data is None:
         return [], [ConfigProblem(file, None, "", "file is empty; expected 'pipelines: [...]'")]
@@ -145,6 +150,17 @@ def _parse_one(
     return ([] if problems else pipelines), problems
 
 
+#: Limits that keep ``validate`` and ``run`` from being held by a hostile or broken file.
+MAX_YAML_CHARS = 1_000_000
+MAX_YAML_NODES = 100_000
+
+
+class _TooManyNodes(Exception):
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
 def _parse_yaml(text: str) -> tuple[Any, dict[Loc, int], list[tuple[Loc, str]]]:
     """YAML → (data, {path: line}, duplicate-key problems). Raises ``yaml.YAMLError``."""
     loader = yaml.SafeLoader(text)
@@ -155,8 +171,16 @@ def _parse_yaml(text: str) -> tuple[Any, dict[Loc, int], list[tuple[Loc, str]]]:
         loader.dispose()
     lines: dict[Loc, int] = {}
     dups: list[tuple[Loc, str]] = []
+    visited = [0]
 
     def walk(n: yaml.Node, loc: Loc) -> None:
+        # aliases make a document a graph: walked (and later validated) as a tree, a few
+        # lines of nested aliases expand to billions of nodes ("billion laughs")
+        visited[0] += 1
+        if visited[0] > MAX_YAML_NODES:
+            raise _TooManyNodes(
+                f"the document expands to more than {MAX_YAML_NODES:,} values (nested aliases?); "
+                "a pipeline file is refused beyond that", n.start_mark.line + 1)
         lines[loc] = n.start_mark.line + 1
         if isinstance(n, yaml.MappingNode):
             seen: set[Any] = set()

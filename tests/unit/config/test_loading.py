@@ -241,3 +241,19 @@ def test_loading_logs_nothing_secret(tmp_path: Path, caplog):
     with caplog.at_level(logging.DEBUG):
         load_pipelines(f, env={})
     assert "loaded 1 pipeline" in caplog.text
+
+
+def test_an_alias_bomb_is_refused_quickly():
+    bomb = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+    for i in range(1, 10):
+        prev = chr(ord("a") + i - 1)
+        cur = chr(ord("a") + i)
+        bomb += f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 10) + "]\n"
+    bomb += "pipelines: *j\n"
+    found = problems_of(bomb)  # 10^10 values if expanded: the walk stops at the limit
+    assert any("nested aliases" in m for m in found.values()), found
+
+
+def test_an_oversized_file_is_refused():
+    found = problems_of("pipelines: []\n" + "#" * 1_100_000)
+    assert any("at most" in m for m in found.values()), found
