@@ -1,7 +1,8 @@
 """``streamer repair PATH``: fix what earlier versions of this project wrote wrongly.
 
 Today that is ``hoodie.table.log.file.format`` (Apache Hudi skipped every log file of
-such a table). The writer repairs a table when it opens it; this command does it
+such a table), empty clean inflight files (Hudi's archiver failed on them) and archive
+files of our former format (Hudi failed to load the archived timeline). The writer repairs a table when it opens it; this command does it
 without writing data, e.g. before Hudi, Trino or Spark read a table nobody writes.
 """
 
@@ -37,10 +38,29 @@ def run(args: argparse.Namespace) -> int:
         problems = repair_table_format(fs, path, lock_timeout_s=args.lock_timeout, dry_run=args.dry_run)
     finally:
         quiet.setLevel(level)
-    if not problems:
-        print(f"{args.path}: nothing to repair")
-        return 0
     verb = "would repair" if args.dry_run else "repaired"
     for p in problems:
         print(f"{args.path}: {verb}: {p}")
+    rewritten = [] if args.dry_run else _upgrade_archive(fs, path)
+    for p in rewritten:
+        print(f"{args.path}: repaired: rewrote {p} in Hudi's archived-timeline format "
+              "(Hudi failed to load the former one)")
+    if not problems and not rewritten:
+        print(f"{args.path}: nothing to repair")
     return 0
+
+
+def _upgrade_archive(fs, path: str) -> list[str]:
+    """Archive files of the former format, rewritten in Hudi's (under the archive's lock)."""
+    from streamer.errors import CommitConflictError
+    from streamer.read import Table
+    from streamer.services.archive import upgrade_legacy_archives
+    from streamer.services.lock import PlanLock
+
+    lock = PlanLock(fs, path, "archive", purpose="repair")
+    if not lock.try_acquire():
+        raise CommitConflictError(f"{path}: the archive is being written; run `streamer repair` again")
+    try:
+        return upgrade_legacy_archives(Table.open(path, fs=fs))
+    finally:
+        lock.release()
