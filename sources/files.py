@@ -122,6 +122,8 @@ class FilesSource:
         raw = reader.load(paths)
         if not textual or CORRUPT_COLUMN not in raw.columns:
             return raw, empty_errors(spark), ()
+        if cfg.format == "json" and set(raw.columns) == {CORRUPT_COLUMN}:
+            return self._all_malformed_json(spark, paths)
         # Spark refuses queries that read only the corrupt-record column from raw files;
         # caching the parsed input once serves both the good and the bad rows.
         raw = raw.withColumn("_source_file", F.col("_metadata.file_path")).cache()
@@ -140,6 +142,29 @@ class FilesSource:
         )
         good = raw.where(F.col(CORRUPT_COLUMN).isNull()).drop(CORRUPT_COLUMN, "_source_file")
         return good, errors, (raw,)
+
+    def _all_malformed_json(self, spark: SparkSession, paths: list[str]) -> tuple[DataFrame, DataFrame, tuple]:
+        """Files in which no line parses: Spark infers a schema of the corrupt-record column
+        alone and then refuses every query of it (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN),
+        so the run would stop on every retry. Every non-blank line is an error row, with the
+        original text, and the batch has no good rows."""
+        from pyspark.sql import functions as F
+
+        lines = spark.read.text(paths).withColumn("_source_file", F.col("_metadata.file_path"))
+        lines = lines.where(F.length(F.trim(F.col("value"))) > 0).cache()
+        errors = lines.select(
+            F.lit("files").alias("source_type"),
+            F.col("_source_file").alias("source_position"),
+            F.lit(None).cast("string").alias("topic"),
+            F.lit(None).cast("int").alias("partition"),
+            F.lit(None).cast("bigint").alias("offset"),
+            F.col("_source_file").alias("file"),
+            F.col("value").alias("raw_payload"),
+            F.lit("utf-8").alias("payload_encoding"),
+            F.lit("malformed json record (no line of the file parses)").alias("reason"),
+            F.current_timestamp().alias("error_time"),
+        )
+        return spark.createDataFrame([], "id string").limit(0).drop("id"), errors, (lines,)
 
     # -- Avro via fastavro on executors ---------------------------------------------------
 
