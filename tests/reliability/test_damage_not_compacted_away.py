@@ -20,16 +20,27 @@ from streamer.services.log_compaction import schedule_log_compaction
 from tests.support import block_tables as tg
 
 
-def _damaged(tmp_path, how: str) -> tuple[str, str]:
+def _build(tmp_path) -> str:
     path = str(tmp_path / "t")
     tg.build(path, 8, deletes_every=3)
+    return path
+
+
+def _damage(path: str, victim: str, how: str) -> None:
     t = Table.open(path)
-    victim = next(lf.path for s in t.fsview.latest_file_slices() for lf in s.log_files)
     if how == "missing":
         t.fs.delete_file(victim)
     else:  # torn: the last bytes of the block are gone
         data = t.fs.read_bytes(victim)
         t.fs.write_bytes(victim, data[: len(data) - 40])
+
+
+def _damaged(tmp_path, how: str) -> tuple[str, str]:
+    path = _build(tmp_path)
+    t = Table.open(path)
+    # a slice that keeps logs after the damage, so the compaction still plans it
+    victim = next(s.log_files[0].path for s in t.fsview.latest_file_slices() if len(s.log_files) >= 2)
+    _damage(path, victim, how)
     return path, victim
 
 
@@ -54,10 +65,16 @@ def test_compaction_refuses_a_damaged_slice_and_names_the_file(tmp_path, how, ca
 
 @pytest.mark.parametrize("how", ["missing", "torn"])
 def test_log_compaction_refuses_a_damaged_slice(tmp_path, how):
-    path, victim = _damaged(tmp_path, how)
+    path = _build(tmp_path)
     lc = schedule_log_compaction(Table.open(path), LogCompactionPolicy(min_blocks=3))
-    if lc is None:
-        pytest.skip("no run of blocks qualified around the damage")
+    assert lc is not None, "precondition: runs of small blocks qualified"
+    t = Table.open(path)
+    from streamer.services.common import read_plan
+
+    op = read_plan(t, lc).operations[0]
+    victim = next(lf.path for s in t.fsview.latest_file_slices() for lf in s.log_files
+                  if s.file_id == op.file_id and s.partition_path == op.partition_path)
+    _damage(path, victim, how)  # a file of a slice the plan stitches
     with pytest.raises(ServiceError, match="refused"):
         execute(Table.open(path), lc)
     t = Table.open(path)
