@@ -14,10 +14,9 @@ from typing import Any
 
 from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceError re-exported
 from streamer.read.table import Table
-from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
-from streamer.table.naming import parse_base_file_name, parse_log_file_name, write_token
+from streamer.table.naming import parse_log_file_name, write_token
 
 GroupId = tuple[str, str]  # (partition path, file id)
 
@@ -102,26 +101,3 @@ def next_log_version(table: Table, partition: str, file_id: str, base_instant: s
         if lf and lf.file_id == file_id and lf.base_instant == base_instant:
             top = max(top, lf.version)
     return top + 1
-
-
-def check_slice_intact(table: Table, fslice: FileSlice, instant: str, service: str = "compaction") -> None:
-    """Refuse to rewrite a slice that lost a file a completed instant wrote into it.
-
-    A compaction of such a slice would write a base file without those records and a
-    clean would then delete the rest: damage made permanent and silent. The error names
-    the missing file and the instant that wrote it; nothing is written.
-    """
-    names = {posixpath.basename(p) for p in fslice.paths}
-    for inst in table.timeline.completed_writes():
-        for stat in table.fsview.commit_metadata(inst).write_stats():
-            if stat.file_id != fslice.file_id or (stat.partition_path or "") != fslice.partition_path:
-                continue
-            name = posixpath.basename(stat.path or "")
-            b, lf = parse_base_file_name(name), parse_log_file_name(name)
-            slice_instant = b.instant_time if b else (lf.base_instant if lf else None)
-            if slice_instant == fslice.base_instant and name not in names:
-                raise ServiceError(
-                    f"{service} {instant} refused: {abs_path(table.base_path, fslice.partition_path, name)}, "
-                    f"written by completed instant {inst.timestamp}, is missing; its records would be "
-                    "lost - restore the file (or roll the table back) first"
-                )

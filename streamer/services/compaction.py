@@ -41,7 +41,6 @@ from streamer.services.common import (
     ServiceError,
     abs_path,
     busy_groups,
-    check_slice_intact,
     latest_schema,
     read_plan,
     rel_path,
@@ -209,14 +208,7 @@ def _order_columns(rows: pa.Table) -> pa.Table:
 def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceReadSpec, task: int) -> WriteStat:
     """Merge one slice (reader's merge) and write its new base file."""
     started = time.monotonic()
-    check_slice_intact(table, fslice, instant)
     rows, stats = read_file_slice(table.fs, fslice, spec)
-    if stats.corrupt_blocks:
-        bad = stats.corrupt_blocks[0]
-        raise ServiceError(
-            f"compaction {instant} refused: {bad.path} has a corrupt block ({bad.reason}); compacting "
-            "would drop its records for good - restore the file first"
-        )
     scanned = time.monotonic()
     if rows is None:
         schema = table.schema() or pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS])

@@ -32,14 +32,7 @@ from dataclasses import dataclass, field
 from streamer.config.policies import LogCompactionPolicy
 from streamer.read.table import Table
 from streamer.services import runs as run_exec
-from streamer.services.common import (
-    GroupId,
-    ServiceError,
-    busy_groups,
-    check_slice_intact,
-    latest_schema,
-    read_plan,
-)
+from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
@@ -195,14 +188,7 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
             log.warning("log compaction %s: slice %s/%s@%s is gone; skipping it", inst.timestamp,
                         op.partition_path, op.file_id, op.base_instant_time)
             continue
-        check_slice_intact(table, fslice, inst.timestamp, "log compaction")
-        units, scan = effective_units(read_slice_blocks(table.fs, fslice), completed)
-        if scan.corrupt_blocks:
-            bad = scan.corrupt_blocks[0]
-            raise ServiceError(
-                f"log compaction {inst.timestamp} refused: {bad.path} has a corrupt block "
-                f"({bad.reason}); stitching would drop its records for good - restore the file first"
-            )
+        units, _ = effective_units(read_slice_blocks(table.fs, fslice), completed)
         by_instant = {u.instant: u for u in units}
         groups: list[tuple[list[str], list[Unit]]] = []
         for planned in runs.get(run_key(op.partition_path, op.file_id), []):
