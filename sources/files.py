@@ -128,18 +128,7 @@ class FilesSource:
         # caching the parsed input once serves both the good and the bad rows.
         raw = raw.withColumn("_source_file", F.col("_metadata.file_path")).cache()
         bad = raw.where(F.col(CORRUPT_COLUMN).isNotNull())
-        errors = bad.select(
-            F.lit("files").alias("source_type"),
-            F.col("_source_file").alias("source_position"),
-            F.lit(None).cast("string").alias("topic"),
-            F.lit(None).cast("int").alias("partition"),
-            F.lit(None).cast("bigint").alias("offset"),
-            F.col("_source_file").alias("file"),
-            F.col(CORRUPT_COLUMN).alias("raw_payload"),
-            F.lit("utf-8").alias("payload_encoding"),
-            F.lit(f"malformed {self.config.format} record").alias("reason"),
-            F.current_timestamp().alias("error_time"),
-        )
+        errors = _error_rows(bad, CORRUPT_COLUMN, f"malformed {self.config.format} record")
         good = raw.where(F.col(CORRUPT_COLUMN).isNull()).drop(CORRUPT_COLUMN, "_source_file")
         return good, errors, (raw,)
 
@@ -152,18 +141,7 @@ class FilesSource:
 
         lines = spark.read.text(paths).withColumn("_source_file", F.col("_metadata.file_path"))
         lines = lines.where(F.length(F.trim(F.col("value"))) > 0).cache()
-        errors = lines.select(
-            F.lit("files").alias("source_type"),
-            F.col("_source_file").alias("source_position"),
-            F.lit(None).cast("string").alias("topic"),
-            F.lit(None).cast("int").alias("partition"),
-            F.lit(None).cast("bigint").alias("offset"),
-            F.col("_source_file").alias("file"),
-            F.col("value").alias("raw_payload"),
-            F.lit("utf-8").alias("payload_encoding"),
-            F.lit("malformed json record (no line of the file parses)").alias("reason"),
-            F.current_timestamp().alias("error_time"),
-        )
+        errors = _error_rows(lines, "value", "malformed json record (no line of the file parses)")
         return spark.createDataFrame([], "id string").limit(0).drop("id"), errors, (lines,)
 
     # -- Avro via fastavro on executors ---------------------------------------------------
@@ -199,6 +177,24 @@ class FilesSource:
         files = spark.createDataFrame([(p,) for p in paths], "path STRING")
         files = files.repartition(min(len(paths), spark.sparkContext.defaultParallelism))
         return files.mapInArrow(decode, spark_schema)
+
+
+def _error_rows(bad: DataFrame, payload_column: str, reason: str) -> DataFrame:
+    """Error-table rows of a files source: the file is the position, the text the payload."""
+    from pyspark.sql import functions as F
+
+    return bad.select(
+        F.lit("files").alias("source_type"),
+        F.col("_source_file").alias("source_position"),
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("int").alias("partition"),
+        F.lit(None).cast("bigint").alias("offset"),
+        F.col("_source_file").alias("file"),
+        F.col(payload_column).alias("raw_payload"),
+        F.lit("utf-8").alias("payload_encoding"),
+        F.lit(reason).alias("reason"),
+        F.current_timestamp().alias("error_time"),
+    )
 
 
 def _inside(uri: str, scheme: str | None) -> str:
