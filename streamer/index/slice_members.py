@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
+from streamer.read.merge import ScanStats, effective_blocks
 from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
@@ -127,6 +128,16 @@ def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Call
     return check
 
 
+class _Committed:
+    """``in`` over :func:`is_committed_fn`'s answer, for :func:`effective_blocks`."""
+
+    def __init__(self, is_committed: Callable[[str], bool]) -> None:
+        self._is_committed = is_committed
+
+    def __contains__(self, instant: object) -> bool:
+        return isinstance(instant, str) and self._is_committed(instant)
+
+
 def slice_members(
     fs: FileSystem,
     file_slice: FileSlice,
@@ -138,24 +149,17 @@ def slice_members(
     if file_slice.base_file is not None:
         b = file_slice.base_file
         members.append(Member(fs, "base", b.path, b.instant_time))
-    blocks: list[LogBlock] = []
-    rolled_back: set[str] = set()
-    for lf in file_slice.log_files:
-        for blk in read_log_file(fs, lf.path, lazy=True):
-            if blk.is_rollback and blk.target_instant_time:
-                rolled_back.add(blk.target_instant_time)
-            blocks.append(blk)
+    blocks = [(lf.path, blk) for lf in file_slice.log_files for blk in read_log_file(fs, lf.path, lazy=True)]
     kinds = {BlockType.PARQUET_DATA: "parquet", BlockType.AVRO_DATA: "avro", BlockType.DELETE: "delete"}
-    for blk in blocks:
+    # The blocks that count, in the order they apply - exactly as a reader merges them: a
+    # completed log compaction stands where the blocks it replaced were, so a key written
+    # after that range and before the compacted block was appended stays live here (else
+    # the index would miss it and route its next update to another file group).
+    for blk in effective_blocks(blocks, _Committed(is_committed), ScanStats()):
         kind = kinds.get(blk.block_type)
-        if kind is None:
+        if kind is None or (kind == "delete" and not with_deletes):
             continue
-        inst = blk.instant_time or ""
-        if inst in rolled_back or not is_committed(inst):
-            continue
-        if kind == "delete" and not with_deletes:
-            continue
-        members.append(Member(fs, kind, blk.log_path, inst, blk))
+        members.append(Member(fs, kind, blk.log_path, blk.instant_time or "", blk))
     return members
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -116,9 +116,13 @@ class ScanStats:
 
 
 def effective_blocks(
-    blocks: Sequence[tuple[str, BlockLike]], completed: frozenset[str] | set[str], stats: ScanStats
+    blocks: Sequence[tuple[str, BlockLike]], completed: Container[str | None], stats: ScanStats
 ) -> list[BlockLike]:
-    """Filter a slice's blocks (``(log path, block)`` in log order) to the ones that count."""
+    """Filter a slice's blocks (``(log path, block)`` in log order) to the ones that count,
+    in the order they apply (a log-compacted run where the blocks it replaced were).
+
+    ``completed`` answers "did this instant commit": a set of instants, or any container
+    (the index's also counts instants older than the active timeline as committed)."""
     kept: list[tuple[str | None, BlockLike]] = []  # (instant, block)
     # Blocks of one log-compacted run (same instant and COMPACTED_BLOCK_TIMES: a split
     # data block, the run's delete block) stay together where the run was.
