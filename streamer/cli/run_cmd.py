@@ -1,5 +1,8 @@
 """``streamer run FILE``: run the pipelines of a YAML file or folder.
 
+A pipeline that fails does not stop the others (see ``pipeline.multi``): its failure
+is printed at once as one line naming it, and the exit code is 1 when any failed.
+
 Ctrl-C (or SIGTERM, as sent by container runtimes) once: finish the running
 micro-batch, commit it, stop. Ctrl-C twice: abandon it; the next run rolls its
 inflight commit back, so nothing half-written is ever read.
@@ -31,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from streamer.config import load_pipelines
     from streamer.errors import ConfigError
-    from streamer.pipeline.multi import run_pipelines
+    from streamer.pipeline.multi import PipelinesFailedError, failure_line, run_pipelines
 
     configs = load_pipelines(args.file)
     if args.pipeline:
@@ -45,14 +48,21 @@ def run(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
     with _graceful_stop(stop):
-        run_pipelines(
-            configs,
-            once=args.once,
-            stop=stop,
-            on_report=lambda r: print(r.line(), flush=True),
-            timeout_s=args.timeout,
-            standby=args.standby,
-        )
+        try:
+            run_pipelines(
+                configs,
+                once=args.once,
+                stop=stop,
+                on_report=lambda r: print(r.line(), flush=True),
+                timeout_s=args.timeout,
+                standby=args.standby,
+                on_failure=lambda name, e: print(f"error: {failure_line(name, e)}", file=sys.stderr, flush=True),
+            )
+        except PipelinesFailedError as e:
+            ok = len(configs) - len(e.failures)
+            print(f"{len(e.failures)} of {len(configs)} pipeline(s) failed ({', '.join(e.failures)}); "
+                  f"{ok} ran", file=sys.stderr, flush=True)
+            return 1
     return 0
 
 

@@ -2,16 +2,23 @@
 
 ``once`` (or a pipeline whose trigger is ``once``): one batch, pipelines one after
 another. Continuous pipelines each run in their own thread until the shared stop
-event is set; the first failure stops the others and is re-raised, so a broken table
-never goes unnoticed. Each table gets its own services, per its own ``policies``.
+event is set. Each table gets its own services, per its own ``policies``.
+
+**A pipeline fails alone.** One YAML often holds unrelated tables; a poison record or
+a broken target in one of them must not stall the others. So a failure (while taking
+its lease, setting up services, or running a batch) is recorded for that pipeline,
+announced at once as one line naming it (``on_failure``), and the others go on. After
+all pipelines finished, :class:`PipelinesFailedError` names every failed one, so a
+broken table never goes unnoticed and ``streamer run`` exits non-zero.
 
 Every pipeline's lease is taken before it runs (see ``lease.py``): by default a
-pipeline already running elsewhere is an error; ``standby=True`` waits for it with
-the Spark session up and the read path warmed, then takes over.
+pipeline already running elsewhere is an error (of that pipeline); ``standby=True``
+waits for it with the Spark session up and the read path warmed, then takes over.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -26,6 +33,50 @@ from streamer.pipeline.services import PipelineServices
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = logging.getLogger(__name__)
+
+
+class PipelinesFailedError(StreamerError):
+    """Some pipelines of a run failed (the others ran to the end); one line per failure.
+
+    ``failures`` maps each failed pipeline's name to its exception.
+    """
+
+    def __init__(self, failures: dict[str, BaseException]) -> None:
+        self.failures = dict(failures)
+        lines = [failure_line(name, e) for name, e in self.failures.items()]
+        head = f"{len(lines)} pipeline(s) failed" if len(lines) > 1 else ""
+        super().__init__("\n".join([head, *lines]) if head else lines[0])
+
+
+def failure_line(pipeline: str, error: BaseException) -> str:
+    """``pipeline NAME failed: reason``, on one line (a Spark/JVM message keeps its first line)."""
+    text = str(error).strip().splitlines()
+    reason = text[0] if text else ""
+    if not isinstance(error, StreamerError):
+        reason = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
+    return f"pipeline {pipeline} failed: {reason}"
+
+
+class _Failures:
+    """Failures of one run, by pipeline name (thread-safe; reported as they happen)."""
+
+    def __init__(self, on_failure: Callable[[str, BaseException], None] | None) -> None:
+        self.by_name: dict[str, BaseException] = {}
+        self._lock = threading.Lock()
+        self._on_failure = on_failure
+
+    def add(self, name: str, error: BaseException) -> None:
+        with self._lock:
+            self.by_name.setdefault(name, error)
+        log.error("%s", failure_line(name, error), exc_info=not isinstance(error, StreamerError))
+        if self._on_failure is not None:
+            self._on_failure(name, error)
+
+    def raise_if_any(self) -> None:
+        if self.by_name:
+            raise PipelinesFailedError(self.by_name)
+
 
 def run_pipelines(
     configs: Sequence[PipelineConfig],
@@ -35,56 +86,78 @@ def run_pipelines(
     spark: SparkSession | None = None,
     timeout_s: float | None = None,
     standby: bool = False,
+    on_failure: Callable[[str, BaseException], None] | None = None,
 ) -> list[PipelineRunner]:
-    """Run every pipeline; ``once`` forces one batch each whatever the triggers say."""
+    """Run every pipeline; ``once`` forces one batch each whatever the triggers say.
+
+    Returns the runners of the pipelines that could be set up, after all finished;
+    raises :class:`PipelinesFailedError` afterwards if any pipeline failed.
+    """
     stop = stop or threading.Event()
-    runners = [PipelineRunner(c, spark=spark, on_report=on_report) for c in configs]
+    failures = _Failures(on_failure)
+    runners: list[PipelineRunner] = []
+    for c in configs:
+        try:
+            runners.append(PipelineRunner(c, spark=spark, on_report=on_report))
+        except Exception as e:
+            failures.add(c.name, e)
     leases: list[PipelineLease] = []
     services: list[PipelineServices | None] = []
+    ready: list[PipelineRunner] = []
     try:
         for r in runners:
-            lease = r.lease()
-            if standby:
-                r.spark  # noqa: B018 - a standby waits with its session up
-            warmed: list[bool] = []
+            try:
+                lease = r.lease()
+                if standby:
+                    r.spark  # noqa: B018 - a standby waits with its session up
+                warmed: list[bool] = []
 
-            def warm(_holder: object, r: PipelineRunner = r, warmed: list[bool] = warmed) -> None:
-                if not warmed:
-                    warmed.append(True)
-                    r.warm_up()
+                def warm(_holder: object, r: PipelineRunner = r, warmed: list[bool] = warmed) -> None:
+                    if not warmed:
+                        warmed.append(True)
+                        r.warm_up()
 
-            if not lease.acquire(standby=standby, stop=stop, on_wait=warm):
-                return runners  # stopped while waiting
-            leases.append(lease)
-        services = [_services_for(r) for r in runners]
-        continuous = [r for r in runners if not once and r.config.trigger.mode == "continuous"]
-        for r in runners:
+                if not lease.acquire(standby=standby, stop=stop, on_wait=warm):
+                    break  # stopped while waiting: run nothing
+                leases.append(lease)
+                services.append(_services_for(r))
+                ready.append(r)
+            except Exception as e:
+                failures.add(r.config.name, e)
+        if stop.is_set():
+            ready = []
+        continuous = [r for r in ready if not once and r.config.trigger.mode == "continuous"]
+        for r in ready:
             if r not in continuous and not stop.is_set():
-                r.run_once()
+                try:
+                    r.run_once()
+                except Exception as e:
+                    failures.add(r.config.name, e)
         if continuous:
-            _run_threads(continuous, stop, timeout_s)
-        return runners
+            _run_threads(continuous, stop, timeout_s, failures)
     finally:
         for s in services:
             if s is not None:
                 s.close()
         for lease in leases:
             lease.release()
+    failures.raise_if_any()
+    return runners
 
 
-def _run_threads(runners: list[PipelineRunner], stop: threading.Event, timeout_s: float | None) -> None:
+def _run_threads(
+    runners: list[PipelineRunner], stop: threading.Event, timeout_s: float | None, failures: _Failures
+) -> None:
     if len(runners) > 1:
         spark = runners[0].spark  # one session for all, created before the threads race for it
         for r in runners[1:]:
             r._spark = spark
-    failures: list[BaseException] = []
 
     def run(r: PipelineRunner) -> None:
         try:
             r.run_continuous(stop, timeout_s=timeout_s)
-        except BaseException as e:
-            failures.append(e)
-            stop.set()
+        except Exception as e:  # this pipeline stops; the others go on
+            failures.add(r.config.name, e)
 
     threads = [
         threading.Thread(target=run, args=(r,), name=f"pipeline-{r.config.name}", daemon=True) for r in runners
@@ -94,11 +167,6 @@ def _run_threads(runners: list[PipelineRunner], stop: threading.Event, timeout_s
     for t in threads:
         while t.is_alive():
             t.join(0.5)
-    if failures:
-        err = failures[0]
-        if isinstance(err, StreamerError):
-            raise err
-        raise StreamerError(f"{type(err).__name__}: {err}") from err
 
 
 def _services_for(runner: PipelineRunner) -> PipelineServices | None:
