@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "streamer.cli.show_cmd",
     "streamer.cli.timeline_cmd",
     "streamer.cli.services_cmd",
+    "streamer.cli.check_cmd",
     "streamer.cli.repair_cmd",
     "streamer.cli.handover_cmd",
     "streamer.cli.demo_cmd",

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="at most this many rows")
     p.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table")
     p.add_argument("--output", "-o", help="file for --format parquet (default: stdout)")
+    p.add_argument("--allow-corrupt", dest="allow_corrupt", action="store_true",
+                   help="read past corrupt committed log blocks (their rows are missing; each is reported)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     result = Table.open(args.path).scan(
-        query=args.query, as_of=args.as_of, begin=args.begin, end=args.end, columns=columns
+        query=args.query, as_of=args.as_of, begin=args.begin, end=args.end, columns=columns,
+        allow_corrupt=args.allow_corrupt,
     )
     table = result.table
     if args.limit is not None:
@@ -55,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         _print_table(table, out)
     if result.stats.corrupt_blocks:
         print(f"warning: {result.stats.corrupt_block_count} corrupt log block(s) skipped", file=sys.stderr)
+        for cb in result.stats.corrupt_blocks:
+            print(f"warning: skipped {cb.path} at offset {cb.offset}", file=sys.stderr)
     out.flush()
     return 0
 

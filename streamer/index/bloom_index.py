@@ -60,6 +60,7 @@ def _find_in_slice(
     is_committed: Callable[[str], bool],
     stats: LookupStats,
     seeds: dict[tuple[str, str, str], KeySummary] | None = None,
+    on_corrupt: Callable[[FileSlice, list], None] | None = None,
 ) -> np.ndarray:
     """Bool mask over ``keys``: present in this slice's committed data.
 
@@ -67,7 +68,8 @@ def _find_in_slice(
     (the file-group writer chains the next block's summary from it: no second read).
     """
     found = np.zeros(len(keys), dtype=bool)
-    members = slice_members(fs, file_slice, is_committed, with_deletes=True)
+    members = slice_members(fs, file_slice, is_committed, with_deletes=True,
+                            on_corrupt=(lambda bad: on_corrupt(file_slice, bad)) if on_corrupt else None)
     if not members or len(keys) == 0:
         return found
     summary, source = slice_summary(members, stats)
@@ -154,8 +156,12 @@ class BloomIndex:
         slices: Iterable[FileSlice],
         is_committed: Callable[[str], bool],
         parallelism: int = defaults.LOCAL_THREADS,
+        on_corrupt: Callable[[FileSlice, list], None] | None = None,
     ) -> None:
+        """``on_corrupt(slice, corrupt_blocks)`` hears of every corrupt block a lookup met
+        (and may raise): a key in a lost block would be tagged an insert."""
         self.fs = fs
+        self.on_corrupt = on_corrupt
         self.is_committed = is_committed
         self.parallelism = max(1, parallelism)
         self.by_partition: dict[str, list[FileSlice]] = {}
@@ -186,7 +192,8 @@ class BloomIndex:
         def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[str, np.ndarray]:
             s, rows, part_keys = job
             local = LookupStats()
-            mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local, self.slice_seeds)
+            mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local, self.slice_seeds,
+                                  self.on_corrupt)
             stats.merge(local)
             return s.file_id, rows[mask]
 

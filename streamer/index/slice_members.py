@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamer.errors import MissingFileError
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
-from streamer.read.merge import ScanStats, effective_blocks
+from streamer.read.merge import CorruptBlock, ScanStats, effective_blocks
 from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
@@ -143,19 +144,29 @@ def slice_members(
     file_slice: FileSlice,
     is_committed: Callable[[str], bool],
     with_deletes: bool = False,
+    on_corrupt: Callable[[list[CorruptBlock]], None] | None = None,
 ) -> list[Member]:
     """Base file first, then committed data (and, if asked, delete) blocks in write order."""
     members: list[Member] = []
     if file_slice.base_file is not None:
         b = file_slice.base_file
         members.append(Member(fs, "base", b.path, b.instant_time))
-    blocks = [(lf.path, blk) for lf in file_slice.log_files for blk in read_log_file(fs, lf.path, lazy=True)]
+    blocks: list[tuple[str, LogBlock]] = []
+    for lf in file_slice.log_files:
+        try:
+            blocks.extend((lf.path, blk) for blk in read_log_file(fs, lf.path, lazy=True))
+        except FileNotFoundError as e:
+            raise MissingFileError("log file missing", lf.path) from e
+    scan = ScanStats()
     kinds = {BlockType.PARQUET_DATA: "parquet", BlockType.AVRO_DATA: "avro", BlockType.DELETE: "delete"}
     # The blocks that count, in the order they apply - exactly as a reader merges them: a
     # completed log compaction stands where the blocks it replaced were, so a key written
     # after that range and before the compacted block was appended stays live here (else
     # the index would miss it and route its next update to another file group).
-    for blk in effective_blocks(blocks, _Committed(is_committed), ScanStats()):
+    effective = effective_blocks(blocks, _Committed(is_committed), scan)
+    if scan.corrupt_blocks and on_corrupt is not None:
+        on_corrupt(scan.corrupt_blocks)  # the caller decides: skip a torn tail, refuse damage
+    for blk in effective:
         kind = kinds.get(blk.block_type)
         if kind is None or (kind == "delete" and not with_deletes):
             continue

@@ -89,6 +89,7 @@ def command_type(block: BlockLike) -> str | None:
 class CorruptBlock:
     path: str
     reason: str
+    offset: int | None = None  # where the damaged region starts in the log file
 
 
 @dataclass
@@ -132,7 +133,7 @@ def effective_blocks(
         code = block_type_code(b)
         if code == CORRUPT or getattr(b, "corrupt_reason", None):
             reason = getattr(b, "corrupt_reason", None) or "corrupt block"
-            stats.corrupt_blocks.append(CorruptBlock(path, reason))
+            stats.corrupt_blocks.append(CorruptBlock(path, reason, getattr(b, "offset", None)))
             log.warning("skipping corrupt log block in %s: %s", path, reason)
             continue
         stats.log_blocks_read += 1

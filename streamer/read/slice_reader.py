@@ -60,8 +60,8 @@ def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None) -> pa.T
             return pq.ParquetFile(f).read()
     except FileNotFoundError as e:
         raise MissingFileError("base file missing", path) from e
-    except pa.ArrowInvalid as e:
-        raise CorruptDataError(f"unreadable base file ({e})", path) from e
+    except (pa.ArrowInvalid, OSError) as e:  # a torn or flipped footer: "Couldn't deserialize thrift"
+        raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
 
 
 def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]]:
@@ -71,7 +71,10 @@ def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]
     for p in paths:
         # a snapshot needs (nearly) every block's content: one read of the whole file
         # beats a footer read plus column-chunk reads per Parquet block
-        out.extend((p, b) for b in read_log_file(fs, p, lazy=False))
+        try:
+            out.extend((p, b) for b in read_log_file(fs, p, lazy=False))
+        except FileNotFoundError as e:  # removed since the listing (a clean): not ours to hide
+            raise MissingFileError("log file missing", p) from e
     return out
 
 

@@ -20,12 +20,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streamer import defaults
-from streamer.errors import QueryError, StreamerError  # noqa: F401 - QueryError re-exported
+from streamer.errors import CorruptDataError, QueryError, StreamerError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
 from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
+from streamer.table.integrity import read_damage
 from streamer.table.naming import partition_values
 from streamer.table.properties import TableProperties, load_properties
 from streamer.table.snapshot import TableSnapshot
@@ -285,8 +286,15 @@ class Table:
         columns: list[str] | None = None,
         filter: pc.Expression | None = None,
         max_workers: int = defaults.LOCAL_THREADS,
+        allow_corrupt: bool = False,
     ) -> ReadResult:
-        """Like :meth:`read`, also returning what was skipped (corrupt blocks, rollbacks)."""
+        """Like :meth:`read`, also returning what was skipped (corrupt blocks, rollbacks).
+
+        A corrupt block inside bytes a completed instant wrote means rows are missing:
+        the read raises :class:`CorruptDataError` naming the file, offset and instant,
+        unless ``allow_corrupt`` (then it returns the rest and reports the block). A torn
+        block past every committed append (a crashed writer's) is skipped either way.
+        """
         plan = self.plan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter)
         stats = ScanStats()
         tables: list[pa.Table] = []
@@ -307,6 +315,12 @@ class Table:
         if table is None:
             table = self._empty(columns)
         if stats.corrupt_blocks:
+            damage = read_damage(self.fsview, self.timeline, None, stats.corrupt_blocks)
+            if damage and not allow_corrupt:
+                more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+                raise CorruptDataError(
+                    f"{damage[0]}{more}: the rows of that block would be missing from this read; "
+                    "read the rest with allow_corrupt=True (CLI: --allow-corrupt), or see `streamer check`")
             log.warning("%s: %d corrupt log block(s) skipped", self.base_path, stats.corrupt_block_count)
         meta = dict(table.schema.metadata or {})
         meta[CORRUPT_BLOCKS_METADATA_KEY] = str(stats.corrupt_block_count).encode()
@@ -323,9 +337,12 @@ class Table:
         end: str | None = None,
         columns: list[str] | None = None,
         filter: pc.Expression | None = None,
+        allow_corrupt: bool = False,
     ) -> pa.Table:
-        """Query the table; see :meth:`scan` for the read's statistics (also ``last_stats``)."""
-        return self.scan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter).table
+        """Query the table; see :meth:`scan` for the read's statistics (also ``last_stats``)
+        and for ``allow_corrupt``."""
+        return self.scan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter,
+                         allow_corrupt=allow_corrupt).table
 
     def _empty(self, columns: list[str] | None) -> pa.Table:
         schema = self.schema() or pa.schema([])

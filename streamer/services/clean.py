@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from streamer.config.policies import CleanPolicy
 from streamer.read.table import Table
-from streamer.services.common import busy_groups
+from streamer.services.common import ServiceError, busy_groups
 from streamer.services.compaction import writer_lock
 from streamer.services.lock import PlanLock
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, State
+from streamer.table.integrity import CommittedRegions, slice_damage
 from streamer.table.metadata import CleanerPlan, CleanMetadata, CleanPartitionMetadata
 from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
 from streamer.write import faults
@@ -79,8 +80,20 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
         for op in table.fsview.compaction_plan(inst).operations:
             keep_from[(op.partition_path, op.file_id)] = op.base_instant_time
     files: dict[str, list[str]] = {}
+    regions = None
     for gid, slices in table.fsview.all_slices().items():
-        for s in _deletable(slices, rule, n, earliest.timestamp if earliest else None, keep_from.get(gid)):
+        doomed = _deletable(slices, rule, n, earliest.timestamp if earliest else None, keep_from.get(gid))
+        if not doomed:
+            continue
+        # the slices kept must hold every record the doomed ones did: a damaged newest
+        # slice (a lost or torn file, an unreadable base file) keeps its predecessors
+        regions = regions or CommittedRegions.of(table.fsview, table.timeline)
+        damage = slice_damage(table.fs, table.fsview, table.timeline, slices[-1], regions)
+        if damage:
+            raise ServiceError(
+                f"clean refused: {damage[0]}; the older slices of {gid[1]} may be the only copy of "
+                f"its records - restore the file first; `streamer check {table.base_path}` lists all damage")
+        for s in doomed:
             files.setdefault(s.partition_path, []).extend(s.paths)
     if not files:
         return None

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceError re-exported
 from streamer.read.table import Table
+from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
+from streamer.table.integrity import read_damage
 from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
 from streamer.table.naming import parse_log_file_name, write_token
 
@@ -92,6 +94,22 @@ def rel_path(partition: str, name: str) -> str:
 def service_token(task: int = 0) -> str:
     """A write token unique to this process, so files of two services never collide."""
     return write_token(task, 10_000 + os.getpid() % 90_000, 1)
+
+
+def refuse_damage(table: Table, fslice: FileSlice, instant: str, service: str,
+                  corrupt: Iterable[object] = ()) -> None:
+    """Refuse to rewrite a slice that lost a committed file or holds a corrupt committed block.
+
+    Rewriting it would produce output without those records, and a clean would then
+    delete the rest: damage made permanent and silent. The error names the file and the
+    instant that wrote it; the caller writes nothing for the plan.
+    """
+    damage = read_damage(table.fsview, table.timeline, fslice, corrupt)
+    if damage:
+        raise ServiceError(
+            f"{service} {instant} refused: {damage[0]}; its records would be lost for good - restore the "
+            f"file (or roll the table back) first; `streamer check {table.base_path}` lists all damage"
+        )
 
 
 def next_log_version(table: Table, partition: str, file_id: str, base_instant: str) -> int:

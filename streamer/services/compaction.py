@@ -43,6 +43,7 @@ from streamer.services.common import (
     busy_groups,
     latest_schema,
     read_plan,
+    refuse_damage,
     rel_path,
     service_token,
 )
@@ -209,6 +210,7 @@ def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceRead
     """Merge one slice (reader's merge) and write its new base file."""
     started = time.monotonic()
     rows, stats = read_file_slice(table.fs, fslice, spec)
+    refuse_damage(table, fslice, instant, "compaction", stats.corrupt_blocks)
     scanned = time.monotonic()
     if rows is None:
         schema = table.schema() or pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS])

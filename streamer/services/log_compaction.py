@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from streamer.config.policies import LogCompactionPolicy
 from streamer.read.table import Table
 from streamer.services import runs as run_exec
-from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan
+from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan, refuse_damage
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
@@ -188,7 +188,8 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
             log.warning("log compaction %s: slice %s/%s@%s is gone; skipping it", inst.timestamp,
                         op.partition_path, op.file_id, op.base_instant_time)
             continue
-        units, _ = effective_units(read_slice_blocks(table.fs, fslice), completed)
+        units, scan = effective_units(read_slice_blocks(table.fs, fslice), completed)
+        refuse_damage(table, fslice, inst.timestamp, "log compaction", scan.corrupt_blocks)
         by_instant = {u.instant: u for u in units}
         groups: list[tuple[list[str], list[Unit]]] = []
         for planned in runs.get(run_key(op.partition_path, op.file_id), []):

@@ -24,13 +24,14 @@ from typing import Any
 import pyarrow as pa
 
 from streamer.data import arrow_schema
-from streamer.errors import CommitError, ConfigError
+from streamer.errors import CommitError, ConfigError, CorruptDataError, MissingFileError
 from streamer.fs import FileSystem, resolve
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.rfc06 import BloomParams
 from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro
 from streamer.table.instant import Action
+from streamer.table.integrity import read_damage
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
 from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.naming import write_partition_metadata
@@ -240,8 +241,10 @@ class HudiWriter:
                 lookup = None
                 seeds = None
                 if op in ("upsert", "delete"):
+                    state = _intact(state)
                     index = BloomIndex(
-                        self.fs, state.slices, state.is_committed(), self.options.parallelism
+                        self.fs, state.slices, state.is_committed(), self.options.parallelism,
+                        on_corrupt=_refuse_corrupt(state),
                     )
                     res = index.lookup(
                         prepared.keys.column(meta_fields.RECORD_KEY),
@@ -365,3 +368,34 @@ class HudiWriter:
         with self._lock():
             state = TableState.load(self.fs, self.base_path)
             return rollback_all_failed(self.fs, self.base_path, state.timeline)
+
+
+def _intact(state: TableState) -> TableState:
+    """``state``, or a fresh one, in which every file completed instants wrote into a live
+    slice is present - else :class:`MissingFileError` naming it.
+
+    A key in a lost file would be tagged an insert and land in a second file group. One
+    re-listing first: a cleaner may have removed a slice that a compaction, completed
+    after this state was read, superseded.
+    """
+    try:
+        state.fsview.check_committed_files()
+        return state
+    except MissingFileError:
+        fresh = TableState.load(state.fs, state.base_path)
+        fresh.fsview.check_committed_files()
+        return fresh
+
+
+def _refuse_corrupt(state: TableState):
+    """The index's ``on_corrupt``: a corrupt block inside committed bytes stops the write
+    (its keys cannot be looked up); a torn tail no instant committed is skipped."""
+
+    def check(fslice, corrupt: list) -> None:
+        damage = read_damage(state.fsview, state.timeline, None, corrupt)
+        if damage:
+            raise CorruptDataError(
+                f"write refused: {damage[0]}; the keys of that block cannot be looked up, so updates "
+                f"to them would become duplicates - restore the file first (`streamer check {state.base_path}`)")
+
+    return check

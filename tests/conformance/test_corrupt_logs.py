@@ -1,10 +1,12 @@
 """Damaged copies of a Hudi fixture: intact committed blocks still read, the damage is reported.
 
 Two faults, injected into copies (the fixtures stay untouched): a torn block at the end of
-the last log file (a writer crashed mid-append) and flipped bytes in a block's length
-field. Either way the read returns exactly the fixture's expected snapshot, counts one
-corrupt block (``ScanStats`` and the result's schema metadata), logs a warning, and
-finishes promptly.
+the last log file, past every committed append (a writer crashed mid-append), and flipped
+bytes in a block's length field inside committed bytes. The torn tail is skipped with a
+warning; the committed damage is refused by default, naming the file, and read past only
+with ``allow_corrupt``. Either way the rows returned are exactly the fixture's expected
+snapshot, one corrupt block is counted (``ScanStats`` and the result's schema metadata),
+and the read finishes promptly.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ def _logs(root: Path) -> list[Path]:
     return sorted(Path(p) for p in glob.glob(str(root / ".*.log.*")))
 
 
-def _read(root: Path, caplog):
+def _read(root: Path, caplog, allow_corrupt: bool = False):
     from streamer.read import Table
     from streamer.read.table import CORRUPT_BLOCKS_METADATA_KEY
 
     with caplog.at_level(logging.WARNING):
-        result = Table.open(str(root)).scan()
+        result = Table.open(str(root)).scan(allow_corrupt=allow_corrupt)
     assert canonical_lines(result.table.to_pylist()) == expected_lines(NAME, "snapshot")
     assert result.table.schema.metadata[CORRUPT_BLOCKS_METADATA_KEY] == b"1"
     assert any("corrupt" in r.getMessage() for r in caplog.records)
@@ -62,9 +64,16 @@ def test_flipped_length_bytes_resync_on_next_block(table_copy, caplog):
     damaged = bytearray(delete_block)
     damaged[6:14] = bytes(b ^ 0xFF for b in damaged[6:14])  # int64 block length after "#HUDI#"
     assert struct.unpack(">q", bytes(damaged[6:14]))[0] != struct.unpack(">q", delete_block[6:14])[0]
-    # The damaged copy of the (committed) delete block precedes the intact data block.
+    # The damaged copy of the (committed) delete block precedes the intact data block:
+    # inside the bytes the last commit wrote, so by default the read refuses, naming it.
     last.write_bytes(bytes(damaged) + last.read_bytes())
-    result = _read(table_copy, caplog)
+    from streamer.errors import CorruptDataError
+    from streamer.read import Table
+
+    with pytest.raises(CorruptDataError, match="corrupt log block at offset 0") as e:
+        Table.open(str(table_copy)).read()
+    assert last.name in str(e.value) and "allow_corrupt" in str(e.value)
+    result = _read(table_copy, caplog, allow_corrupt=True)
     assert result.stats.corrupt_block_count == 1
     assert result.stats.log_blocks_read == 2
 

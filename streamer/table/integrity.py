@@ -1,0 +1,278 @@
+"""Is a table intact? Damage found before it is read, compacted, cleaned or written over.
+
+Readers, services and the writer all ask the same questions, answered here once:
+
+- **files present**: every file a completed instant wrote into a live slice is on
+  storage (cleaning removes only superseded slices);
+- **blocks intact**: a corrupt log block (bad magic, length or header) matters only when
+  it lies inside bytes a completed instant wrote. Each delta write stat records where its
+  append started (``logOffset``) and the file's size after it (``fileSizeInBytes``), so
+  the committed byte ranges of every log file are known; a torn block past them is what
+  a writer that crashed mid-append leaves (Hudi's readers skip it, and so do we);
+- **metadata parseable**: every completed instant's file decodes (JSON commit metadata,
+  Avro clean/rollback metadata, compaction plans); an emptied commit file of a write whose
+  blocks are still in the log lost its write stats;
+- **base files readable**: the footer parses; a deep check reads every page, verifying
+  page checksums where the file has them.
+
+A compaction of a damaged slice would write a base file without the damaged records and
+a clean would then delete the rest: loss made permanent and silent. So services refuse,
+naming the file and the instant that wrote it, and ``streamer check`` reports it all.
+"""
+
+from __future__ import annotations
+
+import bisect
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from streamer.errors import StreamerError
+from streamer.fs import FileSystem
+from streamer.table.fsview import FileSlice, FileSystemView
+from streamer.table.instant import Action, Instant
+from streamer.table.log_format import BlockType, LogBlock, read_log_file
+from streamer.table.metadata import CleanMetadata, CommitMetadata, CompactionPlan, RollbackMetadata
+from streamer.table.naming import parse_base_file_name, parse_log_file_name
+from streamer.table.timeline import Timeline
+
+_WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged thing: the file, what is wrong, and the instant whose data it holds."""
+
+    path: str
+    reason: str
+    instant: str | None = None
+
+    def __str__(self) -> str:
+        by = f" (data committed by instant {self.instant})" if self.instant else ""
+        return f"{self.path}: {self.reason}{by}"
+
+
+@dataclass
+class CommittedRegions:
+    """Byte ranges of each log file written by completed instants (from write stats)."""
+
+    ranges: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, view: FileSystemView, timeline: Timeline) -> CommittedRegions:
+        out = cls()
+        for inst in timeline.completed_writes():
+            for stat in view.commit_metadata(inst).write_stats():
+                name = posixpath.basename(stat.path or "")
+                if not stat.path or parse_log_file_name(name) is None:
+                    continue
+                full = posixpath.join(view.base_path, stat.path)
+                end = stat.file_size_in_bytes or 0
+                start = stat.log_offset if stat.log_offset is not None else max(0, end - stat.total_write_bytes)
+                out.ranges.setdefault(full, []).append((start, max(end, start), inst.timestamp))
+        for spans in out.ranges.values():
+            spans.sort()
+        return out
+
+    def owner(self, path: str, offset: int) -> str | None:
+        """The instant whose committed bytes hold ``offset``; ``None`` when none does
+        (past every committed append: a torn write that never committed)."""
+        spans = self.ranges.get(path)
+        if not spans:
+            return None
+        i = bisect.bisect_right(spans, (offset, float("inf"), "")) - 1
+        for start, end, inst in reversed(spans[: i + 1]):
+            if start <= offset < end:
+                return inst
+        return None
+
+    def knows(self, path: str) -> bool:
+        return path in self.ranges
+
+
+def corrupt_block_damage(regions: CommittedRegions, path: str, offset: int | None, reason: str) -> Damage | None:
+    """The damage a corrupt block is, or ``None`` for a torn tail no instant committed.
+
+    A log file no active instant names (its writes archived) cannot be told apart:
+    it counts as damage, never as something safe to skip.
+    """
+    if offset is not None and regions.knows(path):
+        inst = regions.owner(path, offset)
+        if inst is None:
+            return None
+        return Damage(path, f"corrupt log block at offset {offset}", inst)
+    return Damage(path, f"corrupt log block at offset {offset}" if offset is not None else reason)
+
+
+def read_damage(view: FileSystemView, timeline: Timeline, fslice: FileSlice | None,
+                corrupt: Iterable[object], regions: CommittedRegions | None = None) -> list[Damage]:
+    """The damage behind what one read of ``fslice`` met: files missing from it, and the
+    corrupt blocks it skipped (objects with ``path``, ``offset``, ``reason``) that lie in
+    committed bytes."""
+    out = missing_files(view, timeline, [fslice]) if fslice is not None else []
+    for cb in corrupt:
+        if regions is None:
+            regions = CommittedRegions.of(view, timeline)
+        d = corrupt_block_damage(regions, cb.path, getattr(cb, "offset", None), getattr(cb, "reason", ""))
+        if d is not None:
+            out.append(d)
+    return out
+
+
+# --------------------------------------------------------------------------- slices
+def missing_files(view: FileSystemView, timeline: Timeline, slices: Iterable[FileSlice]) -> list[Damage]:
+    """Files completed instants wrote into these slices that are not on storage."""
+    wanted = {(s.partition_path, s.file_id, s.base_instant): {posixpath.basename(p) for p in s.paths}
+              for s in slices}
+    by_group: dict[tuple[str, str], list[str]] = {}
+    for p, f, b in wanted:
+        by_group.setdefault((p, f), []).append(b)
+    out: list[Damage] = []
+    layout2 = timeline.layout_version >= 2
+    for inst in timeline.completed_writes():
+        for stat in view.commit_metadata(inst).write_stats():
+            key = (stat.partition_path or "", stat.file_id or "")
+            if not stat.path or key not in by_group:
+                continue
+            name = posixpath.basename(stat.path)
+            b, lf = parse_base_file_name(name), parse_log_file_name(name)
+            slice_instant = b.instant_time if b else (lf.base_instant if lf and not layout2 else None)
+            for base in by_group[key]:
+                names = wanted[(*key, base)]
+                if slice_instant == base and name not in names:
+                    out.append(Damage(posixpath.join(view.base_path, stat.path), "file is missing", inst.timestamp))
+    return out
+
+
+def slice_damage(fs: FileSystem, view: FileSystemView, timeline: Timeline, fslice: FileSlice,
+                 regions: CommittedRegions | None = None, *, deep: bool = False) -> list[Damage]:
+    """Everything wrong with one slice: missing files, committed corrupt blocks, an
+    unreadable base file (``deep``: every page and every block's records decoded)."""
+    out = missing_files(view, timeline, [fslice])
+    if fslice.base_file is not None:
+        d = base_file_damage(fs, fslice.base_file.path, deep=deep)
+        if d is not None:
+            out.append(d)
+    for lf in fslice.log_files:
+        try:
+            blocks = read_log_file(fs, lf.path, lazy=True)
+        except FileNotFoundError:
+            out.append(Damage(lf.path, "file is missing"))
+            continue
+        for blk in blocks:
+            if blk.block_type == BlockType.CORRUPT or blk.corrupt_reason:
+                if regions is None:
+                    regions = CommittedRegions.of(view, timeline)
+                d = corrupt_block_damage(regions, lf.path, blk.offset, blk.corrupt_reason or "corrupt block")
+                if d is not None:
+                    out.append(d)
+            elif deep:
+                d = _block_content_damage(blk)
+                if d is not None:
+                    out.append(d)
+    return out
+
+
+def _block_content_damage(blk: LogBlock) -> Damage | None:
+    try:
+        if blk.block_type == BlockType.DELETE:
+            blk.deletes()
+        elif blk.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
+            blk.records()
+    except (StreamerError, OSError, ValueError, pa.ArrowException) as e:
+        return Damage(blk.log_path, f"log block at offset {blk.offset} does not decode ({_short(e)})",
+                      blk.instant_time)
+    return None
+
+
+def base_file_damage(fs: FileSystem, path: str, *, deep: bool = False) -> Damage | None:
+    """``None`` if the base file's footer parses (``deep``: and every page decodes, page
+    checksums verified where the writer stored them)."""
+    name = parse_base_file_name(posixpath.basename(path))
+    instant = name.instant_time if name else None
+    try:
+        with fs.open_input_file(path) as f:
+            if deep:
+                pq.ParquetFile(f, page_checksum_verification=True).read()
+            else:
+                pq.read_metadata(f)
+    except FileNotFoundError:
+        return Damage(path, "file is missing", instant)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        return Damage(path, f"unreadable Parquet file ({_short(e)})", instant)
+    return None
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+# --------------------------------------------------------------------------- timeline
+def timeline_damage(fs: FileSystem, timeline: Timeline) -> list[Damage]:
+    """Completed instants whose file does not decode, and pending plans that do not."""
+    out: list[Damage] = []
+    for inst in timeline.instants:
+        if not (inst.is_completed or inst.action in (Action.COMPACTION, Action.LOG_COMPACTION)):
+            continue
+        path = timeline.path_of(inst)
+        try:
+            d = _instant_damage(timeline, inst, path)
+        except FileNotFoundError:
+            d = Damage(path, "instant file vanished while checking", inst.timestamp)
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def _instant_damage(timeline: Timeline, inst: Instant, path: str) -> Damage | None:
+    try:
+        if inst.is_completed and inst.action in _WRITE_ACTIONS:
+            data = timeline.read_details(inst)
+            if not data.strip():
+                return Damage(path, "commit file is empty: the write's metadata (its files and schema) is lost",
+                              inst.timestamp)
+            CommitMetadata.from_bytes(data, path)
+        elif inst.is_completed and inst.action == Action.CLEAN:
+            CleanMetadata.from_bytes(timeline.read_details(inst), path)
+        elif inst.is_completed and inst.action == Action.ROLLBACK:
+            RollbackMetadata.from_bytes(timeline.read_details(inst), path)
+        elif not inst.is_completed:
+            CompactionPlan.from_bytes(timeline.read_plan(inst), path)
+    except StreamerError as e:
+        return Damage(path, _short(e), inst.timestamp)
+    return None
+
+
+# --------------------------------------------------------------------------- table
+@dataclass
+class CheckReport:
+    """What ``streamer check`` verified and what it found."""
+
+    damage: list[Damage] = field(default_factory=list)
+    instants: int = 0
+    slices: int = 0
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.damage
+
+
+def check_table(fs: FileSystem, view: FileSystemView, timeline: Timeline, *, deep: bool = True) -> CheckReport:
+    """Verify the timeline, then every live slice (files, blocks, base files)."""
+    report = CheckReport(instants=len(timeline.instants))
+    report.damage.extend(timeline_damage(fs, timeline))
+    if report.damage:  # slices are judged by the commit metadata: it must parse first
+        return report
+    regions = CommittedRegions.of(view, timeline)
+    for slices in view.all_slices().values():
+        for s in slices:
+            report.slices += 1
+            report.files += len(s.paths)
+            report.damage.extend(slice_damage(fs, view, timeline, s, regions, deep=deep))
+    return report
+
