@@ -12,14 +12,15 @@ a key it holds was never committed, so it must not make an insert look like an u
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamer.errors import MissingFileError
+from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
 from streamer.read.merge import CorruptBlock, ScanStats, effective_blocks
@@ -85,7 +86,7 @@ class Member:
         if stats is not None:
             stats.footer(self.member_id)
         if self.kind == "base":
-            with self.fs.open_input_file(self.path) as f:
+            with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
                 md = pq.read_metadata(f)
         else:
             assert self.block is not None
@@ -111,8 +112,8 @@ class Member:
         if stats is not None:
             stats.keys(self.member_id)
         if self.kind == "base":
-            with self.fs.open_input_file(self.path) as f:
-                t = pq.ParquetFile(f).read(columns=[RECORD_KEY])
+            with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
+                t = pq.ParquetFile(f, page_checksum_verification=True).read(columns=[RECORD_KEY])
             return t.column(0).combine_chunks()
         assert self.block is not None
         if self.kind == "delete":
@@ -127,6 +128,17 @@ def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Call
         return instant in completed or (first_active is not None and instant < first_active)
 
     return check
+
+
+@contextlib.contextmanager
+def _base_errors(path: str) -> Iterator[None]:
+    """A base file gone or damaged is an error naming it, not a bare OSError."""
+    try:
+        yield
+    except FileNotFoundError as e:
+        raise MissingFileError("base file missing", path) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
 
 
 class _Committed:

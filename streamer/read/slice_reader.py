@@ -51,13 +51,18 @@ class SliceReadSpec:
         return self.commit_times is not None
 
 
+#: Parquet reads that verify page checksums where the file has them (see ``parquet_bytes``).
+_VERIFYING_PARQUET = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
+
+
 def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None) -> pa.Table:
     try:
         if filter_ is not None:
-            dataset = ds.dataset(path, format="parquet", filesystem=fs.arrow)
+            dataset = ds.dataset(path, format=_VERIFYING_PARQUET, filesystem=fs.arrow)
             return dataset.to_table(filter=filter_)
         with fs.open_input_file(path) as f:
-            return pq.ParquetFile(f).read()
+            return pq.ParquetFile(f, page_checksum_verification=True).read()
     except FileNotFoundError as e:
         raise MissingFileError("base file missing", path) from e
     except (pa.ArrowInvalid, OSError) as e:  # a torn or flipped footer: "Couldn't deserialize thrift"

@@ -25,7 +25,7 @@ from streamer.services.compaction import writer_lock
 from streamer.services.lock import PlanLock
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, State
-from streamer.table.integrity import CommittedRegions, slice_damage
+from streamer.table.integrity import CommittedRegions, base_file_damage, slice_damage
 from streamer.table.metadata import CleanerPlan, CleanMetadata, CleanPartitionMetadata
 from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
 from streamer.write import faults
@@ -89,6 +89,13 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
         # slice (a lost or torn file, an unreadable base file) keeps its predecessors
         regions = regions or CommittedRegions.of(table.fsview, table.timeline)
         damage = slice_damage(table.fs, table.fsview, table.timeline, slices[-1], regions)
+        # the base file that supersedes the doomed slices becomes their records' only copy:
+        # read it through once (every page, checksums verified) before they go
+        newest_doomed = max(s.base_instant for s in doomed)
+        heir = next((s for s in slices if s.base_instant > newest_doomed and s.base_file is not None), None)
+        if not damage and heir is not None and heir.base_file is not None:
+            d = base_file_damage(table.fs, heir.base_file.path, deep=True)
+            damage = [d] if d is not None else []
         if damage:
             raise ServiceError(
                 f"clean refused: {damage[0]}; the older slices of {gid[1]} may be the only copy of "

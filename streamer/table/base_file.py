@@ -81,7 +81,7 @@ class BaseFileStats:
 
 def _open(fs: FileSystem, path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(fs.open_input_file(path))
+        return pq.ParquetFile(fs.open_input_file(path), page_checksum_verification=True)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
@@ -168,6 +168,10 @@ def parquet_bytes(table: pa.Table, kv: Mapping[str, str], *, codec: str = defaul
         allow_truncated_timestamps=False,
         write_statistics=True,
         store_schema=False,
+        # CRC32 per page (the Parquet spec's page checksum): flipped bytes in a page are
+        # caught on read instead of decoding to wrong values. Readers that do not verify
+        # them (parquet-mr by default, arrow-rs) ignore them.
+        write_page_checksum=True,
     ) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata(dict(kv))

@@ -126,7 +126,11 @@ class LogBlock:
     def records(self, columns: list[str] | None = None) -> pa.Table:
         """Rows of an AVRO_DATA / PARQUET_DATA (or CDC) block as Arrow."""
         if self.block_type == BlockType.PARQUET_DATA:
-            return self._parquet_file().read(columns=columns)
+            try:
+                return self._parquet_file().read(columns=columns)
+            except (pa.ArrowInvalid, OSError) as e:  # a flipped page: CRC mismatch, bad compression
+                raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}",
+                                       self.log_path) from e
         if self.block_type in (BlockType.AVRO_DATA, BlockType.CDC):
             schema = self.schema
             if schema is None:
@@ -156,7 +160,7 @@ class LogBlock:
         else:
             src = pa.BufferReader(self.content())
         try:
-            return pq.ParquetFile(src)
+            return pq.ParquetFile(src, page_checksum_verification=True)
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}", self.log_path) from e
 

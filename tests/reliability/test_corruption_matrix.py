@@ -1,0 +1,184 @@
+"""Issue 12, acceptance 4: every kind of damage against every command that touches a table.
+
+Damage: a committed log file missing, a torn block, flipped bytes in a block's content and
+in its length field, flipped bytes in a base file's pages and in its footer, a middle
+commit file with invalid JSON, an emptied last commit file. Commands: ``read``, ``show``,
+``check``, ``compact``, ``log-compact``, ``clean`` and the next writer.
+
+Each either refuses - non-zero exit, one line naming the damaged file, no traceback - or
+produces the model's rows. And nothing it did made the damage permanent: once the damaged
+file is restored, the table reads exactly the model (plus the writer's batch, if the
+writer went ahead). ``check`` must find every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from streamer.cli import main as cli
+from streamer.config.policies import CompactionPolicy
+from streamer.errors import StreamerError
+from streamer.read import Table
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
+from tests.support import block_tables as tg
+
+pytestmark = pytest.mark.timeout(600)
+
+DAMAGE = ["missing_log", "torn_block", "flipped_block_content", "flipped_block_length",
+          "flipped_base_pages", "flipped_base_footer", "invalid_middle_commit", "empty_last_commit"]
+COMMANDS = ["read", "show", "check", "compact", "log-compact", "clean", "writer"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """Writes, a completed compaction, then more writes: live slices with a base file (the
+    compaction's) and several log files, and older slices a clean would delete."""
+    root = tmp_path_factory.mktemp("matrix") / "t"
+    w, gen, model = tg.build(str(root), 6, deletes_every=3)
+    comp = schedule_compaction(Table.open(str(root)), CompactionPolicy(), force=True)
+    assert execute(Table.open(str(root)), comp).status == "completed"
+    for i in range(6):
+        tg.step(w, gen, model, rows=12, delete=(i == 4))
+    rows = model.snapshot()
+    assert tg.read_ours(str(root)) == rows
+    return root, rows
+
+
+def _flip(path: Path, at: int, n: int = 8) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(at, min(at + n, len(data))):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _target(root: Path, damage: str) -> Path:
+    """The file the damage hits: in a live slice with a base file and >= 2 log files."""
+    t = Table.open(str(root))
+    if damage.endswith("_commit"):
+        writes = [i for i in t.timeline.completed_writes() if i.action == "deltacommit"]
+        inst = writes[len(writes) // 2] if damage.startswith("invalid") else writes[-1]
+        return Path(t.timeline.path_of(inst))
+    fslice = next(s for s in t.fsview.latest_file_slices() if s.base_file is not None and len(s.log_files) >= 2)
+    if damage.startswith("flipped_base"):
+        return Path(fslice.base_file.path)
+    return Path(fslice.log_files[0].path)
+
+
+def _first_page(log: Path) -> int:
+    """Offset (in the log file) of the first block's first data page: its record bytes.
+
+    Not the footer's key-value metadata (the bloom filter there is not covered by page
+    checksums - see the closing note of issue 12)."""
+    from streamer.fs import resolve
+    from streamer.table.log_format import read_log_file
+
+    fs, p = resolve(str(log))
+    blk = read_log_file(fs, p, lazy=False)[0]
+    col = blk._parquet_file().metadata.row_group(0).column(0)
+    return blk.content_offset + col.data_page_offset + 8
+
+
+def _damage(path: Path, damage: str) -> None:
+    size = path.stat().st_size
+    if damage == "missing_log":
+        path.unlink()
+    elif damage == "torn_block":
+        path.write_bytes(path.read_bytes()[: size - 40])
+    elif damage == "flipped_block_content":
+        _flip(path, _first_page(path))
+    elif damage == "flipped_block_length":
+        _flip(path, 6)  # the int64 block size right after "#HUDI#"
+    elif damage == "flipped_base_pages":
+        _flip(path, 4 + (size - 4) // 3)  # inside the column chunks, after "PAR1"
+    elif damage == "flipped_base_footer":
+        _flip(path, size - 8, 4)  # the footer's length, before the closing "PAR1"
+    elif damage == "invalid_middle_commit":
+        path.write_bytes(b'{"partitionToWriteStats": {"sf": [ not json')
+    elif damage == "empty_last_commit":
+        path.write_bytes(b"")
+    else:  # pragma: no cover - a new kind needs its own branch
+        raise AssertionError(damage)
+
+
+def _run(args: list[str], capsys) -> tuple[int, str, str]:
+    """The CLI in-process: a traceback would surface here as an exception (test error)."""
+    rc = cli(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _batch() -> pa.Table:
+    rows = [{"id": 1000 + i, "city": c, "ts": 10_000 + i, "value": f"new{i}"} for i, c in enumerate(tg.CITIES)]
+    return pa.Table.from_pylist(rows, schema=tg.SCHEMA)
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_every_command_refuses_or_keeps_the_model(built, damage, tmp_path, capsys):
+    src, model = built
+    policies = tmp_path / "policies.yaml"
+    policies.write_text("policies: {log_compaction: {min_blocks: 2}, clean: {retain_file_versions: 1}}\n")
+    failures = []
+    for command in COMMANDS:
+        root = tmp_path / command / "t"
+        shutil.copytree(src, root)
+        victim = _target(root, damage)
+        original = victim.read_bytes()
+        _damage(victim, damage)
+        expected = model
+        name = victim.name
+        if command == "writer":
+            batch = _batch()
+            try:
+                tg.open_writer(str(root)).upsert(batch)
+                m = tg.Model({(r["city"], r["id"]): r for r in model})
+                m.apply(batch)
+                expected = m.snapshot()
+            except StreamerError as e:
+                if name not in str(e):
+                    failures.append(f"writer refused without naming {name}: {e}")
+        else:
+            args = {
+                "read": ["read", str(root), "--format", "jsonl"],
+                "show": ["show", str(root)],
+                "check": ["check", str(root)],
+                "compact": ["compact", str(root), "--force", "--policies", str(policies)],
+                "log-compact": ["log-compact", str(root), "--policies", str(policies)],
+                "clean": ["clean", str(root), "--policies", str(policies)],
+            }[command]
+            rc, out, err = _run(args, capsys)
+            if command == "check":
+                if rc != 1 or name not in out:
+                    failures.append(f"check did not report {name}: rc={rc} {out[-300:]} {err[-300:]}")
+            elif rc != 0 and (name not in err or len(err.strip().splitlines()) > 3):
+                failures.append(f"{command} refused (rc={rc}) without one line naming {name}: {err[-500:]}")
+            elif rc == 0 and command == "read":
+                got = tg.canon(pa.Table.from_pylist([json.loads(line) for line in out.splitlines()]))
+                if got != model:
+                    failures.append(f"read exited 0 with {len(got)} rows, model has {len(model)}")
+            elif rc == 0 and command == "show" and f"records (snapshot): {len(model)}" not in out:
+                failures.append(f"show exited 0 without the model's {len(model)} records: {out[:300]}")
+        # nothing lost for good: with the file restored, the table is the model
+        if damage == "missing_log" or victim.exists():
+            victim.write_bytes(original)
+        try:
+            after = tg.read_ours(str(root))
+        except StreamerError as e:
+            failures.append(f"after {command} and restoring {name}, the table does not read: {e}")
+            continue
+        if after != expected:
+            failures.append(f"after {command} and restoring {name}: {len(after)} rows, want {len(expected)}")
+    assert not failures, "\n".join(failures)
+
+
+def test_check_on_an_intact_table_exits_0(built, capsys):
+    src, _ = built
+    rc, out, _ = _run(["check", str(src)], capsys)
+    assert rc == 0 and "intact" in out
+    assert os.path.isdir(src)
