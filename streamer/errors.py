@@ -44,6 +44,13 @@ class CorruptDataError(TableError):
     """Bytes on storage do not follow the format (bad magic, impossible length...)."""
 
 
+class StorageError(TableError, OSError):
+    """Storage refused a write (full disk, no permission, quota): names the file.
+
+    Also an :class:`OSError`, so code that tolerates a failed write (a missed lock
+    heartbeat) keeps tolerating it."""
+
+
 class SchemaError(StreamerError):
     """Incompatible or invalid schema (names the field)."""
 

@@ -11,6 +11,7 @@ differences are handled once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import shutil
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from streamer.errors import MissingFileError
+from streamer.errors import MissingFileError, StorageError
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,16 @@ class FileSystem:
             return
         parent = posixpath.dirname(path)
         tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
-        self.write_bytes(tmp, data)
-        if self.is_local:
-            _fsync_local(tmp)
-        self.arrow.move(tmp, path)
+        try:
+            self.write_bytes(tmp, data)
+            if self.is_local:
+                _fsync_local(tmp)
+            self.arrow.move(tmp, path)
+        except OSError as e:  # a full disk: no half-written temp file left behind
+            with contextlib.suppress(OSError):
+                self.arrow.delete_file(tmp)
+            reason = (getattr(e, "strerror", None) or str(e)).strip().splitlines()[-1]
+            raise StorageError(f"could not write ({reason})", path) from e
         if self.is_local:
             _fsync_local(parent)
 

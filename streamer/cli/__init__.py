@@ -66,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `streamer show t | head`: the reader left, not an error
         sys.stderr.close()
         return 0
+    except OSError as e:  # storage failed under us (full disk, permissions): one line, not a traceback
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"error: {str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}{where}",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

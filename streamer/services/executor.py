@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 
 from streamer.config.policies import LogCompactionPolicy
+from streamer.errors import StorageError
 from streamer.read.table import Table
 from streamer.services import rollback_services
 from streamer.services.common import ServiceError
@@ -78,6 +79,9 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
                 meta = run.finish(table, complete)
             else:
                 raise ServiceError(f"{inflight} is not a compaction or log compaction")
+        except StorageError as e:  # a full disk: one line naming the instant and the file
+            raise ServiceError(f"{inflight.action} {inst.timestamp} stopped: {e}; nothing was committed - "
+                               "the plan stays pending and the next run redoes it") from e
         except CompactionConflict as e:
             log.info("%s", e)
             try:
