@@ -8,13 +8,16 @@ back, so a batch is written once however often the process dies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sources.position import Position
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 #: Columns of every source's ``Batch.errors`` (the error table's schema, in this order).
 ERROR_SCHEMA_DDL = (
@@ -25,6 +28,11 @@ ERROR_COLUMNS = (
     "source_type", "source_position", "topic", "partition", "offset",
     "file", "raw_payload", "payload_encoding", "reason", "error_time",
 )
+
+#: Hidden column of a files source's rows: which input line a row came from (file index
+#: in the batch << 40 | line number). It lets a record found bad after decoding (a null
+#: key, see ``Batch.originals``) reach the error table under its own position and bytes.
+RECORD_COLUMN = "_mor_record"
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,15 @@ class Batch:
     end: Position
     #: DataFrames the source cached to serve both ``df`` and ``errors``; see :meth:`release`.
     cached: tuple[DataFrame, ...] = ()
+    #: For a batch whose schema was inferred: the same input decoded again with these
+    #: column types for the columns they name (the target table's), so one bad value
+    #: cannot make a column's inferred type wider than the table's. None = fixed schema.
+    retype: Callable[[StructType], Batch] | None = None
+    #: Hidden columns of ``df`` identifying each row's input record (dropped before writing).
+    record_columns: tuple[str, ...] = ()
+    #: Given a table of ``record_columns`` values, the error-table identity and original
+    #: bytes of those records (``record_columns`` + :data:`ERROR_COLUMNS`, reason null).
+    originals: Callable[[pa.Table], pa.Table] | None = None
 
     def release(self) -> None:
         """Free cached input once the batch is committed (safe to call more than once)."""

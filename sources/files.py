@@ -17,7 +17,10 @@ import posixpath
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from sources.base import Batch, empty_errors
+import pyarrow as pa
+
+from sources.base import ERROR_COLUMNS, RECORD_COLUMN, Batch, empty_errors
+from sources.lines import LINE_DDL
 from sources.position import FileListPosition, Position
 from streamer.config.base import reveal
 from streamer.config.sources import FilesSourceConfig
@@ -25,9 +28,12 @@ from streamer.errors import SourceError
 from streamer.fs import FileStatus, resolve
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 CORRUPT_COLUMN = "_corrupt_record"
+#: Bytes of an oversized record kept in the error table (the file and line say where the rest is).
+OVERSIZED_KEEP = 64 * 1024
 
 
 def select_new_files(
@@ -96,10 +102,154 @@ class FilesSource:
             return Batch(df=empty, errors=empty_errors(spark), start=start, end=start)
         paths = [self._uri(f.path) for f in taken]
         if self.config.format == "avro":
-            df, errors, cached = self._read_avro(spark, paths), empty_errors(spark), ()
-        else:
-            df, errors, cached = self._read_spark(spark, paths)
+            return Batch(df=self._read_avro(spark, paths), errors=empty_errors(spark), start=start, end=end)
+        if self._line_based:
+            return self._read_lines(spark, paths, start, end)
+        df, errors, cached = self._read_spark(spark, paths)
         return Batch(df=df, errors=errors, start=start, end=end, cached=cached)
+
+    @property
+    def _line_based(self) -> bool:
+        """JSON Lines and CSV are read line by line (see ``sources.lines``), unless the
+        user asked Spark for records spanning lines (``options: {multiLine: true}``)."""
+        multi = {k.lower(): str(v).lower() for k, v in reveal(self.config.options).items()}.get("multiline")
+        return self.config.format in ("json", "csv") and multi != "true"
+
+    # -- JSON Lines / CSV, line by line ---------------------------------------------------
+
+    def _read_lines(self, spark: SparkSession, paths: list[str], start: Position, end: Position) -> Batch:
+        """Every line keeps its file, number and bytes; schema: declared, else inferred
+        (and the target table's types for columns it has, see ``Batch.retype``)."""
+        from pyspark.sql.types import StructType
+
+        cfg = self.config
+        lines = self._lines(spark, paths).cache()
+        if cfg.schema_ddl is not None:
+            schema, retype = StructType.fromDDL(cfg.schema_ddl), None
+        else:
+            schema = self._infer(spark, lines)
+            retype = self._retyper(spark, lines, schema, start, end)
+        good, errors = self._decode(lines, schema)
+        return Batch(df=good, errors=errors, start=start, end=end, cached=(lines,), retype=retype,
+                     record_columns=(RECORD_COLUMN,), originals=self._originals(spark, lines))
+
+    def _retyper(self, spark: SparkSession, lines: DataFrame, inferred: StructType, start: Position, end: Position):
+        def retype(types: StructType) -> Batch:
+            schema = prefer_types(inferred, types)
+            good, errors = self._decode(lines, schema)
+            return Batch(df=good, errors=errors, start=start, end=end, cached=(lines,), retype=None,
+                         record_columns=(RECORD_COLUMN,), originals=self._originals(spark, lines))
+
+        return retype
+
+    def _lines(self, spark: SparkSession, paths: list[str]) -> DataFrame:
+        """The lines of ``paths`` (:data:`~sources.lines.LINE_DDL` + record id), split on the executors."""
+        from pyspark.sql import functions as F
+
+        limit = int(self.config.max_record_bytes)
+        scheme, config_path = self._scheme, self.config.path
+
+        def split(batches: Iterator) -> Iterator:
+            import pyarrow as pa
+
+            from sources.lines import split_lines
+            from streamer.fs import resolve as _resolve
+
+            fs, _ = _resolve(config_path)
+            for b in batches:
+                for index, p in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
+                    with fs.arrow.open_input_stream(_inside(p, scheme), compression="detect") as fh:
+                        for rb in split_lines(fh, p, limit, min(limit, OVERSIZED_KEEP)):
+                            yield rb.append_column("_file_index", pa.repeat(pa.scalar(index, pa.int32()), rb.num_rows))
+
+        files = spark.createDataFrame(list(enumerate(paths)), "index INT, path STRING")
+        files = files.repartition(min(len(paths), spark.sparkContext.defaultParallelism))
+        lines = files.mapInArrow(split, f"{LINE_DDL}, _file_index INT")
+        record = F.shiftleft(F.col("_file_index").cast("bigint"), 40).bitwiseOR(F.col("_line"))
+        return lines.withColumn(RECORD_COLUMN, record).drop("_file_index")
+
+    def _infer(self, spark: SparkSession, lines: DataFrame) -> StructType:
+        """Spark's inference over the batch's decodable lines (all of them, as Spark's own
+        reader does: a column seen in one line only is still a column)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType, _parse_datatype_json_string
+
+        cfg = self.config
+        text = F.col("_raw").cast("string")
+        usable = lines.where(
+            (F.col("_size") <= F.lit(int(cfg.max_record_bytes))) & F.is_valid_utf8(text) & (F.length(F.trim(text)) > 0)
+        )
+        if cfg.format == "csv" and cfg.csv_header:
+            # the first file's header names the columns (as in Spark's reader); the
+            # other files' header lines are not data
+            first = usable.where(F.col("_line") == 1).orderBy(RECORD_COLUMN).limit(1)
+            usable = first.unionByName(usable.where(F.col("_line") > 1))
+        texts = getattr(usable.select(text.alias("value"))._jdf, "as")(spark._jvm.org.apache.spark.sql.Encoders.STRING())
+        reader = spark._jsparkSession.read()
+        for k, v in self._parse_options().items():
+            reader = reader.option(k, v)
+        if cfg.format == "json":
+            jschema = reader.json(texts).schema()
+        else:
+            jschema = reader.option("inferSchema", "true").option("header", str(cfg.csv_header).lower()).csv(texts).schema()
+        schema = _parse_datatype_json_string(jschema.json())
+        return StructType([f for f in schema.fields if f.name != CORRUPT_COLUMN])
+
+    def _parse_options(self) -> dict[str, str]:
+        opts = {k: str(v) for k, v in reveal(self.config.options).items()}
+        if self.config.format == "csv":
+            opts["sep"] = self.config.csv_delimiter
+        return opts
+
+    def _decode(self, lines: DataFrame, schema: StructType) -> tuple[DataFrame, DataFrame]:
+        """(good rows, error rows) of the lines under ``schema``: one error row per bad line."""
+        from pyspark.sql import functions as F
+
+        cfg = self.config
+        limit = int(cfg.max_record_bytes)
+        text = F.col("_raw").cast("string")
+        rows = lines.withColumn("_valid", F.is_valid_utf8(text)).withColumn(
+            "_text", F.when((F.col("_size") <= F.lit(limit)) & F.col("_valid"), text)
+        )
+        # blank lines (and CSV header lines) are not records
+        skip = F.col("_text").isNotNull() & (F.length(F.trim(F.col("_text"))) == 0)
+        if cfg.format == "csv" and cfg.csv_header:
+            skip = skip | (F.col("_line") == 1)
+        rows = rows.where(~skip)
+        parsed = rows.withColumn("_p", parse(cfg.format, F.col("_text"), schema, self._parse_options()))
+        reason = (
+            F.when(
+                F.col("_size") > F.lit(limit),
+                F.format_string(
+                    f"record of %d bytes exceeds source.max_record_bytes ({limit}); "
+                    f"raw_payload holds its first {min(limit, OVERSIZED_KEEP)} bytes",
+                    F.col("_size"),
+                ),
+            )
+            .when(~F.col("_valid"), F.lit("record is not valid UTF-8 text (raw_payload holds its bytes, base64)"))
+            .when(F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
+                  explain(cfg.format, F.col("_text"), schema, self._parse_options()))
+        )
+        flagged = parsed.withColumn("_reason", reason)
+        good = flagged.where(F.col("_reason").isNull()).select(
+            *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], RECORD_COLUMN
+        )
+        errors = line_errors(flagged.where(F.col("_reason").isNotNull()), F.col("_reason"))
+        return good, errors
+
+    def _originals(self, spark: SparkSession, lines: DataFrame):
+        """Error-row identity and original bytes of records, by :data:`RECORD_COLUMN`
+        (for records found bad after decoding, e.g. with a null key)."""
+
+        def originals(keys: pa.Table) -> pa.Table:
+            from pyspark.sql import functions as F
+
+            wanted = spark.createDataFrame(keys.select([RECORD_COLUMN]).cast(pa.schema([(RECORD_COLUMN, pa.int64())])))
+            rows = lines.join(F.broadcast(wanted), RECORD_COLUMN).withColumn("_valid", F.is_valid_utf8(
+                F.col("_raw").cast("string")))
+            return line_errors(rows, F.lit(None).cast("string"), keep=(RECORD_COLUMN,)).toArrow()
+
+        return originals
 
     # -- Spark-native formats -------------------------------------------------------------
 
@@ -195,6 +345,119 @@ def _error_rows(bad: DataFrame, payload_column: str, reason: str) -> DataFrame:
         F.lit(reason).alias("reason"),
         F.current_timestamp().alias("error_time"),
     )
+
+
+def parse(fmt: str, text: Column, schema: StructType, options: dict[str, str]) -> Column:
+    """``from_json``/``from_csv`` of ``text`` into ``schema`` plus the corrupt-record column."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
+    opts = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    if fmt == "json":
+        return F.from_json(text, full, opts)
+    return F.from_csv(text, F.lit(_ddl(full)), opts)
+
+
+def explain(
+    fmt: str, text: Column, schema: StructType, options: dict[str, str], malformed: str | None = None
+) -> Column:
+    """Why a record did not parse into ``schema``, naming the fields at fault.
+
+    Evaluated for bad records only. The record is parsed again with every field a string
+    (what does not parse then is malformed text, or for CSV a row with missing or extra
+    columns); then, per field, with that field alone typed: the fields that fail are the
+    ones whose value does not convert to the column's type.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    loose = StructType([StructField(f.name, StringType()) for f in schema.fields])
+    as_text = parse(fmt, text, loose, options)
+    culprits = []
+    for i, f in enumerate(schema.fields):
+        if fmt == "json":
+            alone = StructType([f])
+        else:  # positional: every other column stays a string
+            alone = StructType([f if j == i else StructField(g.name, StringType()) for j, g in enumerate(schema.fields)])
+        value = as_text.getField(f.name)
+        bad = value.isNotNull() & parse(fmt, text, alone, options).getField(CORRUPT_COLUMN).isNotNull()
+        culprits.append(F.when(bad, F.format_string(
+            f"field '{f.name}': value %s is not a valid {f.dataType.simpleString()}",
+            F.when(F.length(value) > 100, F.concat(F.substring(value, 1, 100), F.lit("..."))).otherwise(value),
+        )))
+    if malformed is None:
+        malformed = "malformed json record" if fmt == "json" else (
+            f"malformed csv record: not {len(schema.fields)} columns (missing or extra values, or broken quoting)"
+        )
+    fields = F.concat_ws("; ", *culprits) if culprits else F.lit("")
+    return (
+        F.when(as_text.getField(CORRUPT_COLUMN).isNotNull(), F.lit(malformed))
+        .when(fields != F.lit(""), fields)
+        .otherwise(F.lit(f"{fmt} record does not match the schema"))
+    )
+
+
+def _ddl(schema: StructType) -> str:
+    return ", ".join(f"`{f.name.replace('`', '``')}` {f.dataType.simpleString()}" for f in schema.fields)
+
+
+def prefer_types(inferred: StructType, table: StructType) -> StructType:
+    """``inferred`` with the table's type for every column the table has.
+
+    Why: inference takes the widest type it sees, so one ``"ts": "not-a-number"`` would
+    make the whole batch's ``ts`` a string (and the batch be refused by the table). A
+    column the table knows is parsed as the table's type, and a value that does not fit
+    makes only its record an error. New columns keep their inferred type; new sub-fields
+    of a struct are kept beside the table's.
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    known = {f.name: f.dataType for f in table.fields}
+    return StructType(
+        [StructField(f.name, _prefer(f.dataType, known[f.name]) if f.name in known else f.dataType, True)
+         for f in inferred.fields]
+    )
+
+
+def _prefer(inferred: DataType, table: DataType) -> DataType:
+    from pyspark.sql.types import StructType
+
+    if isinstance(inferred, StructType) and isinstance(table, StructType):
+        return _merge_struct(inferred, table)
+    return table
+
+
+def _merge_struct(inferred: StructType, table: StructType) -> StructType:
+    from pyspark.sql.types import StructField, StructType
+
+    have = {f.name for f in table.fields}
+    by_name = {f.name: f.dataType for f in inferred.fields}
+    fields = [StructField(f.name, _prefer(by_name[f.name], f.dataType) if f.name in by_name else f.dataType, True)
+              for f in table.fields]
+    fields += [StructField(f.name, f.dataType, True) for f in inferred.fields if f.name not in have]
+    return StructType(fields)
+
+
+def line_errors(rows: DataFrame, reason: Column, keep: tuple[str, ...] = ()) -> DataFrame:
+    """Error rows of lines (``_source_file``, ``_line``, ``_raw``, ``_valid``): the
+    position is ``file:line``, the payload the line's bytes as text (base64 if not UTF-8)."""
+    from pyspark.sql import functions as F
+
+    valid = F.col("_valid")
+    return rows.select(
+        *keep,
+        F.lit("files").alias("source_type"),
+        F.concat(F.col("_source_file"), F.lit(":"), F.col("_line").cast("string")).alias("source_position"),
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("int").alias("partition"),
+        F.lit(None).cast("bigint").alias("offset"),
+        F.col("_source_file").alias("file"),
+        F.when(valid, F.col("_raw").cast("string")).otherwise(F.base64(F.col("_raw"))).alias("raw_payload"),
+        F.when(valid, F.lit("utf-8")).otherwise(F.lit("base64")).alias("payload_encoding"),
+        reason.cast("string").alias("reason"),
+        F.current_timestamp().alias("error_time"),
+    ).select(*keep, *ERROR_COLUMNS)
 
 
 def _inside(uri: str, scheme: str | None) -> str:

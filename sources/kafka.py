@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sources.base import ERROR_COLUMNS, Batch
@@ -26,11 +27,14 @@ from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
 CORRUPT_COLUMN = "_corrupt_record"
+MALFORMED_JSON = "malformed JSON, or values that do not match the schema's types"
 RAW_KAFKA_DDL = (
     "key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
@@ -90,9 +94,46 @@ class KafkaSource:
     def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
         begin, end = self.plan(start)
         log.info("kafka %s: reading %d offset(s) %s", self.config.topic, begin.records_until(end), end.partitions)
-        good, bad, cached = self.decode(spark, self.read_raw(spark, begin, end))
         # A batch that starts from "no position" reports the resolved start, so has_new_data works.
-        return Batch(df=good, errors=bad, start=start if start is not None else begin, end=end, cached=cached)
+        return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end)
+
+    def _batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position | None) -> Batch:
+        """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen."""
+        from pyspark.sql import functions as F
+
+        retype = redecode = None
+        if self._avro is not None:
+            good, bad, cached = self._avro.decode(spark, raw)
+            payload: tuple[Column, Column] = (F.base64(F.col("value")), F.lit("base64"))
+        else:
+            good, bad, cached, redecode = json_decoder(spark, raw, self.config)
+            payload = _payload()
+        if end is None:
+            end = self._end_seen(cached[0], start)
+        record_columns: tuple[str, ...] = ()
+        if "_kafka_offset" in good.columns:
+            record_columns = ("_kafka_partition", "_kafka_offset")
+        originals = kafka_originals(cached[0], *payload) if record_columns else None
+
+        def batch(good: DataFrame, bad: DataFrame, retype=None) -> Batch:
+            return Batch(df=good, errors=bad, start=start, end=end, cached=cached, retype=retype,
+                         record_columns=record_columns, originals=originals)
+
+        if redecode is not None:
+            def retype(types: StructType) -> Batch:
+                return batch(*redecode(types))
+
+        return batch(good, bad, retype)
+
+    def _end_seen(self, source: DataFrame, start: KafkaOffsets | None) -> KafkaOffsets:
+        """``end`` of a micro-batch: last offset seen + 1 per partition (else the start's)."""
+        from pyspark.sql import functions as F
+
+        rows = source.groupBy("partition").agg(F.max("offset").alias("last")).collect()
+        offsets = dict(start.partitions) if start is not None else {}
+        for r in rows:
+            offsets[int(r["partition"])] = max(offsets.get(int(r["partition"]), 0), int(r["last"]) + 1)
+        return KafkaOffsets(topic=self.config.topic, partitions=offsets)
 
     # -- continuous -------------------------------------------------------------------------
 
@@ -122,17 +163,8 @@ class KafkaSource:
 
     def batch_from_raw(self, raw: DataFrame, start: Position | None) -> Batch:
         """Decode a ``foreachBatch`` micro-batch; ``end`` = last offset seen + 1 per partition."""
-        from pyspark.sql import functions as F
-
         start = self._check(start)
-        good, bad, cached = self.decode(raw.sparkSession, raw)
-        source = cached[0] if cached else raw
-        rows = source.groupBy("partition").agg(F.max("offset").alias("last")).collect()
-        offsets = dict(start.partitions) if start is not None else {}
-        for r in rows:
-            offsets[int(r["partition"])] = max(offsets.get(int(r["partition"]), 0), int(r["last"]) + 1)
-        end = KafkaOffsets(topic=self.config.topic, partitions=offsets)
-        return Batch(df=good, errors=bad, start=start, end=end, cached=cached)
+        return self._batch(raw.sparkSession, raw, start, None)
 
     # -- decoding ---------------------------------------------------------------------------
 
@@ -149,49 +181,116 @@ def decode_json(
     """Parse JSON payloads with ``from_json`` (PERMISSIVE + corrupt-record column).
 
     The schema is ``config.schema`` (Spark DDL) or inferred from up to
-    ``infer_sample_records`` payloads of this batch.
+    ``infer_sample_records`` payloads of this batch (see :func:`json_decoder` to decode
+    the same payloads again with the target table's types).
     """
-    from pyspark.sql import functions as F
+    good, bad, cached, _ = json_decoder(spark, raw, config)
+    return good, bad, cached
 
-    text = F.col("value").cast("string")
-    ddl = config.schema_ddl
-    if ddl is None:
-        ddl = infer_json_ddl(spark, raw, config.infer_sample_records)
+
+def json_decoder(
+    spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig
+) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...], Callable[[StructType], tuple[DataFrame, DataFrame]] | None]:
+    """:func:`decode_json`, plus (for an inferred schema) a function decoding the same
+    payloads with given column types preferred (``Batch.retype``), reusing the cache."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    base = raw.select(
+        "topic", "partition", "offset", "timestamp", "value", F.col("value").cast("string").alias("_raw")
+    ).cache()
+    declared = config.schema_ddl is not None
+    ddl = config.schema_ddl if declared else infer_json_ddl(spark, base, config.infer_sample_records)
     if ddl is None:  # nothing to infer from: no good records, only (possible) null payloads
         ddl = "value STRING"
-    schema = f"{ddl}, {CORRUPT_COLUMN} STRING"
+    schema = StructType.fromDDL(ddl)
+    good, bad, parsed = _decode_json_with(base, schema, config)
+    if declared:
+        return good, bad, (base, parsed), None
+
+    def retype(types: StructType) -> tuple[DataFrame, DataFrame]:
+        from sources.files import prefer_types
+
+        good2, bad2, _ = _decode_json_with(base, prefer_types(schema, types), config)
+        return good2, bad2
+
+    return good, bad, (base, parsed), retype
+
+
+def _decode_json_with(
+    base: DataFrame, schema: StructType, config: KafkaSourceConfig
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from sources.files import explain
+
+    full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-    parsed = raw.select(
-        "topic", "partition", "offset", "timestamp",
-        text.alias("_raw"),
-        F.from_json(text, schema, opts).alias("_p"),
-    ).cache()
+    valid = F.is_valid_utf8(F.col("_raw"))
+    parsed = base.withColumn("_valid", valid).withColumn(
+        "_p", F.from_json(F.when(F.col("_valid"), F.col("_raw")), full, opts)
+    )
     reason = F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
     limit = config.max_record_bytes
     if limit is not None:
-        size = F.octet_length(F.col("_raw"))
+        size = F.octet_length(F.col("value"))
         reason = reason.when(
             size > F.lit(int(limit)),
             F.format_string(f"record of %d bytes exceeds source.max_record_bytes ({int(limit)})", size),
         )
     reason = reason.when(
+        ~F.col("_valid"), F.lit("record is not valid UTF-8 text (raw_payload holds its bytes, base64)")
+    ).when(
         F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
-        F.lit("malformed JSON, or values that do not match the schema's types"),
+        explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
     flagged = parsed.withColumn("_reason", reason)
     good = flagged.where(F.col("_reason").isNull()).select(
-        *[F.col(f"_p.`{c}`").alias(c) for c in _ddl_columns(spark, ddl)],
+        *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields],
         *_metadata_columns(config),
     )
-    bad = kafka_errors(flagged.where(F.col("_reason").isNotNull()), F.col("_raw"), "utf-8", F.col("_reason"))
-    return good, bad, (parsed,)
+    bad = kafka_errors(flagged.where(F.col("_reason").isNotNull()), *_payload(), F.col("_reason"))
+    return good, bad, parsed
+
+
+def _payload() -> tuple[Column, Column]:
+    """A Kafka value as error-table text: itself when UTF-8, else base64."""
+    from pyspark.sql import functions as F
+
+    valid = F.col("_raw").isNull() | F.is_valid_utf8(F.col("_raw"))
+    return (
+        F.when(valid, F.col("_raw")).otherwise(F.base64(F.col("value"))),
+        F.when(valid, F.lit("utf-8")).otherwise(F.lit("base64")),
+    )
+
+
+def kafka_originals(frame: DataFrame, payload: Column, encoding: Column) -> Callable[[pa.Table], pa.Table]:
+    """``Batch.originals`` of a Kafka batch: records by ``(_kafka_partition, _kafka_offset)``."""
+
+    def originals(keys: pa.Table) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        wanted = frame.sparkSession.createDataFrame(
+            pa.table({"partition": pc.cast(keys.column(0), pa.int32()), "offset": pc.cast(keys.column(1), pa.int64())})
+        )
+        rows = frame.join(F.broadcast(wanted), ["partition", "offset"])
+        found = kafka_errors(rows, payload, encoding, F.lit(None).cast("string")).toArrow()
+        return found.append_column("_kafka_partition", found.column("partition")).append_column(
+            "_kafka_offset", found.column("offset")
+        )
+
+    return originals
 
 
 def infer_json_ddl(spark: SparkSession, raw: DataFrame, sample: int) -> str | None:
     """Spark's JSON schema inference over a sample of payloads (None if there are none)."""
     from pyspark.sql import functions as F
 
-    texts = raw.where(F.col("value").isNotNull()).select(F.col("value").cast("string").alias("v")).limit(sample)
+    texts = raw.where(F.col("value").isNotNull() & F.is_valid_utf8(F.col("value").cast("string")))
+    texts = texts.select(F.col("value").cast("string").alias("v")).limit(sample)
     inferred = spark.read.option("mode", "DROPMALFORMED").json(texts.rdd.map(lambda r: r.v))
     fields = [f for f in inferred.schema.fields if f.name != CORRUPT_COLUMN]
     if not fields:
@@ -213,9 +312,12 @@ def _metadata_columns(config: KafkaSourceConfig) -> list[Column]:
     return [F.col(src).alias(name) for name, src in METADATA_COLUMNS.items()]
 
 
-def kafka_errors(rows: DataFrame, payload: Column, encoding: str, reason: Column) -> DataFrame:
+def kafka_errors(rows: DataFrame, payload: Column, encoding: str | Column, reason: Column) -> DataFrame:
     """Error rows in :data:`~sources.base.ERROR_COLUMNS` layout from raw Kafka rows."""
     from pyspark.sql import functions as F
+
+    if isinstance(encoding, str):
+        encoding = F.lit(encoding)
 
     out = rows.select(
         F.lit("kafka").alias("source_type"),
@@ -227,7 +329,7 @@ def kafka_errors(rows: DataFrame, payload: Column, encoding: str, reason: Column
         F.col("offset").cast("bigint").alias("offset"),
         F.lit(None).cast("string").alias("file"),
         payload.cast("string").alias("raw_payload"),
-        F.lit(encoding).alias("payload_encoding"),
+        encoding.alias("payload_encoding"),
         reason.cast("string").alias("reason"),
         F.current_timestamp().alias("error_time"),
     )

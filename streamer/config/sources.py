@@ -142,6 +142,9 @@ class FilesSourceConfig(StrictModel):
     late_file_grace: Duration = Field(default="0s")
     csv_header: bool = True
     csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
+    #: JSON/CSV: a line longer than this goes to the error table (with its first 64 KiB)
+    #: instead of being parsed: one runaway record must not exhaust an executor.
+    max_record_bytes: Annotated[Size, Field(gt=0)] = 16 * 1024**2
     #: Extra Spark reader options, passed verbatim.
     options: OptionMap = {}
 

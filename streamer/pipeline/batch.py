@@ -26,6 +26,7 @@ from streamer.pipeline.errors_table import (
     as_error_arrow,
     flag_unkeyable,
     unkeyable_error_rows,
+    with_originals,
 )
 from transforms import apply_transforms
 
@@ -88,11 +89,16 @@ def prepare(
     ``hidden_columns`` are columns the runner added for itself (Kafka metadata used to
     identify bad records); they are dropped from the rows that reach the table.
     """
+    cached: list[DataFrame] = []
+    retyped = with_table_types(config, batch)
+    if retyped is not batch:
+        cached.extend(d for d in retyped.cached if d not in batch.cached)
+        batch = retyped
     transformed = apply_transforms(batch.df, config.transforms, spark)
     flagged = flag_unkeyable(transformed, config.target)
     source_errors = as_error_arrow(batch.errors.toArrow())
-    drop = [REASON_COL, PAYLOAD_COL, *[c for c in hidden_columns if c in flagged.columns]]
-    cached: list[DataFrame] = []
+    hidden = (*hidden_columns, *batch.record_columns)
+    drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in flagged.columns]]
     if on_driver(config, batch):
         rows = flagged.toArrow()
         good_mask = pc.is_null(rows.column(REASON_COL))
@@ -110,6 +116,9 @@ def prepare(
         n_flagged = n_written + bad.num_rows
     n_good_in = batch.df.count() if config.transforms else n_flagged
     unkeyable = unkeyable_error_rows(bad, source_type, position_json)
+    if unkeyable.num_rows and batch.originals is not None and set(batch.record_columns) <= set(bad.column_names):
+        # the record's own position and bytes, not the batch's position and a re-serialisation
+        unkeyable = with_originals(unkeyable, bad.select(list(batch.record_columns)), batch.originals)
     errors = pa.concat_tables([source_errors, unkeyable]) if unkeyable.num_rows else source_errors
     return PreparedBatch(
         good=good,
@@ -118,6 +127,53 @@ def prepare(
         written=n_written,
         _cached=cached,
     )
+
+
+def with_table_types(config: PipelineConfig, batch: Batch) -> Batch:
+    """The batch decoded with the target table's column types, when its schema was inferred.
+
+    Declared schema first (the source has no ``retype`` then), else the table's schema
+    for the columns it has, else inference: one wrong-typed value must not widen a column
+    (``ts`` becoming a string made the table refuse the whole batch, forever); with the
+    table's type it is only its own record that goes to the error table.
+    """
+    if batch.retype is None:
+        return batch
+    wanted = table_spark_schema(config.target.path)
+    if wanted is None:
+        return batch
+    have = {f.name: f.dataType for f in batch.df.schema.fields}
+    if all(have.get(f.name, f.dataType) == f.dataType for f in wanted.fields):
+        return batch  # nothing to change: no second decoding
+    return batch.retype(wanted)
+
+
+def table_spark_schema(path: str):
+    """The table's data columns as a Spark schema (None: no table yet, or no schema).
+
+    Columns whose type Spark cannot hold are left out (they keep their inferred type).
+    """
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StructField, StructType
+
+    from streamer.fs import resolve
+    from streamer.table.properties import properties_path
+    from streamer.table.snapshot import TableSnapshot
+    from streamer.write.schema import data_schema
+
+    fs, base = resolve(path)
+    if not fs.exists(properties_path(base)):
+        return None
+    schema = TableSnapshot.load(fs, base).latest_schema()
+    if schema is None:
+        return None
+    fields = []
+    for f in data_schema(schema):
+        try:
+            fields.append(StructField(f.name, from_arrow_type(f.type), True))
+        except (TypeError, ValueError, NotImplementedError):
+            continue
+    return StructType(fields)
 
 
 def hidden_kafka_columns(config: PipelineConfig) -> tuple[str, ...]:

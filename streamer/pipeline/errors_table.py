@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -118,18 +119,54 @@ def unkeyable_error_rows(bad: pa.Table, source_type: str, position_json: str) ->
     )
 
 
+def with_originals(rows: pa.Table, keys: pa.Table, originals: Callable[[pa.Table], pa.Table]) -> pa.Table:
+    """Error rows of records flagged after decoding, with the source's identity of each
+    record (its own position: file and line, topic/partition/offset) and its original
+    bytes instead of the batch's position and a JSON re-serialisation of the decoded row.
+
+    ``keys`` holds the rows' record-id columns (``Batch.record_columns``), aligned with
+    ``rows``; a row whose record the source cannot find keeps what it had.
+    """
+    names = keys.column_names
+    found = originals(keys)
+    if found.num_rows == 0:
+        return rows
+    left = keys.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+    matched = left.join(found, names, join_type="left outer").sort_by("_row")
+    hit = pc.is_valid(matched.column("source_position"))
+    cols = []
+    for name in ERROR_COLUMNS:
+        if name in ("reason", "error_time"):
+            cols.append(rows.column(name))
+        else:
+            theirs = pc.cast(matched.column(name), ERROR_ARROW_SCHEMA.field(name).type)
+            cols.append(pc.if_else(hit, theirs, rows.column(name)))
+    return pa.table(cols, schema=ERROR_ARROW_SCHEMA)
+
+
 def as_error_arrow(errors: pa.Table) -> pa.Table:
     """Error rows from a source (Spark's ``toArrow``) in :data:`ERROR_ARROW_SCHEMA`."""
     return errors.select(list(ERROR_COLUMNS)).cast(ERROR_ARROW_SCHEMA)
 
 
 def with_error_ids(errors: pa.Table) -> pa.Table:
-    """Deterministic ids: the same bad record in a replayed batch gets the same id."""
+    """Deterministic ids: the same bad record in a replayed batch gets the same id.
+
+    Sources give every record its own position (file and line, topic/partition/offset),
+    so ids differ per record. Where a position is shared nonetheless (a transform dropped
+    the record id, so rows carry the batch's position), the n-th identical row of the
+    batch gets ``#n`` in its id: one error row per bad record, never two merged into one
+    (the batch report would count them twice, the table hold one).
+    """
     cols = [errors.column(c).to_pylist() for c in _ID_FIELDS]
-    ids = [
-        hashlib.sha256("\u0001".join("" if v is None else str(v) for v in values).encode()).hexdigest()
-        for values in zip(*cols, strict=True)
-    ]
+    seen: dict[str, int] = {}
+    ids = []
+    for values in zip(*cols, strict=True):
+        # a stray surrogate in a payload must not stop the id computation (the pipeline would stick)
+        text = "\u0001".join("" if v is None else str(v) for v in values)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        n = seen[digest] = seen.get(digest, 0) + 1
+        ids.append(digest if n == 1 else hashlib.sha256(f"{digest}#{n}".encode()).hexdigest())
     return errors.add_column(0, ERROR_ID, pa.array(ids, pa.string()))
 
 
