@@ -11,12 +11,15 @@ import dataclasses
 import json
 import logging
 import posixpath
+import re
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from streamer import defaults
@@ -37,6 +40,36 @@ log = logging.getLogger(__name__)
 QUERIES = ("snapshot", "read_optimized", "incremental")
 #: Schema metadata key carrying the corrupt-block count on every result table.
 CORRUPT_BLOCKS_METADATA_KEY = b"morstreamer.corrupt_blocks"
+
+#: Functions whose result is null when an input is null, so a null standing for an
+#: unknown data column keeps meaning "unknown" (comparisons, and/or/not print infix).
+_NULL_PROPAGATING = frozenset({
+    "invert", "negate", "negate_checked", "add", "add_checked", "subtract", "subtract_checked",
+    "multiply", "multiply_checked", "divide", "divide_checked", "cast", "abs", "abs_checked",
+})
+
+
+#: Functions of one column (plus options): safe whatever they do with null when that
+#: column is a partition column, whose value is known.
+_ONE_COLUMN = frozenset({
+    "is_in", "index_in", "is_null", "is_valid", "is_nan", "is_finite", "is_inf", "starts_with",
+    "ends_with", "match_substring", "match_substring_regex", "match_like", "utf8_lower", "utf8_upper",
+})
+
+
+def _unknown_is_null_safe(expr: pc.Expression, known: Iterable[str]) -> bool:
+    """Every function the expression calls propagates nulls (see :data:`_NULL_PROPAGATING`),
+    or is a one-column function of a ``known`` (partition) column."""
+    text, known = str(expr), set(known)
+    for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\(", text):
+        name = m.group(1)
+        if name in _NULL_PROPAGATING:
+            continue
+        arg = re.match(r"([A-Za-z_][A-Za-z0-9_]*)[,)]", text[m.end():])
+        if name in _ONE_COLUMN and arg is not None and arg.group(1) in known:
+            continue
+        return False
+    return True
 
 
 @dataclass
@@ -255,12 +288,35 @@ class Table:
         return out
 
     def _partition_may_match(self, partition: str, expr: pc.Expression, schema: pa.Schema | None) -> bool:
-        """Evaluate the filter on the partition's values alone; unknown columns keep it."""
+        """``False`` only when the filter is false for every row the partition can hold.
+
+        The partition's values are known; every data column is *unknown*, modelled as null.
+        Under Kleene logic ``city = 'sf' AND fare > 50`` is ``false`` for ``city=nyc``
+        (pruned) and ``null`` for ``city=sf`` (kept), so filters that mix partition and
+        data columns still prune. Functions for which null does not mean "unknown"
+        (``is_null``, ``is_in``, ``coalesce``...) are not trusted: such a filter is
+        evaluated on the partition columns alone, and a data column in it keeps the partition.
+        """
         props = self.properties
         values = partition_values(partition, props.partition_fields, props.hive_style_partitioning,
                                   props.url_encode_partitioning)
         if not values:
             return True
+        if schema is not None and _unknown_is_null_safe(expr, values):
+            row = {f.name: pa.nulls(1, f.type) for f in schema if f.name not in values}
+            for name, value in values.items():
+                arr = pa.array([value], pa.string())
+                if name in schema.names:
+                    try:
+                        arr = arr.cast(schema.field(name).type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        return True
+                row[name] = arr
+            try:
+                verdict = ds.dataset(pa.table(row)).to_table(columns={"v": expr}).column(0)[0].as_py()
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, TypeError):
+                return True
+            return verdict is not False
         cols = {}
         for name, value in values.items():
             arr = pa.array([value], pa.string())

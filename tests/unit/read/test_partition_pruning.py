@@ -1,0 +1,49 @@
+"""Filters that mix partition and data columns still prune partitions (issue 13).
+
+A data column's value is unknown per partition; under Kleene logic ``city = 'sf' AND
+ts > N`` is false for every other city, so only ``sf`` slices are planned. Filters whose
+functions do not treat null as "unknown" (``is_null``, ``is_in``) prune on partition
+columns alone. Whatever is planned, the rows equal filtering the whole table.
+"""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from streamer.read import Table
+from tests.support import block_tables as tg
+
+CITY, TS = pc.field("city"), pc.field("ts")
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> Table:
+    p = str(tmp_path_factory.mktemp("prune") / "t")
+    tg.build(p, 4)
+    return Table.open(p)
+
+
+def _planned_partitions(t: Table, expr: pc.Expression) -> set[str]:
+    return {s.partition_path for s in t.plan("snapshot", filter=expr).slices}
+
+
+CASES = [
+    ((CITY == "sf") & (TS > 50), {"sf"}),
+    ((TS > 50) & (CITY == "nyc"), {"nyc"}),
+    (~(CITY == "sf") & (TS > 50), {"nyc", "oslo"}),
+    ((CITY == "sf") | (TS > 50), {"sf", "nyc", "oslo"}),  # nyc rows with ts > 50 match
+    ((CITY == "sf") & TS.is_null(), {"sf", "nyc", "oslo"}),  # is_null of a data column: not trusted, kept
+    ((CITY == "sf") | TS.is_null(), {"sf", "nyc", "oslo"}),  # is_null of a data column: not trusted, kept
+    (CITY.isin(["sf"]) | TS.isin([1, 2]), {"sf", "nyc", "oslo"}),  # is_in of a data column: kept
+    (CITY.isin(["sf", "oslo"]) & (TS > 50), {"sf", "oslo"}),
+    ((TS + 1 > 50) & (CITY != "oslo"), {"sf", "nyc"}),
+]
+
+
+@pytest.mark.parametrize(("expr", "partitions"), CASES, ids=[str(c[0]) for c in CASES])
+def test_pruning_keeps_exactly_the_partitions_that_can_match(table, expr, partitions):
+    assert _planned_partitions(table, expr) == partitions
+    whole = table.read()
+    expected = tg.canon(whole.filter(expr))
+    assert tg.canon(table.read(filter=expr)) == expected
