@@ -56,13 +56,19 @@ _VERIFYING_PARQUET = ds.ParquetFileFormat(
     default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
 
 
-def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None) -> pa.Table:
+def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None,
+               columns: list[str] | None = None) -> pa.Table:
     try:
         if filter_ is not None:
             dataset = ds.dataset(path, format=_VERIFYING_PARQUET, filesystem=fs.arrow)
-            return dataset.to_table(filter=filter_)
+            names = set(dataset.schema.names)
+            return dataset.to_table(filter=filter_, columns=[c for c in columns if c in names] if columns else None)
         with fs.open_input_file(path) as f:
-            return pq.ParquetFile(f, page_checksum_verification=True).read()
+            pf = pq.ParquetFile(f, page_checksum_verification=True)
+            if columns is not None:
+                names = set(pf.schema_arrow.names)
+                columns = [c for c in columns if c in names]
+            return pf.read(columns=columns)
     except FileNotFoundError as e:
         raise MissingFileError("base file missing", path) from e
     except (pa.ArrowInvalid, OSError) as e:  # a torn or flipped footer: "Couldn't deserialize thrift"
@@ -83,12 +89,23 @@ def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]
     return out
 
 
+def _projection(spec: SliceReadSpec) -> list[str] | None:
+    """The columns a slice read needs: the query's plus what merging needs (key,
+    ordering value, delete marker, commit time for incremental queries). ``None`` (all)
+    with a filter: its columns are not known here, and it runs after the merge."""
+    if spec.columns is None or spec.filter is not None:
+        return None
+    extra = [COMMIT_TIME] if spec.incremental else []
+    return list(dict.fromkeys([*spec.columns, *spec.merge.needed_columns(), *extra]))
+
+
 def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> tuple[pa.Table | None, ScanStats]:
     """Merged rows of one slice after projection/filter (``None`` when it has none)."""
     stats = ScanStats(file_slices=1)
     logs = fslice.log_files if spec.include_logs else ()
     pushdown = spec.filter if (not logs and not spec.add_partition_columns) else None
-    base = _read_base(fs, fslice.base_file.path, pushdown) if fslice.base_file else None
+    project = _projection(spec)
+    base = _read_base(fs, fslice.base_file.path, pushdown, project) if fslice.base_file else None
     blocks: list[tuple[str, pa.Table]] = []
     if logs:
         for b in effective_blocks(_log_blocks(fs, [lf.path for lf in logs]), spec.completed, stats):
@@ -96,7 +113,7 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
             if code == DELETE:
                 blocks.append(("delete", b.deletes()))
             elif code in DATA_TYPES:
-                blocks.append(("data", b.records()))
+                blocks.append(("data", b.records(project, missing_ok=True)))
     table = merge_records(base, blocks, spec.merge)
     if table is None:
         return None, stats

@@ -123,11 +123,17 @@ class LogBlock:
             return self._loader(self.content_offset, self.content_length)
         return self._content
 
-    def records(self, columns: list[str] | None = None) -> pa.Table:
-        """Rows of an AVRO_DATA / PARQUET_DATA (or CDC) block as Arrow."""
+    def records(self, columns: list[str] | None = None, *, missing_ok: bool = False) -> pa.Table:
+        """Rows of an AVRO_DATA / PARQUET_DATA (or CDC) block as Arrow, projected to
+        ``columns`` (only those column chunks are read). ``missing_ok``: columns the block's
+        schema lacks (older writes of an evolved table) are left out instead of an error."""
         if self.block_type == BlockType.PARQUET_DATA:
             try:
-                return self._parquet_file().read(columns=columns)
+                pf = self._parquet_file()
+                if columns is not None and missing_ok:
+                    names = set(pf.schema_arrow.names)
+                    columns = [c for c in columns if c in names]
+                return pf.read(columns=columns)
             except (pa.ArrowInvalid, OSError) as e:  # a flipped page: CRC mismatch, bad compression
                 raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}",
                                        self.log_path) from e
@@ -135,6 +141,9 @@ class LogBlock:
             schema = self.schema
             if schema is None:
                 raise SchemaError(f"{self._where()}: Avro data block without a SCHEMA header")
+            if columns is not None and missing_ok:
+                names = {f.get("name") for f in schema.get("fields", [])}
+                columns = [c for c in columns if c in names]
             return content_codec.decode_avro_records(self.content(), schema, columns, self._where())
         raise SchemaError(f"{self._where()}: {self.block_type.name} blocks hold no records")
 
