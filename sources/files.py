@@ -392,7 +392,7 @@ def explain(
         )
     fields = F.concat_ws("; ", *culprits) if culprits else F.lit("")
     return (
-        F.when(as_text.getField(CORRUPT_COLUMN).isNotNull(), F.lit(malformed))
+        F.when(as_text.isNull() | as_text.getField(CORRUPT_COLUMN).isNotNull(), F.lit(malformed))
         .when(fields != F.lit(""), fields)
         .otherwise(F.lit(f"{fmt} record does not match the schema"))
     )

@@ -44,13 +44,15 @@ def split_lines(
     next_line = 1
     first = True
     while True:
-        chunk = stream.read(chunk_bytes)
+        chunk = stream.read(max(chunk_bytes, len(_BOM)) if first else chunk_bytes)
+        if not chunk:
+            break
         if first:
             first = False
             if chunk.startswith(_BOM):
                 chunk = chunk[len(_BOM):]
-        if not chunk:
-            break
+                if not chunk:
+                    continue
         data = carry + chunk if carry else chunk
         arr = np.frombuffer(data, dtype=np.uint8)
         nl = np.flatnonzero(arr == _NL)

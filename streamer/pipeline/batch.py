@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sources.base import Batch
+from sources.base import RECORD_COLUMN, Batch
 from sources.position import KafkaOffsets
 from streamer.config.pipeline import PipelineConfig
 from streamer.pipeline.errors_table import (
@@ -97,7 +97,8 @@ def prepare(
     transformed = apply_transforms(batch.df, config.transforms, spark)
     flagged = flag_unkeyable(transformed, config.target)
     source_errors = as_error_arrow(batch.errors.toArrow())
-    hidden = (*hidden_columns, *batch.record_columns)
+    # Kafka's record columns are its metadata columns: dropped only when the runner added them
+    hidden = (*hidden_columns, RECORD_COLUMN)
     drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in flagged.columns]]
     if on_driver(config, batch):
         rows = flagged.toArrow()

@@ -162,9 +162,8 @@ def with_error_ids(errors: pa.Table) -> pa.Table:
     seen: dict[str, int] = {}
     ids = []
     for values in zip(*cols, strict=True):
-        # a stray surrogate in a payload must not stop the id computation (the pipeline would stick)
         text = "\u0001".join("" if v is None else str(v) for v in values)
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        digest = hashlib.sha256(text.encode()).hexdigest()
         n = seen[digest] = seen.get(digest, 0) + 1
         ids.append(digest if n == 1 else hashlib.sha256(f"{digest}#{n}".encode()).hexdigest())
     return errors.add_column(0, ERROR_ID, pa.array(ids, pa.string()))
