@@ -198,7 +198,8 @@ class PipelineRunner:
                     BatchReport(cfg.name, batch_id, 0, 0, 0, 0, None, None,
                                 time.monotonic() - t0, end_json, skipped="no new data")
                 )
-            prepared = prepare(cfg, self.spark, batch, self.source.source_type, end_json, self.hidden_columns)
+            prepared = prepare(cfg, self.spark, batch, self.source.source_type, _retry_identity(batch),
+                               self.hidden_columns)
             self._check_error_fraction(prepared)
             error_instant = self._write_errors(prepared)
             instant = self._commit(prepared, batch.end, batch_id)
@@ -267,6 +268,18 @@ class PipelineRunner:
         self.reports.append(report)
         self._on_report(report)
         return report
+
+
+def _retry_identity(batch: Batch) -> str:
+    """The position error rows fall back on when their record has none of its own.
+
+    The batch's *start*, not its end: a batch killed between its error commit and its
+    data commit is read again from the same stored start, but its end depends on what had
+    arrived by then (more files, more offsets). Identified by the end, the replay's error
+    rows got new ids and every such bad record was in the error table twice (or more, one
+    row per restart); by the start, the replay upserts the same rows.
+    """
+    return "{}" if batch.start is None else position_to_json(batch.start)
 
 
 def _at_or_after(position: KafkaOffsets) -> Column:
