@@ -90,7 +90,7 @@ def prepare(
     identify bad records); they are dropped from the rows that reach the table.
     """
     cached: list[DataFrame] = []
-    retyped = with_table_types(config, batch)
+    retyped = with_table_types(config, spark, batch)
     if retyped is not batch:
         cached.extend(d for d in retyped.cached if d not in batch.cached)
         batch = retyped
@@ -130,21 +130,31 @@ def prepare(
     )
 
 
-def with_table_types(config: PipelineConfig, batch: Batch) -> Batch:
+def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) -> Batch:
     """The batch decoded with the target table's column types, when its schema was inferred.
 
     Declared schema first (the source has no ``retype`` then), else the table's schema
     for the columns it has, else inference: one wrong-typed value must not widen a column
     (``ts`` becoming a string made the table refuse the whole batch, forever); with the
     table's type it is only its own record that goes to the error table.
+
+    Only columns the transforms pass through unchanged take the table's type: a column a
+    transform converts (``to_date(d, 'yyyy/MM/dd') AS d``) has the table's type after the
+    transform, not in the source, and parsing the source with it would refuse every row.
     """
     if batch.retype is None:
         return batch
-    wanted = table_spark_schema(config.target.path)
-    if wanted is None:
+    table = table_spark_schema(config.target.path)
+    if table is None:
         return batch
     have = {f.name: f.dataType for f in batch.df.schema.fields}
-    if all(have.get(f.name, f.dataType) == f.dataType for f in wanted.fields):
+    if config.transforms:
+        out = {f.name: f.dataType for f in apply_transforms(batch.df, config.transforms, spark).schema.fields}
+        have = {n: t for n, t in have.items() if out.get(n) == t}
+    from pyspark.sql.types import StructType
+
+    wanted = StructType([f for f in table.fields if f.name in have])
+    if all(have[f.name] == f.dataType for f in wanted.fields):
         return batch  # nothing to change: no second decoding
     return batch.retype(wanted)
 

@@ -131,3 +131,20 @@ def test_csv_rows_with_missing_or_extra_columns_are_errors(tmp_path, spark):
     assert [e["raw_payload"] for e in errors] == ["b,2", "c,3,z,surplus"]
     assert all(e["reason"].startswith("malformed csv record: not 3 columns") for e in errors)
     _consistent(report, config)
+
+
+def test_a_column_a_transform_converts_keeps_its_source_type(tmp_path, spark):
+    """The table's types apply to the source's columns only where the transforms pass a
+    column through: here ``d`` is a string in the files and a date in the table."""
+    src, config = _pipeline(tmp_path)
+    (config,), _ = parse_pipelines(
+        YAML.format(src=src, t=tmp_path / "t", fmt="json", extra="", target_extra="")
+        + """    transforms:\n      - {type: sql, query: "SELECT id, to_date(d, 'yyyy/MM/dd') AS d, n FROM {input}"}\n"""
+    )
+    for i in (1, 2):
+        (src / f"{i}.json").write_text(f'{{"id": "r{i}", "d": "2024/01/0{i}", "n": {i}}}\n{{"id": null, "d": "2024/02/0{i}", "n": 0}}\n')
+        report = PipelineRunner(config, spark=spark).run_once()
+        assert (report.written, report.errored) == (1, 1), report
+    assert sorted(Table.open(config.target.path).read().column("id").to_pylist()) == ["r1", "r2"]
+    errors = _errors(config)
+    assert len(errors) == 2 and len({e["error_id"] for e in errors}) == 2
