@@ -5,8 +5,14 @@ Each batch lists the folder, takes files that are new since the stored
 ``max_files_per_batch``) and reads exactly those files. Hidden (``.x``) and
 ``_x`` files (``_SUCCESS``, in-progress uploads) are never picked up.
 
-JSON/CSV are read in Spark's PERMISSIVE mode with a corrupt-record column, so a bad
-line becomes an error row (file + raw line + reason) instead of failing the batch.
+JSON Lines and CSV are split into lines on the executors (``sources.lines``) and parsed
+with Spark's ``from_json``/``from_csv``, so no bad record fails the batch: each becomes
+one error row under its own position (``file:line``), with its original bytes (base64
+when they are not UTF-8) and a reason naming what is wrong (malformed text, the field
+whose value does not fit its type, a CSV row with missing or extra columns, a line over
+``max_record_bytes``). The schema is the declared one, else inferred over the batch;
+the pipeline then prefers the target table's types (``Batch.retype``), so one odd value
+cannot change a column's type. ``options: {multiLine: true}`` keeps Spark's own reader.
 Avro files are decoded with fastavro on the executors (no Spark Avro package needed).
 """
 
