@@ -135,15 +135,15 @@ class FilesSource:
         else:
             schema = self._infer(spark, lines)
             retype = self._retyper(spark, lines, schema, start, end)
-        good, errors = self._decode(lines, schema)
-        return Batch(df=good, errors=errors, start=start, end=end, cached=(lines,), retype=retype,
+        good, errors, flagged = self._decode(lines, schema)
+        return Batch(df=good, errors=errors, start=start, end=end, cached=(lines, flagged), retype=retype,
                      record_columns=(RECORD_COLUMN,), originals=self._originals(spark, lines))
 
     def _retyper(self, spark: SparkSession, lines: DataFrame, inferred: StructType, start: Position, end: Position):
         def retype(types: StructType) -> Batch:
             schema = prefer_types(inferred, types)
-            good, errors = self._decode(lines, schema)
-            return Batch(df=good, errors=errors, start=start, end=end, cached=(lines,), retype=None,
+            good, errors, flagged = self._decode(lines, schema)
+            return Batch(df=good, errors=errors, start=start, end=end, cached=(lines, flagged), retype=None,
                          record_columns=(RECORD_COLUMN,), originals=self._originals(spark, lines))
 
         return retype
@@ -207,8 +207,10 @@ class FilesSource:
             opts["sep"] = self.config.csv_delimiter
         return opts
 
-    def _decode(self, lines: DataFrame, schema: StructType) -> tuple[DataFrame, DataFrame]:
-        """(good rows, error rows) of the lines under ``schema``: one error row per bad line."""
+    def _decode(self, lines: DataFrame, schema: StructType) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """(good rows, error rows, the cached parse serving both) of the lines under
+        ``schema``: one error row per bad line. The parse is cached (as Spark's own reader
+        path did) so that the good and the bad rows do not each parse every line."""
         from pyspark.sql import functions as F
 
         cfg = self.config
@@ -236,12 +238,15 @@ class FilesSource:
             .when(F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
                   explain(cfg.format, F.col("_text"), schema, self._parse_options()))
         )
-        flagged = parsed.withColumn("_reason", reason)
+        flagged = parsed.select(
+            "_source_file", "_line", "_valid", "_p", RECORD_COLUMN, reason.alias("_reason"),
+            F.when(reason.isNotNull(), F.col("_raw")).alias("_raw"),  # bytes are kept for bad rows only
+        ).cache()
         good = flagged.where(F.col("_reason").isNull()).select(
             *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], RECORD_COLUMN
         )
         errors = line_errors(flagged.where(F.col("_reason").isNotNull()), F.col("_reason"))
-        return good, errors
+        return good, errors, flagged
 
     def _originals(self, spark: SparkSession, lines: DataFrame):
         """Error-row identity and original bytes of records, by :data:`RECORD_COLUMN`
