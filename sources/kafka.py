@@ -121,7 +121,9 @@ class KafkaSource:
 
         if redecode is not None:
             def retype(types: StructType) -> Batch:
-                return batch(*redecode(types))
+                good2, bad2, flagged2 = redecode(types)
+                return Batch(df=good2, errors=bad2, start=start, end=end, cached=(*cached, flagged2),
+                             record_columns=record_columns, originals=originals)
 
         return batch(good, bad, retype)
 
@@ -190,20 +192,21 @@ def decode_json(
 
 def json_decoder(
     spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig
-) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...], Callable[[StructType], tuple[DataFrame, DataFrame]] | None]:
+) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...], Callable[[StructType], tuple[DataFrame, DataFrame, DataFrame]] | None]:
     """:func:`decode_json`, plus (for an inferred schema) a function decoding the same
     payloads with given column types preferred (``Batch.retype``), reusing the cache."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    base = raw.select(
-        "topic", "partition", "offset", "timestamp", "value", F.col("value").cast("string").alias("_raw")
-    ).cache()
+    # the payload once, as text holding the original bytes (cast to binary gives them back)
+    base = raw.select("topic", "partition", "offset", "timestamp", F.col("value").cast("string").alias("_raw")).cache()
     declared = config.schema_ddl is not None
-    ddl = config.schema_ddl if declared else infer_json_ddl(spark, base, config.infer_sample_records)
-    if ddl is None:  # nothing to infer from: no good records, only (possible) null payloads
-        ddl = "value STRING"
-    schema = StructType.fromDDL(ddl)
+    if declared:
+        schema = StructType.fromDDL(config.schema_ddl)
+    else:
+        schema = infer_json_schema(spark, base, config.infer_sample_records)
+    if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
+        schema = StructType.fromDDL("value STRING")
     good, bad, parsed = _decode_json_with(base, schema, config)
     if declared:
         return good, bad, (base, parsed), None
@@ -211,8 +214,7 @@ def json_decoder(
     def retype(types: StructType) -> tuple[DataFrame, DataFrame]:
         from sources.files import prefer_types
 
-        good2, bad2, _ = _decode_json_with(base, prefer_types(schema, types), config)
-        return good2, bad2
+        return _decode_json_with(base, prefer_types(schema, types), config)
 
     return good, bad, (base, parsed), retype
 
@@ -234,7 +236,7 @@ def _decode_json_with(
     reason = F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
     limit = config.max_record_bytes
     if limit is not None:
-        size = F.octet_length(F.col("value"))
+        size = F.octet_length(F.col("_raw"))
         reason = reason.when(
             size > F.lit(int(limit)),
             F.format_string(f"record of %d bytes exceeds source.max_record_bytes ({int(limit)})", size),
@@ -245,13 +247,17 @@ def _decode_json_with(
         F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
-    flagged = parsed.withColumn("_reason", reason)
+    # cached: the good and the bad rows come from one parse (bytes kept for bad rows only)
+    flagged = parsed.select(
+        "topic", "partition", "offset", "timestamp", "_p", reason.alias("_reason"),
+        F.when(reason.isNotNull(), F.col("_raw")).alias("_raw"),
+    ).cache()
     good = flagged.where(F.col("_reason").isNull()).select(
         *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields],
         *_metadata_columns(config),
     )
     bad = kafka_errors(flagged.where(F.col("_reason").isNotNull()), *_payload(), F.col("_reason"))
-    return good, bad, parsed
+    return good, bad, flagged
 
 
 def _payload() -> tuple[Column, Column]:
@@ -260,7 +266,7 @@ def _payload() -> tuple[Column, Column]:
 
     valid = F.col("_raw").isNull() | F.is_valid_utf8(F.col("_raw"))
     return (
-        F.when(valid, F.col("_raw")).otherwise(F.base64(F.col("value"))),
+        F.when(valid, F.col("_raw")).otherwise(F.base64(F.col("_raw").cast("binary"))),
         F.when(valid, F.lit("utf-8")).otherwise(F.lit("base64")),
     )
 
@@ -285,23 +291,17 @@ def kafka_originals(frame: DataFrame, payload: Column, encoding: Column) -> Call
     return originals
 
 
-def infer_json_ddl(spark: SparkSession, raw: DataFrame, sample: int) -> str | None:
-    """Spark's JSON schema inference over a sample of payloads (None if there are none)."""
+def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int) -> StructType | None:
+    """Spark's JSON schema inference over a sample of the UTF-8 payloads (text column
+    ``_raw``) of a batch; None if there are none."""
     from pyspark.sql import functions as F
-
-    texts = raw.where(F.col("value").isNotNull() & F.is_valid_utf8(F.col("value").cast("string")))
-    texts = texts.select(F.col("value").cast("string").alias("v")).limit(sample)
-    inferred = spark.read.option("mode", "DROPMALFORMED").json(texts.rdd.map(lambda r: r.v))
-    fields = [f for f in inferred.schema.fields if f.name != CORRUPT_COLUMN]
-    if not fields:
-        return None
-    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in fields)
-
-
-def _ddl_columns(spark: SparkSession, ddl: str) -> list[str]:
     from pyspark.sql.types import StructType
 
-    return [f.name for f in StructType.fromDDL(ddl).fields]
+    texts = base.where(F.col("_raw").isNotNull() & F.is_valid_utf8(F.col("_raw")))
+    texts = texts.select(F.col("_raw").alias("v")).limit(sample)
+    inferred = spark.read.option("mode", "DROPMALFORMED").json(texts.rdd.map(lambda r: r.v))
+    fields = [f for f in inferred.schema.fields if f.name != CORRUPT_COLUMN]
+    return StructType(fields) if fields else None
 
 
 def _metadata_columns(config: KafkaSourceConfig) -> list[Column]:

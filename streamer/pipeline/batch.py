@@ -92,7 +92,7 @@ def prepare(
     cached: list[DataFrame] = []
     retyped = with_table_types(config, spark, batch)
     if retyped is not batch:
-        cached.extend(d for d in retyped.cached if d not in batch.cached)
+        cached.extend(d for d in retyped.cached if all(d is not c for c in batch.cached))
         batch = retyped
     transformed = apply_transforms(batch.df, config.transforms, spark)
     flagged = flag_unkeyable(transformed, config.target)
