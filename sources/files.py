@@ -238,9 +238,9 @@ class FilesSource:
             .when(F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
                   explain(cfg.format, F.col("_text"), schema, self._parse_options()))
         )
-        flagged = parsed.select(
-            "_source_file", "_line", "_valid", "_p", RECORD_COLUMN, reason.alias("_reason"),
-            F.when(reason.isNotNull(), F.col("_raw")).alias("_raw"),  # bytes are kept for bad rows only
+        flagged = parsed.withColumn("_reason", reason).select(
+            "_source_file", "_line", "_valid", "_p", RECORD_COLUMN, "_reason",
+            F.when(F.col("_reason").isNotNull(), F.col("_raw")).alias("_raw"),  # bytes kept for bad rows only
         ).cache()
         good = flagged.where(F.col("_reason").isNull()).select(
             *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], RECORD_COLUMN

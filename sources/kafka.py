@@ -248,9 +248,9 @@ def _decode_json_with(
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
     # cached: the good and the bad rows come from one parse (bytes kept for bad rows only)
-    flagged = parsed.select(
-        "topic", "partition", "offset", "timestamp", "_p", reason.alias("_reason"),
-        F.when(reason.isNotNull(), F.col("_raw")).alias("_raw"),
+    flagged = parsed.withColumn("_reason", reason).select(
+        "topic", "partition", "offset", "timestamp", "_p", "_reason",
+        F.when(F.col("_reason").isNotNull(), F.col("_raw")).alias("_raw"),
     ).cache()
     good = flagged.where(F.col("_reason").isNull()).select(
         *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields],
