@@ -123,25 +123,49 @@ class PipelineRunner:
     def warm_up(self) -> None:
         """Read and decode a few records without writing, so a standby's first batch is fast.
 
-        A hot standby waits with its JVM up; the first micro-batch after a takeover would
-        still pay class loading and code generation of the Kafka/JSON path, so pay it here.
+        A hot standby waits with its JVM up; the first batch after a takeover would still
+        pay class loading, code generation and Python worker start-up of the read path
+        (seconds, while the pipeline stands still), so pay it here. Nothing is committed
+        and the runner's position is not touched: it is read when the runner starts.
         """
-        if self.config.source.type != "kafka" or not isinstance(self.source, StreamingSource):
+        try:
+            if isinstance(self.source, StreamingSource):
+                self._warm_up_stream()
+            else:
+                self._warm_up_batches()
+        except Exception as e:  # a warm-up is an optimisation; the real run reports real errors
+            log.info("[%s] warm-up skipped: %s", self.config.name, e)
+
+    def _warm_up_stream(self) -> None:
+        if self.config.source.type != "kafka":
             return
         from sources.kafka_options import fetch_watermarks
 
+        low, high = fetch_watermarks(self.config.source)
+        begin = KafkaOffsets(topic=self.config.source.topic, partitions=low)
+        end = KafkaOffsets(topic=begin.topic, partitions={p: min(o + 1, high[p]) for p, o in low.items()})
+        raw = self.source.read_raw(self.spark, begin, end)  # type: ignore[attr-defined]
+        self._warm_up_on(self.source.batch_from_raw(raw, begin), even_empty=True)  # type: ignore[attr-defined]
+
+    def _warm_up_batches(self) -> None:
+        """Polling sources: one small batch after the stored position (else from the start)."""
+        source_config = self.config.source
+        if source_config.type == "files":
+            source_config = source_config.model_copy(update={"max_files_per_batch": 1})
+        source = build_source(source_config)
+        start = self._stored_checkpoint().position  # not cached: the holder moves it on meanwhile
+        batch = source.read_batch(self.spark, start)
+        if not batch.has_new_data and start is not None:
+            batch.release()
+            batch = source.read_batch(self.spark, None)
+        self._warm_up_on(batch)
+
+    def _warm_up_on(self, batch: Batch, even_empty: bool = False) -> None:
         try:
-            low, high = fetch_watermarks(self.config.source)
-            begin = KafkaOffsets(topic=self.config.source.topic, partitions=low)
-            end = KafkaOffsets(topic=begin.topic, partitions={p: min(o + 1, high[p]) for p, o in low.items()})
-            raw = self.source.read_raw(self.spark, begin, end)  # type: ignore[attr-defined]
-            batch = self.source.batch_from_raw(raw, begin)
-            try:
+            if even_empty or batch.has_new_data:
                 prepare(self.config, self.spark, batch, self.source.source_type, "{}", self.hidden_columns).release()
-            finally:
-                batch.release()
-        except Exception as e:  # a warm-up is an optimisation; the real run reports real errors
-            log.info("[%s] warm-up skipped: %s", self.config.name, e)
+        finally:
+            batch.release()
 
     def attach_services(self, services: PipelineServices) -> None:
         """Table services to run after each commit (``after_commit()``), per the policies."""
