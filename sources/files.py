@@ -168,8 +168,10 @@ class FilesSource:
                         for rb in split_lines(fh, p, limit, min(limit, OVERSIZED_KEEP)):
                             yield rb.append_column("_file_index", pa.repeat(pa.scalar(index, pa.int32()), rb.num_rows))
 
-        files = spark.createDataFrame(list(enumerate(paths)), "index INT, path STRING")
-        files = files.repartition(min(len(paths), spark.sparkContext.defaultParallelism))
+        # one slice per core at most, made by parallelize (a repartition would add a shuffle stage)
+        slices = min(len(paths), spark.sparkContext.defaultParallelism)
+        files = spark.createDataFrame(spark.sparkContext.parallelize(list(enumerate(paths)), slices),
+                                      "index INT, path STRING")
         lines = files.mapInArrow(split, f"{LINE_DDL}, _file_index INT")
         record = F.shiftleft(F.col("_file_index").cast("bigint"), 40).bitwiseOR(F.col("_line"))
         return lines.withColumn(RECORD_COLUMN, record).drop("_file_index")
