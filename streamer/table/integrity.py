@@ -156,6 +156,8 @@ def slice_damage(fs: FileSystem, view: FileSystemView, timeline: Timeline, fslic
         d = base_file_damage(fs, fslice.base_file.path, deep=deep)
         if d is not None:
             out.append(d)
+    if deep and fslice.base_file is not None and not out:
+        out.extend(_footer_index_damage(fslice.base_file.path, _base_kv_and_keys(fs, fslice.base_file.path)))
     for lf in fslice.log_files:
         try:
             blocks = read_log_file(fs, lf.path, lazy=True)
@@ -173,7 +175,70 @@ def slice_damage(fs: FileSystem, view: FileSystemView, timeline: Timeline, fslic
                 d = _block_content_damage(blk)
                 if d is not None:
                     out.append(d)
+                elif blk.block_type == BlockType.PARQUET_DATA:
+                    kv = blk.parquet_metadata() or {}
+                    out.extend(_footer_index_damage(f"{blk.log_path} block at offset {blk.offset}",
+                                                    (kv, blk.record_keys()), blk.instant_time))
+    if deep and not out and fslice.log_files:
+        out.extend(_slice_index_damage(fs, timeline, fslice))
     return out
+
+
+def _slice_index_damage(fs: FileSystem, timeline: Timeline, fslice: FileSlice) -> list[Damage]:
+    """The slice summary the index reads first (the newest Parquet block's cumulative
+    filter and range, RFC-06) must admit every key the slice holds."""
+    from streamer.index.slice_members import is_committed_fn, slice_members, slice_summary
+
+    members = slice_members(fs, fslice, is_committed_fn(timeline.completed_timestamps(), None))
+    try:
+        summary, source = slice_summary(members, None)
+    except StreamerError as e:  # the filter's bytes do not parse
+        newest = members[-1] if members else None
+        where = newest.path if newest is not None else fslice.file_id
+        return [Damage(where, f"the slice's key index does not decode ({_short(e)})")]
+    if summary is None or source is None or source.kind == "base":
+        return []  # a base file alone answers with its own footer, checked above
+    live = [m.keys(None).cast(pa.string()) for m in members if m.kind != "delete"]
+    keys = pa.concat_arrays([k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in live])
+    missing = int(len(keys) - summary.candidates(keys).sum()) if len(keys) else 0
+    if missing:
+        return [Damage(f"{source.path} block at offset {source.block.offset if source.block else 0}",
+                       f"the slice's key index in this block's footer misses {missing} of the slice's "
+                       f"{len(keys)} keys: lookups would miss them", source.instant)]
+    return []
+
+
+def _base_kv_and_keys(fs: FileSystem, path: str) -> tuple[dict[bytes, bytes], pa.Array]:
+    with fs.open_input_file(path) as f:
+        pf = pq.ParquetFile(f, page_checksum_verification=True)
+        kv = dict(pf.metadata.metadata or {})
+        keys = pf.read(columns=["_hoodie_record_key"]).column(0).combine_chunks()
+    return kv, keys
+
+
+def _footer_index_damage(where: str, kv_and_keys: tuple[dict[bytes, bytes], pa.Array],
+                         instant: str | None = None) -> list[Damage]:
+    """The file's own index (Hudi's bloom filter and key range in the footer) must admit
+    every key the file holds. Page checksums do not cover the footer: a flipped bit in a
+    bloom filter would make the index miss a key, and its update land in a second file
+    group."""
+    from streamer.index.rfc06 import KeySummary  # the index layer builds on this one
+
+    kv, keys = kv_and_keys
+    if len(keys) == 0:
+        return []
+    try:
+        own = KeySummary.from_kv(kv, slice_level=False)
+    except (StreamerError, ValueError) as e:
+        return [Damage(where, f"bloom filter in the footer does not decode ({_short(e)})", instant)]
+    if own is None:
+        return []
+    keys = keys.cast(pa.string())
+    missing = int(len(keys) - own.candidates(keys).sum())
+    if missing:
+        return [Damage(where, f"the footer's key index (bloom filter / key range) misses {missing} of its "
+                              f"{len(keys)} keys: lookups would miss them", instant)]
+    return []
 
 
 def _block_content_damage(blk: LogBlock) -> Damage | None:
