@@ -140,6 +140,9 @@ class FilesSource:
                      record_columns=(RECORD_COLUMN,), originals=self._originals(spark, lines))
 
     def _retyper(self, spark: SparkSession, lines: DataFrame, inferred: StructType, start: Position, end: Position):
+        """``Batch.retype``: decode the same cached lines again, preferring given types
+        (the pipeline passes the target table's), so nothing is read twice."""
+
         def retype(types: StructType) -> Batch:
             schema = prefer_types(inferred, types)
             good, errors, flagged = self._decode(lines, schema)
@@ -204,6 +207,8 @@ class FilesSource:
         return StructType([f for f in schema.fields if f.name != CORRUPT_COLUMN])
 
     def _parse_options(self) -> dict[str, str]:
+        """The user's reader options, for inference and ``from_json``/``from_csv`` alike
+        (so a date format or delimiter means the same in both)."""
         opts = {k: str(v) for k, v in reveal(self.config.options).items()}
         if self.config.format == "csv":
             opts["sep"] = self.config.csv_delimiter
