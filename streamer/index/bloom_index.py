@@ -64,7 +64,7 @@ def _find_in_slice(
 ) -> np.ndarray:
     """Bool mask over ``keys``: present in this slice's committed data.
 
-    ``seeds`` receives the slice's cumulative summary when the newest block carries one
+    ``seeds`` receives the slice's log-blocks summary when the newest block carries one
     (the file-group writer chains the next block's summary from it: no second read).
     """
     found = np.zeros(len(keys), dtype=bool)
@@ -72,15 +72,10 @@ def _find_in_slice(
                             on_corrupt=(lambda bad: on_corrupt(file_slice, bad)) if on_corrupt else None)
     if not members or len(keys) == 0:
         return found
-    summary, source = slice_summary(members, stats)
-    if (
-        seeds is not None
-        and summary is not None
-        and summary.bloom is not None
-        and source is not None
-        and source.kind == "parquet"
-    ):
-        seeds[slice_key(file_slice)] = summary
+    index = slice_summary(members, stats)
+    if seeds is not None and index.logs is not None and index.logs.bloom is not None:
+        seeds[slice_key(file_slice)] = index.logs
+    summary = index.lookup
     candidates = summary.candidates(keys) if summary is not None else np.ones(len(keys), bool)
     if not candidates.any():
         return found

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileSystem
-from streamer.index.rfc06 import KeySummary
+from streamer.index.rfc06 import KeySummary, UnionSummary
 from streamer.read.merge import CorruptBlock, ScanStats, effective_blocks
 from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
@@ -105,7 +105,12 @@ class Member:
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
 
     def slice_summary(self, stats: LookupStats | None) -> KeySummary | None:
+        """The whole-slice summary of blocks written before the logs-only one."""
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=True)
+
+    def logs_summary(self, stats: LookupStats | None) -> KeySummary | None:
+        """The summary of the slice's log blocks up to this one (see ``rfc06``)."""
+        return KeySummary.from_kv(self.footer_kv(stats), slice_level=False, logs_level=True)
 
     def keys(self, stats: LookupStats | None) -> pa.Array:
         """Only the record-key column."""
@@ -186,24 +191,39 @@ def slice_members(
     return members
 
 
-def slice_summary(
-    members: list[Member], stats: LookupStats | None
-) -> tuple[KeySummary | None, Member | None]:
-    """The cumulative summary answering for the whole slice, and the member it came from.
+@dataclass(frozen=True)
+class SliceIndex:
+    """What answers "could this slice hold key k?" and what the next block chains on.
 
-    The newest Parquet block carries it (RFC-06); a slice without log blocks is
-    summarised by its base file's footer. ``None`` when neither is available (Avro
-    blocks newest, or a block written without the index): callers check members one
-    by one.
+    ``lookup``: the base file's own summary together with the newest Parquet block's
+    log-blocks summary (or, in blocks written before the logs-only summary, that block's
+    whole-slice summary); ``None`` when neither is available (Avro blocks newest, or a
+    block without the index): callers check members one by one. ``logs``: the log blocks'
+    cumulative summary the next block extends; ``source``: the newest member read.
     """
+
+    lookup: KeySummary | UnionSummary | None
+    source: Member | None
+    logs: KeySummary | None = None
+
+
+def slice_summary(members: list[Member], stats: LookupStats | None) -> SliceIndex:
+    """The slice's index, from at most two footers: the newest block's and the base file's."""
     members = [m for m in members if m.kind != "delete"]
     if not members:
-        return None, None
+        return SliceIndex(None, None)
     newest = members[-1]
+    base = members[0] if members[0].kind == "base" else None
     if newest.kind == "base":
-        return newest.summary(stats), newest
+        return SliceIndex(newest.summary(stats), newest)
     if newest.kind == "parquet":
-        s = newest.slice_summary(stats)
-        if s is not None:
-            return s, newest
-    return None, None
+        logs = newest.logs_summary(stats)
+        if logs is not None:
+            if base is None:
+                return SliceIndex(logs, newest, logs)
+            own = base.summary(stats)
+            return SliceIndex(UnionSummary((own, logs)) if own is not None else None, newest, logs)
+        whole = newest.slice_summary(stats)  # written before the logs-only summary
+        if whole is not None:
+            return SliceIndex(whole, newest)
+    return SliceIndex(None, None)

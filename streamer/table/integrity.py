@@ -191,7 +191,8 @@ def _slice_index_damage(fs: FileSystem, timeline: Timeline, fslice: FileSlice) -
 
     members = slice_members(fs, fslice, is_committed_fn(timeline.completed_timestamps(), None))
     try:
-        summary, source = slice_summary(members, None)
+        index = slice_summary(members, None)
+        summary, source = index.lookup, index.source
     except StreamerError as e:  # the filter's bytes do not parse
         newest = members[-1] if members else None
         where = newest.path if newest is not None else fslice.file_id

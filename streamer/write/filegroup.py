@@ -201,12 +201,12 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
 
 # ----------------------------------------------------------------------------- appends
 def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
-    """The slice's cumulative key summary before this write (RFC-06 chaining).
+    """The summary of the slice's log blocks before this write (RFC-06 chaining).
 
-    Taken from the newest committed block's footer; the first block of a slice (or
-    one after stitched/Avro/foreign blocks) builds it from the distinct keys of the
-    members still in effect, so the cumulative filter always has the slice sizing,
-    never the base file's.
+    Taken from the newest committed block's footer; ``None`` for the slice's first block.
+    After stitched, Avro, foreign or older-format blocks it is rebuilt from the distinct
+    keys of the log blocks still in effect (never the base file's: its footer answers for
+    it), so the filter grows with the keys the logs hold, not with the slice.
     """
     if task.slice is None:
         return None
@@ -216,18 +216,14 @@ def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
         if seed is not None and seed.bloom is not None:
             return seed
     members = slice_members(ctx.fs, task.slice, is_committed_fn(ctx.completed, ctx.first_active))
-    if members and members[-1].kind == "parquet":
-        summary = members[-1].slice_summary(None)
+    logs = [m for m in members if m.kind in ("parquet", "avro")]
+    if not logs:
+        return None
+    if logs[-1].kind == "parquet" and logs[-1] is members[-1]:
+        summary = logs[-1].logs_summary(None)
         if summary is not None and summary.bloom is not None:
             return summary
-    if not members:
-        return None
-    # Rebuilt (the newest block is a stitched, Avro or foreign one): from the members a
-    # reader applies - not the blocks a completed log compaction replaced - and each key
-    # once, so the filter grows with the slice's keys, not with how often they were written.
-    replaced = {t for m in members if m.block is not None for t in (m.block.compacted_block_times or ())}
-    live = [m for m in members if m.block is None or m.instant not in replaced]
-    keys = pc.unique(pa.concat_arrays([m.keys(None).cast(pa.string()) for m in live]))
+    keys = pc.unique(pa.concat_arrays([m.keys(None).cast(pa.string()) for m in logs]))
     return KeySummary.of_keys(keys, ctx.bloom.new_slice())
 
 

@@ -126,11 +126,13 @@ def test_block_metadata_matches_separately_built_filters():
     first = pa.array(sorted(f"k{i:05d}" for i in range(0, 3000, 3)))
     second = pa.array(sorted(f"k{i:05d}" for i in range(1, 3000, 3)))
     kv1 = block_metadata(first, None, params, "001")
-    prev = KeySummary.from_kv({k.encode(): v.encode() for k, v in kv1.items()}, slice_level=True)
+    prev = KeySummary.from_kv({k.encode(): v.encode() for k, v in kv1.items()}, slice_level=False,
+                              logs_level=True)
     kv2 = block_metadata(second, prev, params, "001")
     own = KeySummary.of_keys(second, params.sized_for(len(second)))
     cumulative = params.new_slice()
     cumulative.add_many(first)
     cumulative.add_many(second)
     assert kv2["org.apache.hudi.bloomfilter"] == own.bloom.serialize()
-    assert kv2["mor_streamer.slice.bloomfilter"] == cumulative.serialize()
+    assert kv2["mor_streamer.logs.bloomfilter"] == cumulative.serialize()
+    assert "mor_streamer.slice.bloomfilter" not in kv2  # no longer repeats the whole slice

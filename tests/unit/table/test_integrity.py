@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamer.cli import main as cli
-from streamer.index.rfc06 import BLOOM_KEY, BLOOM_TYPE_KEY, SLICE_BLOOM_KEY, SLICE_BLOOM_TYPE_KEY
+from streamer.index.rfc06 import BLOOM_KEY, BLOOM_TYPE_KEY, LOGS_BLOOM_KEY, LOGS_BLOOM_TYPE_KEY
 from streamer.read import Table
 from streamer.table.bloom import BloomFilter
 from streamer.table.log_format import read_log_file
@@ -20,7 +20,7 @@ from tests.support import block_tables as tg
 def _zero_bloom(path: Path, kv: dict[bytes, bytes], key: str) -> None:
     """The same filter with every bit cleared (same length: the footer stays valid)."""
     value = kv[key.encode()]
-    type_key = SLICE_BLOOM_TYPE_KEY if key == SLICE_BLOOM_KEY else BLOOM_TYPE_KEY
+    type_key = LOGS_BLOOM_TYPE_KEY if key == LOGS_BLOOM_KEY else BLOOM_TYPE_KEY
     bloom = BloomFilter.from_footer(value, kv[type_key.encode()])
     for row in bloom.rows:
         row.bits[:] = False
@@ -55,7 +55,7 @@ def test_check_reports_a_slice_summary_that_misses_keys(tmp_path, capsys):
     root = str(tmp_path / "t")
     tg.build(root, 6)
     path, block = _newest_block(root)
-    _zero_bloom(path, block.parquet_metadata(), SLICE_BLOOM_KEY)
+    _zero_bloom(path, block.parquet_metadata(), LOGS_BLOOM_KEY)
     assert cli(["check", root]) == 1
     out = capsys.readouterr().out
     assert path.name in out and "slice's key index" in out

@@ -59,7 +59,7 @@ def test_sorted_by_key_detects_disorder():
 
 
 def _slice_blooms(path: str) -> list[str]:
-    """Every Parquet block's cumulative (slice) filter in the table, sorted."""
+    """Every Parquet block's cumulative (log blocks) filter in the table, sorted."""
     from streamer.read.table import Table
     from streamer.table.log_format import BlockType, read_log_file
 
@@ -69,7 +69,7 @@ def _slice_blooms(path: str) -> list[str]:
         for lf in s.log_files:
             for b in read_log_file(t.fs, lf.path):
                 if b.block_type == BlockType.PARQUET_DATA:
-                    out.append(b.parquet_metadata()[b"mor_streamer.slice.bloomfilter"].decode())
+                    out.append(b.parquet_metadata()[b"mor_streamer.logs.bloomfilter"].decode())
     return sorted(out)
 
 
