@@ -34,8 +34,10 @@ def bad_records(round_: int) -> list[tuple[str | None, str]]:
     return [
         ('{"uuid": "trunc-' + str(round_) + '", "ts": ', MALFORMED),
         (f"not json at all #{round_}", MALFORMED),
-        (json.dumps({"uuid": f"wt-{round_}", "ts": "yesterday", "city": "sf", "fare": 2.0}), MALFORMED),
-        (json.dumps({"uuid": f"wt2-{round_}", "ts": 5, "city": "sf", "fare": "cheap"}), MALFORMED),
+        (json.dumps({"uuid": f"wt-{round_}", "ts": "yesterday", "city": "sf", "fare": 2.0}),
+         "field 'ts': value yesterday is not a valid bigint"),
+        (json.dumps({"uuid": f"wt2-{round_}", "ts": 5, "city": "sf", "fare": "cheap"}),
+         "field 'fare': value cheap is not a valid double"),
         (json.dumps({"uuid": None, "ts": 10 + round_, "city": "sf", "fare": 3.0}), NULL_KEY),
         (json.dumps({"uuid": "", "ts": 20 + round_, "city": "nyc", "fare": 4.0}), NULL_KEY),
         (json.dumps({"ts": 30 + round_, "city": "ams", "fare": 5.0}), NULL_KEY),
@@ -96,8 +98,11 @@ def test_bad_records_go_to_the_error_table_and_counts_add_up(kafka, spark, tmp_p
     assert sorted(e["reason"] for e in errors) == sorted(r for _, r in expected_bad)
     assert len({(e["partition"], e["offset"]) for e in errors}) == len(errors)
     assert all(e["topic"] == topic and e["source_type"] == "kafka" for e in errors)
-    raw = {e["raw_payload"] for e in errors if e["reason"] in (MALFORMED,) or "exceeds" in e["reason"]}
-    assert raw == {p for p, r in expected_bad if r == MALFORMED or "exceeds" in r}
+    def verbatim(reason: str) -> bool:  # rows whose payload is the record's original bytes
+        return reason == MALFORMED or "exceeds" in reason or reason.startswith("field ")
+
+    raw = {e["raw_payload"] for e in errors if verbatim(e["reason"])}
+    assert raw == {p for p, r in expected_bad if verbatim(r)}
     unkeyed = [json.loads(e["raw_payload"]) for e in errors if e["reason"] in (NULL_KEY, NULL_ORDERING)]
     assert len(unkeyed) == 12 and all("_kafka_offset" not in p for p in unkeyed)
     assert {p["ts"] for p in unkeyed if p.get("ts") is not None} == {10, 11, 12, 20, 21, 22, 30, 31, 32}
