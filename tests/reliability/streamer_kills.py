@@ -158,7 +158,7 @@ def spawn(index: int, kind: str, rng: random.Random, cmd: list[str], label: str,
     if kind == "inside":
         kill_at = rng.randint(2, max_step)  # the N-th I/O step of its error, data and service writes
         env[ENV_KILL_AT] = str(kill_at)
-    delay = rng.uniform(0.3, 6.0) if kind == "startup" else rng.uniform(0.0, 4.0)
+    delay = rng.uniform(0.3, 3.5) if kind == "startup" else rng.uniform(0.0, 3.0)
     proc = subprocess.Popen(
         [STREAMER, *cmd, "--standby"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, env=env, cwd=workdir, start_new_session=True,

@@ -2,10 +2,11 @@
 
 A producer keeps dropping JSON-lines files into a folder: upserts and deletes of a key
 space, with poison lines mixed in (malformed JSON, a null or empty record key, a
-wrong-typed value, now and then a file in which no line parses). A continuous pipeline
+wrong-typed value, a line over ``max_record_bytes``, bytes that are not UTF-8, now and
+then a file in which no line parses). A continuous pipeline
 (``streamer run FILE --standby``) ingests them as real processes; every run alternates
 between a YAML whose table services run inline and one whose services run async (in
-the writer's background thread). Each of the 52 processes (``KINDS``) is SIGKILLed once:
+the writer's background thread). Each of the 50 processes (``KINDS``) is SIGKILLed once:
 
 * ``startup``: a seeded delay after spawn, whatever it is doing (importing, starting its
   JVM, waiting as a standby, or just taking over);
@@ -23,6 +24,7 @@ one commit whose position first covers its file (nothing was written twice).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -51,7 +53,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SEED = 20_261_122
 #: The kill kinds (see ``streamer_kills.campaign``); startup kills are the cheap ones
 #: (most never finish starting a JVM), the others each cost a process that got going.
-KINDS = {"startup": 24, "outside": 14, "inside": 14}
+KINDS = {"startup": 26, "outside": 12, "inside": 12}
 #: Guards against a hang only (the campaign takes a few minutes on 2 cores).
 LIMIT_S = 900.0
 #: Active process plus hot standbys (startup-kill processes come on top).
@@ -60,19 +62,22 @@ FILE_EVERY_S = 0.35
 MAX_FILES = 2_000
 KEYS = 240
 CITIES = ("sf", "nyc", "ams")
+#: Lines longer than this go to the error table (``source.max_record_bytes``).
+MAX_RECORD = 2_048
+POISON_KINDS = ("malformed", "null_key", "empty_key", "wrong_type", "oversized", "not_utf8")
 SCHEMA = "id STRING, city STRING, ts BIGINT, v STRING, _hoodie_is_deleted BOOLEAN"
 
 PIPELINE = """
 pipelines:
   - name: poisoned
-    source: {{type: files, path: "{src}", format: json, schema: "{schema}", max_files_per_batch: 40}}
+    source: {{type: files, path: "{src}", format: json, schema: "{schema}", max_files_per_batch: 40, max_record_bytes: {max_record}}}
     target: {{path: "{table}", record_key: [id], partition_by: [city], ordering_field: ts}}
     errors: {{path: "{errors}"}}
-    trigger: {{mode: continuous, interval: 500ms}}
+    trigger: {{mode: continuous, interval: 1s}}
     engine: {{mode: local}}
     policies:
-      log_compaction: {{mode: {mode}, min_blocks: 3}}
-      compaction: {{mode: {mode}, trigger: {{delta_commits: 5}}}}
+      log_compaction: {{mode: {mode}, min_blocks: 2}}
+      compaction: {{mode: {mode}, trigger: {{delta_commits: 4}}}}
       clean: {{mode: {mode}, retain_commits: 4}}
       archive: {{mode: {mode}, min_commits: 6, max_commits: 9}}
     spark:
@@ -101,46 +106,50 @@ class Producer:
         self.ts += 1
         return self.ts
 
-    def _poison_line(self) -> str:
+    def _poison_line(self) -> bytes:
         token = f"POISON-{len(self.poison):05d}"
-        kind = self.rng.choice(["malformed", "null_key", "empty_key", "wrong_type"])
+        kind = self.rng.choice(POISON_KINDS)
         self.poison[token] = kind
         key = f"k{self.rng.randrange(KEYS)}"
         if kind == "malformed":
-            return f'{{"id": "{key}", "city": "sf", "ts": {self._next_ts()}, "v": "{token}"'
+            return f'{{"id": "{key}", "city": "sf", "ts": {self._next_ts()}, "v": "{token}"'.encode()
         if kind == "null_key":
-            return json.dumps({"id": None, "city": "sf", "ts": self._next_ts(), "v": token})
+            return json.dumps({"id": None, "city": "sf", "ts": self._next_ts(), "v": token}).encode()
         if kind == "empty_key":
-            return json.dumps({"id": "", "city": "nyc", "ts": self._next_ts(), "v": token})
-        return json.dumps({"id": key, "city": "ams", "ts": token, "v": "wrong-typed ts"})
+            return json.dumps({"id": "", "city": "nyc", "ts": self._next_ts(), "v": token}).encode()
+        if kind == "wrong_type":
+            return json.dumps({"id": key, "city": "ams", "ts": token, "v": "wrong-typed ts"}).encode()
+        if kind == "oversized":  # well-formed, but over source.max_record_bytes
+            return json.dumps({"id": key, "city": "sf", "ts": self._next_ts(), "v": token + "x" * MAX_RECORD}).encode()
+        # not UTF-8: a Latin-1 byte inside an otherwise good record
+        return json.dumps({"id": key, "city": "sf", "ts": self._next_ts(), "v": token}).encode()[:-2] + b' caf\xe9"}'
 
     def drop(self) -> None:
-        lines: list[str] = []
+        lines: list[bytes] = []
         touched: list[str] = []
         if self.files % 13 == 12:  # a file in which no line parses
             for _ in range(3):
                 token = f"POISON-{len(self.poison):05d}"
                 self.poison[token] = "all_malformed_file"
-                lines.append(f"{{not json at all {token}")
+                lines.append(f"{{not json at all {token}".encode())
         else:
             for _ in range(self.rng.randint(5, 30)):
                 n = self.rng.randrange(KEYS)
                 key, city = f"k{n}", CITIES[n % len(CITIES)]
                 if key in self.expected and self.rng.random() < 0.12:
                     lines.append(json.dumps({"id": key, "city": city, "ts": self._next_ts(), "v": "gone",
-                                             "_hoodie_is_deleted": True}))
+                                             "_hoodie_is_deleted": True}).encode())
                     del self.expected[key]
-                    touched.append(key)
                 else:
                     row = {"id": key, "city": city, "ts": self._next_ts(), "v": f"r{self.ts}"}
-                    lines.append(json.dumps(row))
+                    lines.append(json.dumps(row).encode())
                     self.expected[key] = row
-                    touched.append(key)
+                touched.append(key)
                 self.rows += 1
             for _ in range(self.rng.choice([0, 0, 1, 1, 2])):
                 lines.insert(self.rng.randrange(len(lines) + 1), self._poison_line())
         tmp = self.folder / f"_part-{self.files:05d}.json"  # `_` files are never picked up
-        tmp.write_text("\n".join(lines) + "\n")
+        tmp.write_bytes(b"\n".join(lines) + b"\n")
         final = self.folder / f"f{self.files:05d}.json"
         tmp.rename(final)
         where = (str(final), os.stat(final).st_mtime_ns)
@@ -159,7 +168,7 @@ def test_poison_records_and_sigkill_campaign(tmp_path, spark):
     for mode in ("inline", "async"):
         path = tmp_path / f"{mode}.yaml"
         path.write_text(PIPELINE.format(src=src, schema=SCHEMA, table=table, errors=errors, mode=mode,
-                                        java=java_options()))
+                                        max_record=MAX_RECORD, java=java_options()))
         yamls.append(path)
     (config,) = load_pipelines(yamls[0])
     lease_path = Path(PipelineRunner(config).lease().path)
@@ -178,7 +187,8 @@ def test_poison_records_and_sigkill_campaign(tmp_path, spark):
 
     def start(index: int, kind: str):
         yaml_path = yamls[index % 2]  # inline services, async services, inline, ...
-        return spawn(index, kind, rng, ["run", str(yaml_path)], f"{yaml_path.stem:6s}", tmp_path, lease_path)
+        return spawn(index, kind, rng, ["run", str(yaml_path)], f"{yaml_path.stem:6s}", tmp_path, lease_path,
+                     max_step=35)
 
     kinds = [k for k, n in KINDS.items() for _ in range(n)]
     rng.shuffle(kinds)
@@ -255,6 +265,8 @@ def _assert_each_poison_once(path: str, poison: dict[str, str]) -> None:
     strays = []
     for r in rows:
         payload = r["raw_payload"] or ""
+        if r["payload_encoding"] == "base64":
+            payload = base64.b64decode(payload).decode("latin-1")
         tokens = _tokens(payload)
         if len(tokens) != 1:
             strays.append(r)
