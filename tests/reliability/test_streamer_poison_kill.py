@@ -209,6 +209,7 @@ def test_poison_records_and_sigkill_campaign(tmp_path, spark):
           "| runs that committed, by services mode:", dict(Counter(r.label.strip() for r in runs if r.commits)))
     assert len(runs) == sum(KINDS.values()) >= 50
     assert sum(1 for r in runs if r.commits) >= 8, "too few runs made progress"
+    assert phases["commit"] >= 1, "no kill landed inside a commit"
 
     # ---- the final clean run, in this process (warm JVM): catch up, then finish every service
     final = config.model_copy(update={"source": config.source.model_copy(update={"max_files_per_batch": 10_000})})
