@@ -27,3 +27,7 @@ LOG_BLOCK_MAX_SIZE = 256 * MiB
 PARQUET_CODEC = "snappy"
 #: Parquet blocks carry the RFC-06 index; Avro blocks are what older readers expect.
 LOG_BLOCK_FORMAT = "parquet"
+
+#: Bytes of immutable base-file facts (footers, parsed bloom filters, key columns) the index
+#: keeps per process between lookups (see ``streamer.index.footer_cache``).
+FOOTER_CACHE_BYTES = 256 * MiB

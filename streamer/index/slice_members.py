@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileSystem
+from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import KeySummary, UnionSummary
 from streamer.read.merge import CorruptBlock, ScanStats, effective_blocks
 from streamer.table import meta_fields
@@ -68,6 +69,8 @@ class Member:
     path: str
     instant: str
     block: LogBlock | None = None
+    size: int = 0  # base files: bytes and modification time on storage (the cache key)
+    mtime_ns: int = 0
     _kv: dict[bytes, bytes] | None = field(default=None, repr=False)
     _kv_read: bool = field(default=False, repr=False)
     _num_rows: int | None = field(default=None, repr=False)
@@ -83,15 +86,22 @@ class Member:
         self._kv_read = True
         if self.kind in ("avro", "delete"):
             return None
+        if self.kind == "base":
+            def load() -> tuple[tuple[dict[bytes, bytes], int], int]:
+                if stats is not None:
+                    stats.footer(self.member_id)
+                with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
+                    md = pq.read_metadata(f)
+                kv = dict(md.metadata or {})
+                return (kv, md.num_rows), sum(len(k) + len(v) for k, v in kv.items()) + 200
+
+            self._kv, self._num_rows = CACHE.get_or_load("footer", self.path, self.size, self.mtime_ns, load)
+            return self._kv
         if stats is not None:
             stats.footer(self.member_id)
-        if self.kind == "base":
-            with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
-                md = pq.read_metadata(f)
-        else:
-            assert self.block is not None
-            # the same footer read as LogBlock.parquet_metadata(), keeping the row count too
-            md = self.block._parquet_file().metadata
+        assert self.block is not None
+        # the same footer read as LogBlock.parquet_metadata(), keeping the row count too
+        md = self.block._parquet_file().metadata
         self._kv = dict(md.metadata or {})
         self._num_rows = md.num_rows
         return self._kv
@@ -102,6 +112,14 @@ class Member:
         return self._num_rows
 
     def summary(self, stats: LookupStats | None) -> KeySummary | None:
+        """The member's own key range and bloom filter (a base file's: parsed once per process)."""
+        if self.kind == "base":
+            def load() -> tuple[KeySummary | None, int]:
+                s = KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
+                bits = sum(r.bits.nbytes for r in s.bloom.rows) if s is not None and s.bloom is not None else 0
+                return s, bits + 200
+
+            return CACHE.get_or_load("summary", self.path, self.size, self.mtime_ns, load)
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
 
     def slice_summary(self, stats: LookupStats | None) -> KeySummary | None:
@@ -117,9 +135,13 @@ class Member:
         if stats is not None:
             stats.keys(self.member_id)
         if self.kind == "base":
-            with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
-                t = pq.ParquetFile(f, page_checksum_verification=True).read(columns=[RECORD_KEY])
-            return t.column(0).combine_chunks()
+            def load() -> tuple[pa.Array, int]:
+                with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
+                    t = pq.ParquetFile(f, page_checksum_verification=True).read(columns=[RECORD_KEY])
+                arr = t.column(0).combine_chunks()
+                return arr, arr.nbytes
+
+            return CACHE.get_or_load("keys", self.path, self.size, self.mtime_ns, load)
         assert self.block is not None
         if self.kind == "delete":
             return self.block.deletes().column(RECORD_KEY).combine_chunks()
@@ -167,7 +189,7 @@ def slice_members(
     members: list[Member] = []
     if file_slice.base_file is not None:
         b = file_slice.base_file
-        members.append(Member(fs, "base", b.path, b.instant_time))
+        members.append(Member(fs, "base", b.path, b.instant_time, size=b.size, mtime_ns=b.mtime_ns))
     blocks: list[tuple[str, LogBlock]] = []
     for lf in file_slice.log_files:
         try:

@@ -45,6 +45,7 @@ class BaseFile:
     instant_time: str
     write_token: str
     size: int = 0
+    mtime_ns: int = 0  # from the listing; with path and size, what identifies this version
 
     @property
     def name(self) -> str:
@@ -142,7 +143,8 @@ class FileSystemView:
                 continue
             if (b := parse_base_file_name(name)) is not None:
                 g = groups.setdefault((rel_dir, b.file_id), FileGroup(rel_dir, b.file_id))
-                g.base_files.append(BaseFile(st.path, b.file_id, b.instant_time, b.write_token, st.size))
+                g.base_files.append(BaseFile(st.path, b.file_id, b.instant_time, b.write_token, st.size,
+                                             st.mtime_ns or 0))
             elif (lf := parse_log_file_name(name)) is not None and lf.kind == "log" and not lf.cdc:
                 g = groups.setdefault((rel_dir, lf.file_id), FileGroup(rel_dir, lf.file_id))
                 g.log_files.append(

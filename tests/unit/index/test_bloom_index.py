@@ -12,6 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from streamer.index.bloom_index import BloomIndex
+from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import BloomParams, KeySummary, extend
 from streamer.read.table import Table
 from tests.support.bloom_tables import build_indexed_table, file_group_truth
@@ -42,6 +43,7 @@ def test_lookup_reads_only_footers_of_excluded_members(tmp_path):
     # keys that live only in the block written by the ts=3 commit (ids 3000..3059)
     keys = pa.array([str(i) for i in range(3000, 3060, 5)] + ["3999999"])
     parts = pa.array(["sf"] * len(keys))
+    CACHE.clear()  # the writer's own lookups cached base footers: count from cold
     res = BloomIndex(t.fs, slices, lambda i: i in completed, parallelism=1).lookup(keys, parts)
     hit_groups = {f for f in res.file_ids.to_pylist() if f}
     assert len(hit_groups) == 1 and res.file_ids.to_pylist()[-1] is None
@@ -61,6 +63,12 @@ def test_lookup_reads_only_footers_of_excluded_members(tmp_path):
     others = [s for s in sf_slices if s is not hit]
     summaries = sum((1 if s.base_file else 0) + (1 if s.log_files else 0) for s in others)
     assert st.footers_read == members + summaries, st.footer_ids
+    # the next lookup (the next micro-batch) reads no base file's footer again: immutable
+    again = BloomIndex(t.fs, slices, lambda i: i in completed, parallelism=1).lookup(keys, parts)
+    assert again.file_ids.to_pylist() == res.file_ids.to_pylist()
+    bases = sum(1 for s in sf_slices if s.base_file)
+    assert again.stats.footers_read == st.footers_read - bases, again.stats.footer_ids
+    assert not [f for f in again.stats.footer_ids if f.endswith(".parquet")]
     nyc = BloomIndex(t.fs, slices, lambda i: i in completed).lookup(
         pa.array(["1", "2"]), pa.array(["nyc", "nyc"])
     )

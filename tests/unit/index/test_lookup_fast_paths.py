@@ -15,6 +15,7 @@ import pytest
 
 from streamer.index import bloom_index
 from streamer.index.bloom_index import BloomIndex
+from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
 from streamer.read.table import Table
 from streamer.table.bloom import BloomFilter, hash_chain, hash_positions
@@ -24,6 +25,7 @@ from tests.support.bloom_tables import build_indexed_table, file_group_truth
 def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
     monkeypatch.setattr(bloom_index, "BLOOM_SKIP_FRACTION", fraction)
     monkeypatch.setattr(bloom_index, "BLOOM_SKIP_MIN_KEYS", min_keys)
+    CACHE.clear()  # every lookup from cold: the stats count footers read from storage
     t = Table.open(path)
     completed = frozenset(i.timestamp for i in t.timeline.completed())
     return BloomIndex(t.fs, t.fsview.latest_merged_slices(), lambda i: i in completed, parallelism=1).lookup(

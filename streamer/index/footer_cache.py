@@ -1,0 +1,70 @@
+"""What immutable base files say, kept between lookups: footers, parsed filters, key columns.
+
+A base file never changes once written, so a long-running pipeline (and the services in
+its process) need not re-read and re-parse it every micro-batch: the footer's key-value
+metadata and row count, its bloom filter unpacked for probing, and its record-key column
+stay here, least recently used first out, bounded in bytes.
+
+Keyed by (path, size, modification time) from the listing: a file rolled back and
+written again under the same name is another entry.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from streamer import defaults
+
+T = TypeVar("T")
+
+
+class FooterCache:
+    """A thread-safe LRU of ``(kind, path, size, mtime) -> value``, bounded by the values' bytes."""
+
+    def __init__(self, max_bytes: int = defaults.FOOTER_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, str, int, int], tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_or_load(self, kind: str, path: str, size: int, mtime_ns: int,
+                    load: Callable[[], tuple[T, int]]) -> T:
+        """The cached value, or ``load()`` -> ``(value, nbytes)`` kept if it fits (and the
+        file's version is known: size and modification time)."""
+        key = (kind, path, size, mtime_ns)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return hit[0]
+            self.misses += 1
+        value, nbytes = load()
+        if size <= 0 or mtime_ns <= 0 or nbytes > self.max_bytes // 4:  # unknown version, or too big
+            return value
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = (value, nbytes)
+                self._bytes += nbytes
+                while self._bytes > self.max_bytes and self._items:
+                    _, (_, freed) = self._items.popitem(last=False)
+                    self._bytes -= freed
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+#: The process's cache (one per process: pipelines and services share it).
+CACHE = FooterCache()
