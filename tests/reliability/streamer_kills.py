@@ -46,6 +46,8 @@ def phase_of(trace: list[str]) -> str:
     last = trace[-1]
     if last == "completed" or last.endswith(" completed") or last.startswith("archive removed"):
         return "between writes (reading / transforming / waiting)"
+    if last.startswith("rollback"):
+        return "rollback of a dead writer's commit"
     for action in ("logcompaction", "compaction", "clean", "archive"):
         if last.startswith(action):
             return f"service: {action}"
