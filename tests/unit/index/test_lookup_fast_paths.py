@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamer.index import bloom_index
 from streamer.index.bloom_index import BloomIndex
@@ -138,3 +141,11 @@ def test_block_metadata_matches_separately_built_filters():
     assert kv2["org.apache.hudi.bloomfilter"] == own.bloom.serialize()
     assert kv2["mor_streamer.logs.bloomfilter"] == cumulative.serialize()
     assert "mor_streamer.slice.bloomfilter" not in kv2  # no longer repeats the whole slice
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=40), st.lists(st.integers(0, 50), max_size=200))
+def test_present_matches_is_in_whichever_side_is_hashed(cands, members):
+    keys = pa.array([f"k{i}" for i in cands], pa.string())
+    member_keys = pa.array([f"k{i}" for i in members], pa.string())
+    assert bloom_index._present(keys, member_keys).to_pylist() == pc.is_in(keys, value_set=member_keys).to_pylist()
