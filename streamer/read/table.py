@@ -302,21 +302,6 @@ class Table:
                                   props.url_encode_partitioning)
         if not values:
             return True
-        if schema is not None and _unknown_is_null_safe(expr, values):
-            row = {f.name: pa.nulls(1, f.type) for f in schema if f.name not in values}
-            for name, value in values.items():
-                arr = pa.array([value], pa.string())
-                if name in schema.names:
-                    try:
-                        arr = arr.cast(schema.field(name).type)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                        return True
-                row[name] = arr
-            try:
-                verdict = ds.dataset(pa.table(row)).to_table(columns={"v": expr}).column(0)[0].as_py()
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, TypeError):
-                return True
-            return verdict is not False
         cols = {}
         for name, value in values.items():
             arr = pa.array([value], pa.string())
@@ -326,10 +311,15 @@ class Table:
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     return True
             cols[name] = arr
+        unknown_is_null = schema is not None and _unknown_is_null_safe(expr, values)
+        if unknown_is_null:
+            cols.update({f.name: pa.nulls(1, f.type) for f in schema if f.name not in cols})
         try:
-            return len(pa.table(cols).filter(expr)) > 0
+            verdict = ds.dataset(pa.table(cols)).to_table(columns={"v": expr}).column(0)[0].as_py()
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, TypeError):
             return True
+        # null = "depends on data columns" only when they stood in as null; else a filter drops it
+        return verdict is not False if unknown_is_null else verdict is True
 
     # ------------------------------------------------------------------ reading
     def scan(

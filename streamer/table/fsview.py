@@ -187,6 +187,17 @@ class FileSystemView:
             self._plan_cache[instant.timestamp] = plan
         return plan
 
+    @cached_property
+    def written_by_group(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """(partition, file id) -> ``(relative path, instant)`` of every file the completed
+        writes of this view's timeline wrote into that group (their write stats), once."""
+        out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for inst in self.timeline.completed_writes():
+            for stat in self.commit_metadata(inst).write_stats():
+                if stat.path and stat.file_id:
+                    out.setdefault((stat.partition_path or "", stat.file_id), []).append((stat.path, inst.timestamp))
+        return out
+
     # ------------------------------------------------------------------ visibility
     def _timeline(self, as_of: str | None, by_completion: bool = False) -> Timeline:
         if not as_of:

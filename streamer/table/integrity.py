@@ -124,26 +124,20 @@ def read_damage(view: FileSystemView, timeline: Timeline, fslice: FileSlice | No
 
 # --------------------------------------------------------------------------- slices
 def missing_files(view: FileSystemView, timeline: Timeline, slices: Iterable[FileSlice]) -> list[Damage]:
-    """Files completed instants wrote into these slices that are not on storage."""
-    wanted = {(s.partition_path, s.file_id, s.base_instant): {posixpath.basename(p) for p in s.paths}
-              for s in slices}
-    by_group: dict[tuple[str, str], list[str]] = {}
-    for p, f, b in wanted:
-        by_group.setdefault((p, f), []).append(b)
+    """Files completed instants wrote into these slices that are not on storage.
+
+    ``timeline`` is the view's own; the files written per group are gathered once per view
+    (a compaction asks for every slice of its plan)."""
     out: list[Damage] = []
     layout2 = timeline.layout_version >= 2
-    for inst in timeline.completed_writes():
-        for stat in view.commit_metadata(inst).write_stats():
-            key = (stat.partition_path or "", stat.file_id or "")
-            if not stat.path or key not in by_group:
-                continue
-            name = posixpath.basename(stat.path)
+    for s in slices:
+        present = {posixpath.basename(p) for p in s.paths}
+        for path, instant in view.written_by_group.get((s.partition_path, s.file_id), ()):
+            name = posixpath.basename(path)
             b, lf = parse_base_file_name(name), parse_log_file_name(name)
             slice_instant = b.instant_time if b else (lf.base_instant if lf and not layout2 else None)
-            for base in by_group[key]:
-                names = wanted[(*key, base)]
-                if slice_instant == base and name not in names:
-                    out.append(Damage(posixpath.join(view.base_path, stat.path), "file is missing", inst.timestamp))
+            if slice_instant == s.base_instant and name not in present:
+                out.append(Damage(posixpath.join(view.base_path, path), "file is missing", instant))
     return out
 
 
@@ -278,7 +272,7 @@ def _short(e: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------- timeline
-def timeline_damage(fs: FileSystem, timeline: Timeline) -> list[Damage]:
+def timeline_damage(timeline: Timeline) -> list[Damage]:
     """Completed instants whose file does not decode, and pending plans that do not."""
     out: list[Damage] = []
     for inst in timeline.instants:
@@ -331,7 +325,7 @@ class CheckReport:
 def check_table(fs: FileSystem, view: FileSystemView, timeline: Timeline, *, deep: bool = True) -> CheckReport:
     """Verify the timeline, then every live slice (files, blocks, base files)."""
     report = CheckReport(instants=len(timeline.instants))
-    report.damage.extend(timeline_damage(fs, timeline))
+    report.damage.extend(timeline_damage(timeline))
     if report.damage:  # slices are judged by the commit metadata: it must parse first
         return report
     regions = CommittedRegions.of(view, timeline)
