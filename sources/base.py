@@ -100,5 +100,41 @@ class StreamingSource(Source, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PartitionLag:
+    """How far one partition of a source is behind what it holds (Kafka: a topic partition)."""
+
+    #: ``"topic-0"`` for Kafka; a source's own name for its unit of ordering otherwise.
+    partition: str
+    #: Records available after ``position`` in this partition (latest offset - position).
+    records: int
+
+
+@runtime_checkable
+class ReportsLag(Protocol):
+    """A source that can say how far a position is behind (exported as a metric)."""
+
+    def lag(self, position: Position | None) -> list[PartitionLag]:
+        """Per-partition lag after ``position``; an empty list when it cannot be asked now.
+
+        Called after each batch; must be cheap (metadata only) and must not raise for an
+        unreachable server - lag is an observation, never a reason to stop a pipeline.
+        """
+        ...
+
+
+@runtime_checkable
+class NotifiedOfCommits(Protocol):
+    """A source told when a position became durable in the table.
+
+    The table's commit is the source of truth for where a pipeline resumes; this hook
+    only mirrors it outward (Kafka: the consumer group's committed offsets, for lag
+    dashboards). It runs after the table commit completed and must not raise.
+    """
+
+    def on_table_commit(self, position: Position, instant: str) -> None:
+        ...
+
+
 def empty_errors(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], ERROR_SCHEMA_DDL)

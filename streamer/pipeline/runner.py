@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sources import build_source
-from sources.base import Batch, Source, StreamingSource
+from sources.base import Batch, NotifiedOfCommits, Source, StreamingSource
 from sources.position import KafkaOffsets, Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
@@ -229,6 +229,8 @@ class PipelineRunner:
             instant = self._commit(prepared, batch.end, batch_id)
             self._position = batch.end
             self._next_batch_id = batch_id + 1
+            if instant is not None and isinstance(self.source, NotifiedOfCommits):
+                self.source.on_table_commit(batch.end, instant)
             if instant is not None and self._services is not None:
                 self._services.after_commit(self.last_snapshot)
             return self._report(
