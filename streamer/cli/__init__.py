@@ -27,6 +27,8 @@ _COMMAND_MODULES = (
     "streamer.cli.repair_cmd",
     "streamer.cli.handover_cmd",
     "streamer.cli.demo_cmd",
+    "streamer.cli.kafka_cmd",
+    "streamer.cli.setup_cmd",
 )
 
 
