@@ -247,12 +247,81 @@ def _fsync_local(path: str) -> None:
         os.close(fd)
 
 
+#: Hadoop's S3 connectors' schemes; pyarrow knows only ``s3``.
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
 def resolve(uri: str) -> tuple[FileSystem, str]:
     """Split a user's path or URI into (filesystem, path inside it).
 
-    Plain paths are local and made absolute, so relative lake folders work from any cwd.
+    Accepted, as Hadoop and Spark write them: plain paths (made absolute, so relative
+    lake folders work from any cwd), ``file:/abs``, ``file:///abs`` and
+    ``file://localhost/abs`` (all the same local path - Spark hands a table's
+    ``LOCATION`` over as such a URI), ``s3://``/``s3a://``/``s3n://bucket/key`` (pyarrow's
+    S3 filesystem; the region comes from ``?region=``, ``AWS_REGION`` or
+    ``AWS_DEFAULT_REGION`` - only without any of them is the bucket asked over the
+    network), and anything else pyarrow resolves (``hdfs://``, ``gs://``...).
     """
-    if "://" not in uri:
-        return FileSystem(pafs.LocalFileSystem()), os.path.abspath(uri).replace(os.sep, "/")
+    scheme, rest = _split_scheme(uri)
+    if scheme is None:
+        return FileSystem(pafs.LocalFileSystem()), _local(uri)
+    if scheme == "file":
+        return FileSystem(pafs.LocalFileSystem()), _local(_file_uri_path(uri, rest))
+    if scheme in _S3_SCHEMES:
+        return _resolve_s3(uri, rest)
     fs, path = pafs.FileSystem.from_uri(uri)
     return FileSystem(fs), path.rstrip("/")
+
+
+def location_key(uri: str) -> str:
+    """One spelling per location (``file:/a``, ``/a`` and ``a`` from ``/`` are equal), so
+    config checks can tell that two paths name one table. Pure: no filesystem is built."""
+    scheme, rest = _split_scheme(uri)
+    if scheme is None:
+        return _local(uri)
+    if scheme == "file":
+        return _local(_file_uri_path(uri, rest))
+    if scheme in _S3_SCHEMES:
+        scheme = "s3"
+    return f"{scheme}://{rest.split('?', 1)[0].lstrip('/').rstrip('/')}"
+
+
+def _split_scheme(uri: str) -> tuple[str | None, str]:
+    """(scheme, the rest) for ``file:`` and ``scheme://`` URIs; (None, uri) for paths.
+
+    A plain path may contain a colon (``data:2024``), so only ``file:`` is taken as a
+    scheme without ``//``."""
+    head, sep, rest = uri.partition(":")
+    scheme = head.lower()
+    if not sep or not head or not (head[0].isalpha() and all(c.isalnum() or c in "+.-" for c in head)):
+        return None, uri
+    if scheme == "file" or (rest.startswith("//") and len(head) > 1):  # len 1: a Windows drive
+        return scheme, rest
+    return None, uri
+
+
+def _file_uri_path(uri: str, rest: str) -> str:
+    """The local path of a ``file:`` URI (percent-escapes decoded, as URIs require)."""
+    from urllib.parse import unquote
+
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host not in ("", "localhost"):
+            raise StorageError(f"a file: URI must name a local path (file:/path or file:///path), "
+                               f"not host {host!r}", uri)
+        rest = slash + path
+    return unquote(rest) or "/"
+
+
+def _local(path: str) -> str:
+    return os.path.abspath(path).replace(os.sep, "/")
+
+
+def _resolve_s3(uri: str, rest: str) -> tuple[FileSystem, str]:
+    location, _, query = rest.partition("?")
+    location = location.lstrip("/").rstrip("/")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if query or not region:  # options in the URI, or the region must be looked up: pyarrow's way
+        fs, path = pafs.FileSystem.from_uri(f"s3://{location}" + (f"?{query}" if query else ""))
+        return FileSystem(fs), path.rstrip("/")
+    return FileSystem(pafs.S3FileSystem(region=region)), location
