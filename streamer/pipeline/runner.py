@@ -19,12 +19,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sources import build_source
-from sources.base import Batch, NotifiedOfCommits, Source, StreamingSource
-from sources.position import KafkaOffsets, Position, position_to_json
+from sources.base import Batch, NotifiedOfCommits, PartitionLag, ReportsLag, Source, StreamingSource
+from sources.position import FileListPosition, KafkaOffsets, Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
 from streamer.errors import SourceError
+from streamer.observe.layout import TableLayout, table_layout
 from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
@@ -36,9 +37,10 @@ from streamer.pipeline.checkpoint import (
 )
 from streamer.pipeline.errors_table import ErrorTable
 from streamer.pipeline.lease import PipelineLease
-from streamer.pipeline.report import BatchReport
+from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
 from streamer.pipeline.sink import TableSink
 from streamer.write.requirements import ExpectCheckpoint
+from streamer.write.result import CommitResult
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -76,6 +78,10 @@ class PipelineRunner:
         self.reports: list[BatchReport] = []
         #: The table right after this runner's last commit (handed to inline services).
         self.last_snapshot = None
+        #: The last data commit's result (write stats: bytes and files written).
+        self.last_commit: CommitResult | None = None
+        #: Collect the table layout after each commit into the report (metrics turn it on).
+        self.collect_layout = False
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -174,8 +180,9 @@ class PipelineRunner:
     # ------------------------------------------------------------------ run
     def run_once(self) -> BatchReport:
         """Read everything after the stored position (up to the source's batch cap), commit once."""
+        started_at, t0 = time.time(), time.monotonic()
         batch = self.source.read_batch(self.spark, self.position)
-        return self._process(batch)
+        return self._process(batch, started_at, time.monotonic() - t0)
 
     def run_continuous(
         self,
@@ -202,47 +209,97 @@ class PipelineRunner:
         Rows below the committed offset of their partition are dropped first, so a
         micro-batch handed over twice (or overlapping a committed one) writes nothing twice.
         """
+        started_at, t0 = time.time(), time.monotonic()
         start = self.position
         if isinstance(start, KafkaOffsets) and start.partitions:
             raw = raw.where(_at_or_after(start))
         assert isinstance(self.source, StreamingSource)
         batch = self.source.batch_from_raw(raw, start)
-        return self._process(batch)
+        return self._process(batch, started_at, time.monotonic() - t0)
 
     # ------------------------------------------------------------------ one batch
-    def _process(self, batch: Batch) -> BatchReport:
+    def _process(self, batch: Batch, started_at: float | None = None, read_s: float = 0.0) -> BatchReport:
         cfg = self.config
         batch_id = self._next_batch_id
-        t0 = time.monotonic()
+        started_at = time.time() if started_at is None else started_at
+        t0 = time.monotonic() - read_s
         end_json = position_to_json(batch.end)
+        start_json = None if batch.start is None else position_to_json(batch.start)
         prepared: PreparedBatch | None = None
         try:
             if not batch.has_new_data:
                 return self._report(
                     BatchReport(cfg.name, batch_id, 0, 0, 0, 0, None, None,
-                                time.monotonic() - t0, end_json, skipped="no new data")
+                                time.monotonic() - t0, end_json, skipped="no new data",
+                                started_at=started_at, start_position=start_json,
+                                phases=PhaseTimes(read=read_s), lag=self._lag(batch.end))
                 )
+            clock = _Clock()
             prepared = prepare(cfg, self.spark, batch, self.source.source_type, _retry_identity(batch),
                                self.hidden_columns)
             self._check_error_fraction(prepared)
+            prepare_s = clock.lap()
             error_instant = self._write_errors(prepared)
+            errors_s = clock.lap()
+            self.last_commit = None
             instant = self._commit(prepared, batch.end, batch_id)
+            commit_s = clock.lap()
+            committed_at = time.time()
             self._position = batch.end
             self._next_batch_id = batch_id + 1
             if instant is not None and isinstance(self.source, NotifiedOfCommits):
                 self.source.on_table_commit(batch.end, instant)
+            services: tuple[ServiceRun, ...] = ()
             if instant is not None and self._services is not None:
-                self._services.after_commit(self.last_snapshot)
+                services = self._services.after_commit(self.last_snapshot)
+            services_s = clock.lap()
+            result = self.last_commit
             return self._report(
                 BatchReport(
                     cfg.name, batch_id, prepared.read, prepared.written, prepared.errored,
                     prepared.filtered, instant, error_instant, time.monotonic() - t0, end_json,
+                    started_at=started_at, start_position=start_json,
+                    phases=PhaseTimes(read_s, prepare_s, errors_s, commit_s, services_s),
+                    bytes_written=result.bytes_written if result else 0,
+                    files_written=len(result.stats) if result else 0,
+                    freshness_s=_freshness(batch.end, prepared.good, committed_at),
+                    lag=self._lag(batch.end), services=services,
+                    layout=self._layout() if instant is not None else None,
                 )
             )
         finally:
             if prepared is not None:
                 prepared.release()
             batch.release()
+
+    def _lag(self, position: Position) -> tuple[PartitionLag, ...]:
+        """The source's lag after ``position`` (an observation: never fails the batch)."""
+        if not isinstance(self.source, ReportsLag):
+            return ()
+        try:
+            return tuple(self.source.lag(position))
+        except Exception as e:
+            log.debug("[%s] lag not available: %s", self.config.name, e)
+            return ()
+
+    def _layout(self) -> TableLayout | None:
+        """The table layout after the commit and its inline services, when asked for.
+
+        The writer's post-commit snapshot costs no extra listing when services planned on
+        it; only after a service changed the table (a compaction, a clean) is it re-read.
+        An observation: it never fails the batch.
+        """
+        if not self.collect_layout or self.last_snapshot is None:
+            return None
+        try:
+            changed = self._services.changed_table if self._services is not None else None
+            if changed is not None:
+                changed.refresh()
+                return table_layout(changed.snapshot)
+            return table_layout(self.last_snapshot)
+        except Exception as e:
+            log.debug("[%s] table layout not available: %s", self.config.name, e)
+            return None
 
     def _write_errors(self, prepared: PreparedBatch) -> str | None:
         """Errors first: if we die between the two commits the batch is redone and the
@@ -280,6 +337,7 @@ class PipelineRunner:
         )
         self._committed_instant = result.instant
         self.last_snapshot = result.snapshot
+        self.last_commit = result
         return result.instant
 
     def _check_error_fraction(self, prepared: PreparedBatch) -> None:
@@ -294,6 +352,39 @@ class PipelineRunner:
         self.reports.append(report)
         self._on_report(report)
         return report
+
+
+class _Clock:
+    """Seconds between successive :meth:`lap` calls (the phases of one batch)."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def lap(self) -> float:
+        now = time.monotonic()
+        elapsed, self._last = now - self._last, now
+        return elapsed
+
+
+def _freshness(end: Position, good: object, committed_at: float) -> float | None:
+    """Seconds from the newest input the source can date to the commit.
+
+    Files: the newest input file's modification time (the position's watermark).
+    Kafka: the newest record timestamp, when the ``_kafka_timestamp`` column is kept
+    (``include_metadata``) and the batch is on the driver. Otherwise None: the source
+    cannot date its input cheaply (a Spark job just for this would cost more than it tells).
+    """
+    if isinstance(end, FileListPosition) and end.watermark_ns:
+        return max(0.0, committed_at - end.watermark_ns / 1e9)
+    import pyarrow as pa
+
+    if isinstance(good, pa.Table) and "_kafka_timestamp" in good.column_names and good.num_rows:
+        import pyarrow.compute as pc
+
+        newest = pc.max(good.column("_kafka_timestamp").cast(pa.timestamp("us", tz="UTC"))).value
+        if newest is not None:
+            return max(0.0, committed_at - newest / 1e6)
+    return None
 
 
 def _retry_identity(batch: Batch) -> str:

@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING
 
 from streamer.config.policies import PoliciesConfig
 from streamer.fs import FileSystem
+from streamer.pipeline.report import ServiceRun
 from streamer.read.table import Table
-from streamer.services.runner import AsyncServices, run_inline_services, wait_for_capacity
+from streamer.services.runner import (
+    AsyncServices,
+    ServicesReport,
+    run_inline_services,
+    wait_for_capacity,
+)
 from streamer.table.snapshot import TableSnapshot
 
 if TYPE_CHECKING:
@@ -35,26 +41,39 @@ class PipelineServices:
         self.has_inline = "inline" in modes or policies.compaction.mode == "async"
         self.has_async = "async" in modes
         self._async: AsyncServices | None = None
+        #: The table handle of the last round in which an inline service acted (its
+        #: layout changed after the writer's snapshot); None after a quiet round.
+        self.changed_table: Table | None = None
 
     @classmethod
     def for_runner(cls, runner: PipelineRunner) -> PipelineServices | None:
         svc = cls(runner.sink.fs, runner.sink.path, runner.config.policies, runner.config.name)
         return svc if (svc.has_inline or svc.has_async) else None
 
-    def after_commit(self, snapshot: TableSnapshot | None = None) -> None:
+    def after_commit(self, snapshot: TableSnapshot | None = None) -> tuple[ServiceRun, ...]:
         """Run what the policies ask for after a commit; ``snapshot`` is the writer's
-        post-commit snapshot (services then read no table state unless they act)."""
-        table = Table.from_snapshot(snapshot) if snapshot is not None else self.table_path
+        post-commit snapshot (services then read no table state unless they act).
+
+        Returns what ran inline (each also logged at INFO, so a run's output shows its
+        services); async services report in their own thread.
+        """
+        table = Table.from_snapshot(snapshot) if snapshot is not None else Table.open(self.table_path, fs=self.fs)
+        runs: tuple[ServiceRun, ...] = ()
+        self.changed_table = None
         if self.has_inline:
-            report = run_inline_services(table, self.policies, fs=self.fs)
-            for action, instant in report.scheduled:
-                log.info("[%s] scheduled %s %s", self.name, action, instant)
+            runs = service_runs(run_inline_services(table, self.policies, fs=self.fs))
+            if runs:
+                self.changed_table = table
+            for run in runs:
+                log.info("[%s] table service: %s", self.name, run.line(),
+                         extra={"pipeline": self.name, "service": run.action})
         if self.has_async and self._async is None:
             self._async = AsyncServices(self.table_path, self.policies, fs=self.fs).start()
         if self.policies.compaction.mode != "off":
             waited = wait_for_capacity(table, self.policies.compaction, fs=self.fs)
             if waited > 1:
                 log.warning("[%s] ingestion throttled %.1fs: compaction behind (max_pending)", self.name, waited)
+        return runs
 
     def close(self) -> None:
         if self._async is not None:
@@ -62,3 +81,27 @@ class PipelineServices:
             for e in self._async.errors:
                 log.warning("[%s] async table service error: %s", self.name, e)
             self._async = None
+
+
+def service_runs(report: ServicesReport) -> tuple[ServiceRun, ...]:
+    """One :class:`ServiceRun` per thing a services round did. A service's step (e.g.
+    schedule then execute a compaction) is timed once: its first run carries the
+    seconds, later runs of the same action in the round carry None."""
+    steps = {t.action: t.seconds for t in report.timings}
+
+    def seconds(action: str) -> float | None:
+        return steps.pop(action, None)
+
+    runs = [ServiceRun(action, instant, "scheduled", seconds(action)) for action, instant in report.scheduled]
+    runs += [
+        ServiceRun(o.action, o.instant, o.status, seconds(o.action),
+                   f"{o.files_written} files, {o.bytes_written} bytes" if o.files_written else "")
+        for o in report.executed
+    ]
+    if report.clean is not None:
+        runs.append(ServiceRun("clean", report.clean.instant, "cleaned", seconds("clean"),
+                               f"{report.clean.files_deleted} files deleted"))
+    if report.archive is not None:
+        runs.append(ServiceRun("archive", None, "archived", seconds("archive"),
+                               f"{len(report.archive.archived)} instants"))
+    return tuple(runs)

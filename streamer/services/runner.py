@@ -36,12 +36,25 @@ from streamer.table.instant import Action
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ServiceTiming:
+    """Seconds one service's step took in a round (only steps that did something)."""
+
+    action: str
+    seconds: float
+
+
 @dataclass
 class ServicesReport:
     scheduled: list[tuple[str, str]] = field(default_factory=list)  # (action, instant)
     executed: list[ExecOutcome] = field(default_factory=list)
     clean: CleanOutcome | None = None
     archive: ArchiveOutcome | None = None
+    #: Per service step that acted (for metrics and the run's log; issue 15).
+    timings: list[ServiceTiming] = field(default_factory=list)
+
+    def timed(self, action: str, started: float) -> None:
+        self.timings.append(ServiceTiming(action, time.monotonic() - started))
 
     def completed(self, action: str | None = None) -> list[str]:
         return [o.instant for o in self.executed if o.status == "completed" and (action is None or o.action == action)]
@@ -65,23 +78,37 @@ def run_services(table: Table | str, policies: PoliciesConfig, *, modes: tuple[s
     rep = ServicesReport()
     lc, comp = policies.log_compaction, policies.compaction
     if lc.mode in modes:
+        started, acted = time.monotonic(), False
         if plan_log_compaction(t, lc) is not None:
             inst = schedule_log_compaction(t, lc)
             if inst:
                 rep.scheduled.append((Action.LOG_COMPACTION, inst.timestamp))
+                acted = True
         if t.timeline.pending_log_compactions():
             rep.executed += execute_pending(t, Action.LOG_COMPACTION, log_policy=lc, lock_expiry_s=lock_expiry_s)
+            acted = True
+        if acted:
+            rep.timed(Action.LOG_COMPACTION, started)
     if comp.mode in modes:
+        started, acted = time.monotonic(), False
         if schedule_compaction_plans and _compaction_due(t, comp):
             inst = schedule_compaction_safely(t, comp)
             if inst:
                 rep.scheduled.append((Action.COMPACTION, inst.timestamp))
+                acted = True
         if t.timeline.pending_compactions():
             rep.executed += execute_pending(t, Action.COMPACTION, lock_expiry_s=lock_expiry_s)
+            acted = True
+        if acted:
+            rep.timed(Action.COMPACTION, started)
     if policies.clean.mode in modes and _clean_due(t, policies.clean):
+        started = time.monotonic()
         rep.clean = run_clean(t, policies.clean, lock_expiry_s=lock_expiry_s)
+        rep.timed(Action.CLEAN, started)
     if policies.archive.mode in modes and instants_to_archive(t, policies.archive)[0]:
+        started = time.monotonic()
         rep.archive = run_archive(t, policies.archive, lock_expiry_s=lock_expiry_s)
+        rep.timed("archive", started)
     return rep
 
 
@@ -102,9 +129,11 @@ def run_inline_services(table_path: Table | str, policies: PoliciesConfig, *, fs
     t = _open(table_path, fs)
     rep = run_services(t, policies, modes=("inline",), fs=fs, lock_expiry_s=lock_expiry_s)
     if policies.compaction.mode == "async" and _compaction_due(t, policies.compaction):
+        started = time.monotonic()
         inst = schedule_compaction_safely(t, policies.compaction)
         if inst:
             rep.scheduled.append((Action.COMPACTION, inst.timestamp))
+            rep.timed(Action.COMPACTION, started)
     return rep
 
 
