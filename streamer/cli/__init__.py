@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Merge-On-Read tables (indexed logs, log compaction, compaction).",
     )
     parser.add_argument("--version", action="version", version=f"mor-streamer {__version__}")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="log level of all modules (default INFO); logs go to standard error")
+    parser.add_argument("--log-format", default="text", choices=("text", "json"),
+                        help="text lines, or one JSON object per line (ts, level, logger, message, pipeline, "
+                        "batch) for log shippers")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -57,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from streamer.observe.logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     try:
         return int(args.func(args) or 0)
     except StreamerError as e:

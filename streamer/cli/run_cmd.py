@@ -6,14 +6,26 @@ is printed at once as one line naming it, and the exit code is 1 when any failed
 Ctrl-C (or SIGTERM, as sent by container runtimes) once: finish the running
 micro-batch, commit it, stop. Ctrl-C twice: abandon it; the next run rolls its
 inflight commit back, so nothing half-written is ever read.
+
+Progress goes to the log (standard error): one line per batch, idle polls summarised,
+inline table services, an end-of-run summary. ``metrics``/``progress`` in the YAML (or
+``--metrics-port``/``--progress-json``) add a Prometheus endpoint and JSON progress
+events (see ``streamer.observe`` and docs/operations.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
-import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamer.config.pipeline import PipelineConfig
+    from streamer.observe.run import RunSettings
+
+log = logging.getLogger("streamer.run")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,12 +40,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="if a pipeline is already running elsewhere, wait (session up, read path warmed) and take over "
         "when it stops, instead of failing",
     )
+    p.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                   help="serve Prometheus metrics on port N while running (0 = any free port, logged); "
+                   "overrides metrics.port of the YAML")
+    p.add_argument("--progress-json", action="store_true",
+                   help="write one JSON progress event per batch to standard output (JSON Lines); "
+                   "overrides progress.path of the YAML")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from streamer.config import load_pipelines
     from streamer.errors import ConfigError
+    from streamer.observe.run import RunObservers
     from streamer.pipeline.multi import PipelinesFailedError, failure_line, run_pipelines
 
     configs = load_pipelines(args.file)
@@ -44,26 +63,50 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.file}: no pipeline named {', '.join(unknown)} (have: {', '.join(sorted(names))})")
         configs = [c for c in configs if c.name in args.pipeline]
     for c in configs:
-        print(f"pipeline {c.summary()}", flush=True)
+        log.info("pipeline %s", c.summary(), extra={"pipeline": c.name})
+
+    observers = RunObservers(configs, _settings(configs, args))
+
+    def on_failure(name: str, e: BaseException) -> None:
+        observers.on_failure(name, e)
+        log.error("error: %s", failure_line(name, e), extra={"pipeline": name})
 
     stop = threading.Event()
-    with _graceful_stop(stop):
-        try:
+    try:
+        with _graceful_stop(stop):
             run_pipelines(
                 configs,
                 once=args.once,
                 stop=stop,
-                on_report=lambda r: print(r.line(), flush=True),
+                on_report=observers.on_report,
                 timeout_s=args.timeout,
                 standby=args.standby,
-                on_failure=lambda name, e: print(f"error: {failure_line(name, e)}", file=sys.stderr, flush=True),
+                on_failure=on_failure,
+                collect_layout=observers.collect_layout,
             )
-        except PipelinesFailedError as e:
-            ok = len(configs) - len(e.failures)
-            print(f"{len(e.failures)} of {len(configs)} pipeline(s) failed ({', '.join(e.failures)}); "
-                  f"{ok} ran", file=sys.stderr, flush=True)
-            return 1
+    except PipelinesFailedError as e:
+        ok = len(configs) - len(e.failures)
+        log.error("%d of %d pipeline(s) failed (%s); %d ran", len(e.failures), len(configs),
+                  ", ".join(e.failures), ok)
+        return 1
+    finally:
+        observers.close()
     return 0
+
+
+def _settings(configs: list[PipelineConfig], args: argparse.Namespace) -> RunSettings:
+    """The YAML's run-wide settings with the command line's overrides."""
+    from streamer.config.pipeline import MetricsConfig, ProgressConfig
+    from streamer.observe.run import RunSettings, run_settings
+
+    settings = run_settings(configs)
+    metrics, progress = settings.metrics, settings.progress
+    if getattr(args, "metrics_port", None) is not None:
+        port = args.metrics_port
+        metrics = (metrics or MetricsConfig()).model_copy(update={"port": port})
+    if getattr(args, "progress_json", False):
+        progress = ProgressConfig(path="-")
+    return RunSettings(metrics, progress)
 
 
 class _graceful_stop:  # noqa: N801 - used as a context manager like a function
@@ -76,7 +119,7 @@ class _graceful_stop:  # noqa: N801 - used as a context manager like a function
     def _on_signal(self, signum: int, frame: object) -> None:
         if self.stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        print("\nstopping after the current batch (Ctrl-C again to abandon it)...", file=sys.stderr, flush=True)
+        log.warning("stopping after the current batch (Ctrl-C again to abandon it)...")
         self.stop.set()
 
     def __enter__(self) -> _graceful_stop:

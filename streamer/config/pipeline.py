@@ -65,6 +65,53 @@ class ErrorsConfig(StrictModel):
     max_error_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
 
 
+class PushGatewayConfig(StrictModel):
+    """Push the run's metrics to a Prometheus push gateway (for runs a scraper cannot reach).
+
+    Pushed after every batch (``interval`` unset) or every ``interval``, and once more
+    at the end of the run. A push that fails is logged; it never stops a pipeline.
+    """
+
+    url: str
+    #: The ``job`` grouping label on the gateway.
+    job: str = "mor-streamer"
+    interval: Duration | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"push_gateway.url {v!r} must be an http:// or https:// URL")
+        return v
+
+
+class MetricsConfig(StrictModel):
+    """Prometheus metrics of a run (see docs/operations.md for the series).
+
+    Process-wide: one endpoint serves every pipeline of a ``streamer run`` (labels
+    ``pipeline`` and ``table`` tell them apart). Set it at the top level of the file;
+    pipelines inherit it, and all pipelines of one run must agree.
+    """
+
+    #: Serve ``/metrics`` on this port while the run lasts (0 = any free port, logged).
+    port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    #: Address the endpoint binds to.
+    host: str = "0.0.0.0"
+    push_gateway: PushGatewayConfig | None = None
+    #: File groups, log files and blocks per slice after each commit (see observe/layout.py).
+    table_layout: bool = True
+
+
+class ProgressConfig(StrictModel):
+    """One JSON object per micro-batch (JSON Lines), like Spark's ``StreamingQueryProgress``.
+
+    ``path: "-"`` writes to standard output; a file is appended to. Process-wide like
+    ``metrics``.
+    """
+
+    path: str = Field(min_length=1)
+
+
 def _engine_shorthand(value: object) -> object:
     return {"mode": value} if isinstance(value, str) else value
 
@@ -83,6 +130,9 @@ class PipelineConfig(StrictModel):
     spark: SparkSettings = SparkSettings()
     #: Spark Structured Streaming checkpoint folder (continuous mode with Kafka).
     checkpoint_dir: str | None = None
+    #: Run-wide settings, normally given at the top level of the file (inherited).
+    metrics: MetricsConfig | None = None
+    progress: ProgressConfig | None = None
 
     @field_validator("name")
     @classmethod
@@ -146,6 +196,34 @@ class PipelineConfig(StrictModel):
 
 
 class PipelinesFile(StrictModel):
-    """The top level of a pipeline YAML file (names/paths are checked unique by the loader)."""
+    """The top level of a pipeline YAML file (names/paths are checked unique by the loader).
 
+    ``metrics`` and ``progress`` apply to the whole run; each pipeline inherits them
+    (a pipeline's own setting wins), so the loader hands them on with the pipelines.
+    """
+
+    metrics: MetricsConfig | None = None
+    progress: ProgressConfig | None = None
     pipelines: list[PipelineConfig] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit_run_settings(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("pipelines"), list):
+            return data
+        shared = {k: data[k] for k, model in (("metrics", MetricsConfig), ("progress", ProgressConfig))
+                  if data.get(k) is not None and _valid(model, data[k])}  # a bad one is reported once, here
+        if not shared:
+            return data
+        pipelines = [
+            {**shared, **p} if isinstance(p, dict) else p for p in data["pipelines"]
+        ]
+        return {**data, "pipelines": pipelines}
+
+
+def _valid(model: type[StrictModel], value: Any) -> bool:
+    try:
+        model.model_validate(value)
+    except ValueError:  # pydantic's ValidationError is one
+        return False
+    return True

@@ -69,7 +69,11 @@ class _Failures:
     def add(self, name: str, error: BaseException) -> None:
         with self._lock:
             self.by_name.setdefault(name, error)
-        log.error("%s", failure_line(name, error), exc_info=not isinstance(error, StreamerError))
+        # Announced once: by the caller's callback when there is one (the CLI's error line),
+        # else here. The traceback of an unexpected error stays available at DEBUG.
+        level = logging.ERROR if self._on_failure is None else logging.DEBUG
+        log.log(level, "%s", failure_line(name, error), exc_info=not isinstance(error, StreamerError),
+                extra={"pipeline": name})
         if self._on_failure is not None:
             self._on_failure(name, error)
 
@@ -87,18 +91,22 @@ def run_pipelines(
     timeout_s: float | None = None,
     standby: bool = False,
     on_failure: Callable[[str, BaseException], None] | None = None,
+    collect_layout: bool = False,
 ) -> list[PipelineRunner]:
     """Run every pipeline; ``once`` forces one batch each whatever the triggers say.
 
-    Returns the runners of the pipelines that could be set up, after all finished;
-    raises :class:`PipelinesFailedError` afterwards if any pipeline failed.
+    ``collect_layout`` puts the table's file layout into each committed batch's report
+    (for the layout metrics). Returns the runners of the pipelines that could be set up,
+    after all finished; raises :class:`PipelinesFailedError` afterwards if any failed.
     """
     stop = stop or threading.Event()
     failures = _Failures(on_failure)
     runners: list[PipelineRunner] = []
     for c in configs:
         try:
-            runners.append(PipelineRunner(c, spark=spark, on_report=on_report))
+            runner = PipelineRunner(c, spark=spark, on_report=on_report)
+            runner.collect_layout = collect_layout
+            runners.append(runner)
         except Exception as e:
             failures.add(c.name, e)
     leases: list[PipelineLease] = []
