@@ -5,8 +5,15 @@ file slice with :meth:`Table.plan`; each executor reads its slice with the very
 function the local reader uses (:func:`read_file_slice`) and yields Arrow record
 batches, so both paths return identical rows.
 
-Options: ``query`` (snapshot | read_optimized | incremental), ``as_of`` (alias
-``as.of.instant``), ``begin``, ``end``, ``columns`` (comma-separated).
+Options: ``path`` (a path or URI: ``/abs``, ``file:/abs``, ``s3://...``), ``query``
+(snapshot | read_optimized | incremental), ``as_of`` (alias ``as.of.instant``), ``begin``,
+``end``, ``columns`` (comma-separated).
+
+Spark SQL: ``CREATE TABLE t USING morhudi LOCATION '/abs'`` works too. Spark hands a
+Python data source the location (as ``path`` and ``location``, a ``file:`` URI) only when the table is
+created, and no options at all when the catalog table is read later; so the schema given
+to the catalog carries the location in each field's metadata (:data:`PATH_METADATA_KEY`)
+and the reader takes it from there.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice
 
 SHORT_NAME = "morhudi"
+#: Field metadata key holding the table location, for catalog tables (see the module doc).
+PATH_METADATA_KEY = "morhudi.path"
 
 
 def register(spark) -> None:
@@ -50,12 +59,12 @@ class MorHudiDataSource(DataSource):
     def name(cls) -> str:
         return SHORT_NAME
 
-    def _plan(self):
+    def _plan(self, spark_schema=None):
         from streamer.read.table import Table
 
-        path = _opt(self.options, "path")
+        path = _opt(self.options, "path", "location") or _path_from_schema(spark_schema)
         if not path:
-            raise ValueError("morhudi: load(path) or option('path', ...) is required")
+            raise ValueError("morhudi: load(path), option('path', ...) or a table LOCATION is required")
         table = Table.open(path)
         columns = _opt(self.options, "columns")
         cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
@@ -73,13 +82,32 @@ class MorHudiDataSource(DataSource):
 
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
+        from pyspark.sql.types import StructField, StructType
 
         _, _, schema = self._plan()
-        return from_arrow_schema(schema)
+        spark_schema = from_arrow_schema(schema)
+        path = _opt(self.options, "location")  # set by Spark for CREATE TABLE only
+        if path is None:
+            return spark_schema
+        # carried into the catalog by CREATE TABLE: the only place a later read finds it
+        return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, PATH_METADATA_KEY: path})
+                           for f in spark_schema.fields])
 
     def reader(self, schema) -> DataSourceReader:
-        fs, plan, arrow_schema = self._plan()
+        fs, plan, arrow_schema = self._plan(schema)
+        # the columns Spark expects (a catalog table's, fixed when it was created), in its order
+        wanted = [f.name for f in schema.fields] if schema is not None else []
+        if wanted and all(n in arrow_schema.names for n in wanted):
+            arrow_schema = pa.schema([arrow_schema.field(n) for n in wanted])
         return MorHudiReader(fs, plan.slices, plan.spec, arrow_schema)
+
+
+def _path_from_schema(schema) -> str | None:
+    for f in getattr(schema, "fields", None) or ():
+        path = (f.metadata or {}).get(PATH_METADATA_KEY)
+        if path:
+            return path
+    return None
 
 
 class MorHudiReader(DataSourceReader):
@@ -102,4 +130,4 @@ class MorHudiReader(DataSourceReader):
         yield from table.to_batches(max_chunksize=64 * 1024)
 
 
-__all__ = ["MorHudiDataSource", "MorHudiReader", "SHORT_NAME", "register"]
+__all__ = ["PATH_METADATA_KEY", "MorHudiDataSource", "MorHudiReader", "SHORT_NAME", "register"]
