@@ -1,10 +1,16 @@
 """``streamer compact|log-compact|clean|archive PATH``: run table services by hand or as a worker.
 
-``--schedule`` writes a plan, ``--run`` executes pending plans; neither flag means both.
-``--loop`` keeps running (an async compactor process: several may run on one table,
-the plan locks make each plan execute once) until ``--duration`` or Ctrl-C.
+Each service is its own command with its own help, because their options differ:
+only ``compact`` has ``--force``; ``archive`` has no plan, so no ``--schedule``/``--run``.
+For the others ``--schedule`` writes a plan, ``--run`` executes pending plans; neither
+flag means both. ``--loop`` keeps running (an async compactor process: several may run
+on one table, the plan locks make each plan execute once) until ``--duration`` or Ctrl-C.
 Policies come from ``--policies FILE`` (a YAML ``policies:`` mapping, the same keys as a
 pipeline's ``policies``) or a pipeline file with ``--config FILE --pipeline NAME``.
+
+The output is one readable line per thing done (plan scheduled, plan executed with its
+files and bytes, files cleaned, instants archived); ``--json`` prints one JSON object
+per round instead, for scripts.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -21,28 +28,58 @@ from streamer.errors import ConfigError
 
 SERVICES = ("compact", "log-compact", "clean", "archive")
 
+_POLICY_HELP = ("Policies come from --policies FILE (a YAML 'policies:' mapping) or from a pipeline "
+                "file (--config FILE [--pipeline NAME]); without either, the defaults.")
+
+_DOCS = {
+    "compact": (
+        "schedule and/or run full compaction (merge logs into new base files)",
+        "Full compaction: merge each chosen file slice's base file and log files into a new base "
+        "file. Scheduling writes a plan when policies.compaction.trigger fires (--force: now); "
+        "running executes every pending plan. Without --schedule or --run, both.",
+    ),
+    "log-compact": (
+        "schedule and/or run log compaction (stitch small log blocks, RFC-48)",
+        "Log compaction (RFC-48): merge runs of at least policies.log_compaction.min_blocks small "
+        "log blocks of a file slice into one block. Scheduling writes a plan when a slice "
+        "qualifies; running executes every pending plan. Without --schedule or --run, both.",
+    ),
+    "clean": (
+        "delete file slices no query needs (retain commits or file versions)",
+        "Clean: finish pending cleans, then plan and delete the file slices no query needs any "
+        "more under policies.clean (retain_commits or retain_file_versions). Without --schedule "
+        "or --run, both.",
+    ),
+    "archive": (
+        "move old instants from the active timeline to .hoodie/archived",
+        "Archive: once the active timeline holds more than policies.archive.max_commits commits, "
+        "move the oldest completed instants to .hoodie/archived, keeping min_commits "
+        "(never past a pending table service or the oldest instant a clean retains).",
+    ),
+}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    helps = {
-        "compact": "schedule and/or run full compaction (merge logs into new base files)",
-        "log-compact": "schedule and/or run log compaction (stitch small log blocks, RFC-48)",
-        "clean": "delete file slices no query needs (retain commits or file versions)",
-        "archive": "move old instants from the active timeline to .hoodie/archived",
-    }
     for name in SERVICES:
-        p = sub.add_parser(name, help=helps[name])
-        p.add_argument("path", help="table path or URI")
-        p.add_argument("--schedule", action="store_true", help="only write a plan")
-        p.add_argument("--run", action="store_true", help="only execute pending plans")
-        p.add_argument("--force", action="store_true", help="compact: schedule even if the trigger has not fired")
-        p.add_argument("--loop", action="store_true", help="keep running (async worker)")
-        p.add_argument("--interval", type=float, default=1.0, help="seconds between loop rounds")
+        short, long = _DOCS[name]
+        p = sub.add_parser(name, help=short, description=f"{long} {_POLICY_HELP}")
+        p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+        if name != "archive":
+            p.add_argument("--schedule", action="store_true", help="only write a plan")
+            p.add_argument("--run", action="store_true", help="only execute pending plans")
+        if name == "compact":
+            p.add_argument("--force", action="store_true",
+                           help="schedule a plan even if the compaction trigger has not fired")
+        p.add_argument("--loop", action="store_true", help="keep running (async worker) until --duration or Ctrl-C")
+        p.add_argument("--interval", type=float, default=1.0, help="seconds between loop rounds (default 1)")
         p.add_argument("--duration", type=float, help="stop looping after this many seconds")
         p.add_argument("--policies", help="YAML file with a top-level 'policies:' mapping")
         p.add_argument("--config", help="pipelines YAML; with --pipeline, use that pipeline's policies")
         p.add_argument("--pipeline", help="pipeline name in --config")
-        p.add_argument("--lock-expiry", type=float, default=30.0, help="seconds before a silent plan lock is stale")
-        p.set_defaults(func=run, service=name)
+        p.add_argument("--lock-expiry", type=float, default=30.0,
+                       help="seconds before a silent plan lock is stale (default 30)")
+        p.add_argument("--json", action="store_true", help="one JSON object per round instead of text")
+        p.set_defaults(func=run, service=name, schedule=False, run=False, force=False)
 
 
 def load_policies(args: argparse.Namespace) -> PoliciesConfig:
@@ -64,7 +101,107 @@ def load_policies(args: argparse.Namespace) -> PoliciesConfig:
     return PoliciesConfig()
 
 
-def one_round(args: argparse.Namespace, policies: PoliciesConfig) -> dict:
+@dataclass(frozen=True)
+class Round:
+    """What one round of a service did (what both the text and the JSON output show)."""
+
+    service: str
+    scheduled: str | None = None
+    #: File slices in the plan just scheduled (compactions only).
+    plan_slices: int | None = None
+    executed: tuple = ()  # ExecOutcome (compactions) | CleanOutcome | ArchiveOutcome
+    error: str | None = None
+    #: The service was asked to schedule, to execute (text output says what it did not find).
+    asked: tuple[bool, bool] = field(default=(True, True))
+
+    @property
+    def did_something(self) -> bool:
+        from streamer.services.archive import ArchiveOutcome
+        from streamer.services.clean import CleanOutcome
+
+        def done(o) -> bool:
+            if isinstance(o, CleanOutcome):
+                return o.instant is not None
+            if isinstance(o, ArchiveOutcome):
+                return bool(o.archived)
+            return True
+
+        return bool(self.scheduled or self.error or any(done(o) for o in self.executed))
+
+    def to_json(self) -> str:
+        from streamer.services.archive import ArchiveOutcome
+
+        def one(o) -> object:
+            if isinstance(o, ArchiveOutcome):
+                return {"archived": o.archived, "archive_file": o.archive_file, "bound": o.bound}
+            return dict(o.__dict__)
+
+        out: dict[str, object] = {"service": self.service, "scheduled": self.scheduled,
+                                  "executed": [one(o) for o in self.executed]}
+        if self.error is not None:
+            out["error"] = self.error
+        return json.dumps(out, default=str)
+
+    def lines(self) -> list[str]:
+        from streamer.services.archive import ArchiveOutcome
+        from streamer.services.clean import CleanOutcome
+
+        if self.error is not None:
+            return [f"{self.service}: round failed: {self.error}"]
+        what = {"compact": "compaction", "log-compact": "log compaction"}.get(self.service, self.service)
+        out: list[str] = []
+        schedule, execute = self.asked
+        if self.service in ("compact", "log-compact"):
+            if self.scheduled:
+                out.append(f"{what}: scheduled {self.scheduled} ({self.plan_slices} file slice(s))")
+            elif schedule:
+                hint = " (--force to schedule anyway)" if self.service == "compact" else ""
+                out.append(f"{what}: nothing to schedule: no file slice qualifies under the policy{hint}")
+            for o in self.executed:
+                out.append(f"{what} {o.instant}: {_status(o)}")
+            if execute and not self.executed:
+                out.append(f"{what}: no pending plan to run")
+            return out
+        for o in self.executed:
+            if isinstance(o, CleanOutcome):
+                if o.instant is None:
+                    out.append("clean: nothing to clean (or another cleaner holds the clean lock)")
+                else:
+                    out.append(f"clean {o.instant}: deleted {o.files_deleted} file(s); "
+                               f"file slices from {o.earliest_commit_to_retain or 'every commit'} on are kept")
+            elif isinstance(o, ArchiveOutcome):
+                if o.archived:
+                    out.append(f"archive: moved {len(o.archived)} instant(s) ({o.archived[0]} .. {o.archived[-1]}) "
+                               f"to {o.archive_file}")
+                else:
+                    out.append("archive: nothing to archive (the active timeline is within policy)")
+                if o.bound:
+                    out.append(f"archive: kept instants from {o.bound} on (a pending table service or the "
+                               "commits a clean retains need them)")
+        return out
+
+
+def _status(o) -> str:
+    if o.status == "completed":
+        return f"completed: {o.files_written} file(s), {_bytes(o.bytes_written)} written"
+    return {
+        "busy": "busy (another worker holds its lock)",
+        "done-elsewhere": "already completed by another worker",
+        "rolled-back": "its failed attempt was rolled back; the next round runs it again",
+        "retry": "writers' lock busy; the next round retries",
+    }.get(o.status, o.status)
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} bytes"  # pragma: no cover
+
+
+def one_round(args: argparse.Namespace, policies: PoliciesConfig) -> Round:
     from streamer.read import Table
     from streamer.services.archive import run_archive
     from streamer.services.clean import run_clean
@@ -72,35 +209,29 @@ def one_round(args: argparse.Namespace, policies: PoliciesConfig) -> dict:
     from streamer.services.executor import execute_pending
     from streamer.services.log_compaction import schedule_log_compaction
     from streamer.table.instant import Action
+    from streamer.table.metadata.compaction import CompactionPlan
 
     schedule = args.schedule or not args.run
     execute = args.run or not args.schedule
     table = Table.open(args.path)
-    out: dict = {"service": args.service, "scheduled": None, "executed": []}
-    if args.service == "compact":
+    asked = (schedule, execute)
+    if args.service in ("compact", "log-compact"):
+        inst = None
         if schedule:
-            inst = schedule_compaction_safely(table, policies.compaction, force=args.force)
-            out["scheduled"] = inst.timestamp if inst else None
+            inst = (schedule_compaction_safely(table, policies.compaction, force=args.force)
+                    if args.service == "compact" else schedule_log_compaction(table, policies.log_compaction))
+        slices = len(CompactionPlan.from_bytes(table.timeline.read_plan(inst)).operations) if inst else None
+        done: list = []
         if execute:
-            out["executed"] = [o.__dict__ for o in execute_pending(table, Action.COMPACTION,
-                                                                   lock_expiry_s=args.lock_expiry,
-                                                                   owner="cli")]
-    elif args.service == "log-compact":
-        if schedule:
-            inst = schedule_log_compaction(table, policies.log_compaction)
-            out["scheduled"] = inst.timestamp if inst else None
-        if execute:
-            out["executed"] = [o.__dict__ for o in execute_pending(table, Action.LOG_COMPACTION,
-                                                                   log_policy=policies.log_compaction,
-                                                                   lock_expiry_s=args.lock_expiry,
-                                                                   owner="cli")]
-    elif args.service == "clean":
+            action = Action.COMPACTION if args.service == "compact" else Action.LOG_COMPACTION
+            extra = {"log_policy": policies.log_compaction} if args.service == "log-compact" else {}
+            done = execute_pending(table, action, lock_expiry_s=args.lock_expiry, owner="cli", **extra)
+        return Round(args.service, inst.timestamp if inst else None, slices, tuple(done), asked=asked)
+    if args.service == "clean":
         res = run_clean(table, policies.clean, schedule=schedule, execute=execute, lock_expiry_s=args.lock_expiry)
-        out["executed"] = [res.__dict__]
-    else:
-        res = run_archive(table, policies.archive, lock_expiry_s=args.lock_expiry)
-        out["executed"] = [{"archived": res.archived, "archive_file": res.archive_file, "bound": res.bound}]
-    return out
+        return Round("clean", executed=(res,), asked=asked)
+    return Round("archive", executed=(run_archive(table, policies.archive, lock_expiry_s=args.lock_expiry),),
+                 asked=asked)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,13 +240,16 @@ def run(args: argparse.Namespace) -> int:
     while True:
         try:
             out = one_round(args, policies)
-        except Exception as e:  # an async worker keeps serving; one bad round is logged
+        except Exception as e:  # an async worker keeps serving; one bad round is reported
             if not args.loop:
                 raise
-            print(f"round failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-            out = {"service": args.service, "scheduled": None, "executed": [], "error": str(e)}
-        if not args.loop or out["scheduled"] or out["executed"]:
-            print(json.dumps(out, default=str), flush=True)
+            out = Round(args.service, error=f"{type(e).__name__}: {e}")
+            print(out.lines()[0], file=sys.stderr, flush=True)
+        if args.json and (not args.loop or out.did_something):
+            print(out.to_json(), flush=True)
+        elif not args.json and out.error is None and (not args.loop or out.did_something):
+            for line in out.lines():
+                print(line, flush=True)
         if not args.loop:
             return 0
         if args.duration is not None and time.monotonic() - started >= args.duration:

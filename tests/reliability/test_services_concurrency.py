@@ -45,11 +45,11 @@ def test_writer_compactors_and_reader_together(tmp_path):
                    str(tmp_path / "writer.jsonl")],
         "reader": [py, "-m", "tests.reliability.services_concurrency", "reader", p, str(SECONDS + 3),
                    str(tmp_path / "reader.jsonl")],
-        "log-compactor": cli + ["log-compact", p, "--loop", "--interval", "0.3", "--duration", str(SECONDS + 5),
+        "log-compactor": cli + ["log-compact", p, "--json", "--loop", "--interval", "0.3", "--duration", str(SECONDS + 5),
                                 "--policies", str(policies)],
-        "compactor-1": cli + ["compact", p, "--run", "--loop", "--interval", "0.2", "--duration",
+        "compactor-1": cli + ["compact", p, "--json", "--run", "--loop", "--interval", "0.2", "--duration",
                               str(SECONDS + 8), "--policies", str(policies)],
-        "compactor-2": cli + ["compact", p, "--run", "--loop", "--interval", "0.2", "--duration",
+        "compactor-2": cli + ["compact", p, "--json", "--run", "--loop", "--interval", "0.2", "--duration",
                               str(SECONDS + 8), "--policies", str(policies)],
     }
     running = {n: subprocess.Popen(c, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,0 +1,102 @@
+"""``streamer compact|log-compact|clean|archive``: own help each, readable output, ``--json``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamer.cli import build_parser, main
+from tests.support import block_tables as tg
+
+POLICIES = """\
+policies:
+  compaction: {trigger: {delta_commits: 1000}}
+  log_compaction: {min_blocks: 2}
+  clean: {retain_commits: 1}
+  archive: {min_commits: 2, max_commits: 3}
+"""
+
+
+def _help(command: str) -> str:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sub.choices[command].format_help()
+
+
+def test_each_service_has_its_own_help():
+    helps = {c: _help(c) for c in ("compact", "log-compact", "clean", "archive")}
+    assert "--force" in helps["compact"] and "compaction trigger" in helps["compact"]
+    for other in ("log-compact", "clean", "archive"):
+        assert "--force" not in helps[other], other
+    assert "Log compaction (RFC-48)" in helps["log-compact"]
+    assert "retain_commits" in helps["clean"]
+    assert "max_commits" in helps["archive"]
+    assert "--schedule" not in helps["archive"] and "--run" not in helps["archive"]
+    assert all("--json" in h for h in helps.values())
+
+
+def test_clean_rejects_force(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["clean", "/nowhere", "--force"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --force" in capsys.readouterr().err
+
+
+@pytest.fixture
+def table(tmp_path) -> tuple[str, str]:
+    path = str(tmp_path / "t")
+    tg.build(path, 6)
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(POLICIES)
+    return path, str(policies)
+
+
+def test_readable_output_of_every_service(table, capsys):
+    path, policies = table
+    assert main(["log-compact", path, "--policies", policies]) == 0
+    out = capsys.readouterr().out
+    assert "log compaction: scheduled " in out and "file slice(s)" in out
+    assert "completed: " in out and " written" in out
+    assert "{" not in out
+
+    assert main(["compact", path, "--schedule", "--policies", policies]) == 0
+    assert "nothing to schedule" in capsys.readouterr().out
+    assert main(["compact", path, "--schedule", "--force", "--policies", policies]) == 0
+    assert "compaction: scheduled " in capsys.readouterr().out
+    assert main(["compact", path, "--run", "--policies", policies]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compaction ") and "completed: " in out and "file(s)" in out
+    assert main(["compact", path, "--run"]) == 0
+    assert capsys.readouterr().out == "compaction: no pending plan to run\n"
+
+    assert main(["clean", path, "--policies", policies]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("clean ") and "deleted " in out and "are kept" in out
+
+    assert main(["archive", path, "--policies", policies]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("archive: moved ") and ".hoodie/archived" in out
+    assert main(["archive", path, "--policies", policies]) == 0
+    assert "nothing to archive" in capsys.readouterr().out
+
+
+def test_json_output_keeps_the_raw_record(table, capsys):
+    path, policies = table
+    assert main(["log-compact", path, "--policies", policies, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["service"] == "log-compact" and doc["scheduled"]
+    assert doc["executed"][0]["status"] == "completed" and doc["executed"][0]["bytes_written"] > 0
+    assert main(["clean", path, "--policies", policies, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["executed"][0]) == {"instant", "files_deleted", "earliest_commit_to_retain"}
+    assert main(["archive", path, "--policies", policies, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["executed"][0]) == {"archived", "archive_file", "bound"}
+
+
+def test_a_loop_prints_only_rounds_that_did_something(table, capsys):
+    path, policies = table
+    args = ["compact", path, "--run", "--loop", "--interval", "0", "--duration", "0"]
+    assert main(args) == 0
+    assert capsys.readouterr().out == ""
