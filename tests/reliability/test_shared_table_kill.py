@@ -187,14 +187,28 @@ def test_two_pipelines_on_one_table_resume_from_their_own_positions_after_sigkil
                 break
         else:
             pytest.fail(f"{config.name} did not catch up in 5 batches")
+    from streamer.services.executor import execute_pending
+    from streamer.table.instant import Action
     from streamer.write.writer import HudiWriter
 
     HudiWriter.open(str(table)).rollback_failed_writes()
+    # Our reader is checked as the kills left the table: a compaction a kill interrupted
+    # may still be pending. hudi-rs 0.5.0 leaves out the logs of a pending compaction's new
+    # slice (see the xfail in tests/unit/services/test_pending_compaction_writes.py), so it is
+    # checked once the pending plans ran, as the next inline round or `streamer compact` would.
+    as_left = Table.open(str(table)).read().to_pylist()
+    left_pending = [str(i) for i in Table.open(str(table)).timeline.pending()]
+    for action in (Action.LOG_COMPACTION, Action.COMPACTION):
+        execute_pending(Table.open(str(table)), action)
+    pending = Table.open(str(table)).timeline.pending()
+    assert not pending, f"pending instants left after running the pending plans: {pending}"
 
     # ---- the table is the model
     want = {k: (r["city"], r["ts"], r["v"]) for f in folders.values() for k, r in f.expected.items()}
     ours = Table.open(str(table)).read().to_pylist()
-    for reader, rows in (("mor-streamer reader", ours), ("hudi-rs", read_hudi_rs(str(table)))):
+    print("pending when the kills ended:", left_pending)
+    for reader, rows in (("mor-streamer reader, as the kills left it", as_left), ("mor-streamer reader", ours),
+                         ("hudi-rs", read_hudi_rs(str(table)))):
         got = {r["id"]: (r["city"], r["ts"], r["v"]) for r in rows}
         assert len(got) == len(rows), f"{reader}: duplicated keys"
         missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
