@@ -11,6 +11,10 @@ Continuous mode: :meth:`KafkaSource.stream` builds the ``readStream`` and
 
 Decoding never fails a batch on bad data: unparsable payloads become error rows
 (topic/partition/offset, raw payload, reason) for the error table.
+
+Outward, the source mirrors each table commit's end offsets into its consumer group
+(:meth:`KafkaSource.on_table_commit`) and reports lag from the watermarks
+(:meth:`KafkaSource.lag`), both through one quiet driver client per source.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sources.base import ERROR_COLUMNS, Batch
-from sources.kafka_options import fetch_watermarks, plan_end, resolve_start, spark_kafka_options
+from sources.base import ERROR_COLUMNS, Batch, PartitionLag
+from sources.kafka_client import KafkaSourceClient
+from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
 from sources.position import KafkaOffsets, Position
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
@@ -54,6 +59,7 @@ class KafkaSource:
 
     def __init__(self, config: KafkaSourceConfig) -> None:
         self.config = config
+        self.client = KafkaSourceClient(config)
         self._avro = None
         if config.format == "avro":
             from sources.kafka_avro import AvroDecoder
@@ -69,11 +75,37 @@ class KafkaSource:
             raise SourceError(f"kafka source cannot resume from a {start.kind!r} position")
         return start
 
+    # -- outward: lag and the consumer group -------------------------------------------------
+
+    def lag(self, position: Position | None) -> list[PartitionLag]:
+        """Records after ``position`` per partition, from the watermarks; [] if the broker is away."""
+        if position is not None and not isinstance(position, KafkaOffsets):
+            return []
+        return self.client.lag(position)
+
+    def on_table_commit(self, position: Position, instant: str) -> None:
+        """Mirror the committed position into the consumer group (``commit_offsets``).
+
+        The table already holds the position, so a failed group commit only means a
+        dashboard lags behind: a warning, and the next commit catches the group up.
+        """
+        if not self.config.commit_offsets or not isinstance(position, KafkaOffsets):
+            return
+        try:
+            self.client.commit(position, note=f"hudi instant {instant}")
+        except Exception as e:  # SourceError, or anything librdkafka raises
+            log.warning("kafka %s: group %s not updated for instant %s (the table has the position): %s",
+                        self.config.topic, self.client.group_id, instant, e)
+
+    def close(self) -> None:
+        """Release the driver-side client (also released when the source is collected)."""
+        self.client.close()
+
     # -- batch ------------------------------------------------------------------------------
 
     def plan(self, start: Position | None) -> tuple[KafkaOffsets, KafkaOffsets]:
         """Concrete ``(start, end)`` offsets of the next batch (asks the broker)."""
-        low, high = fetch_watermarks(self.config)
+        low, high = self.client.watermarks()
         begin = resolve_start(self.config, self._check(start), low, high)
         return begin, plan_end(begin, high, self.config.max_records_per_batch)
 

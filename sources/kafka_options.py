@@ -70,7 +70,7 @@ def librdkafka_config(config: KafkaSourceConfig) -> RedactedOptions:
         {
             "bootstrap.servers": config.bootstrap_servers,
             "security.protocol": s.protocol,
-            "group.id": config.group_id or "mor-streamer-metadata",
+            "group.id": config.commit_group_id,
             "enable.auto.commit": "false",
         }
     )
@@ -104,27 +104,18 @@ def _ssl_settings(s: KafkaSecurity) -> dict[str, str]:
 
 
 def fetch_watermarks(config: KafkaSourceConfig) -> tuple[dict[int, int], dict[int, int]]:
-    """(low, high) watermark offsets per partition of the topic, from the broker."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    """(low, high) watermark offsets per partition of the topic, from the broker.
 
-    timeout = config.metadata_timeout.total_seconds()
-    where = f"topic {config.topic!r} at {config.bootstrap_servers}"
-    consumer = Consumer(dict(librdkafka_config(config)))
+    One short-lived quiet client (see :mod:`sources.kafka_client`): an unreachable broker
+    is one :class:`SourceError` after ``metadata_timeout``, not a stream of client logs.
+    """
+    from sources.kafka_client import KafkaSourceClient
+
+    client = KafkaSourceClient(config)
     try:
-        md = consumer.list_topics(config.topic, timeout=timeout)
-        topic = md.topics.get(config.topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            reason = topic.error if topic is not None and topic.error is not None else "no such topic"
-            raise SourceError(f"cannot read {where}: {reason}")
-        low, high = {}, {}
-        for p in sorted(topic.partitions):
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(config.topic, p), timeout=timeout)
-            low[p], high[p] = lo, hi
-        return low, high
-    except KafkaException as e:
-        raise SourceError(f"cannot read {where}: {e}") from e
+        return client.watermarks()
     finally:
-        consumer.close()
+        client.close()
 
 
 def resolve_start(

@@ -85,7 +85,13 @@ class KafkaSourceConfig(StrictModel):
     #: Upper bound of records per micro-batch (Spark's ``maxOffsetsPerTrigger``); None = all.
     max_records_per_batch: Annotated[int, Field(gt=0)] | None = None
     fail_on_data_loss: bool = True
+    #: Consumer group (Kafka ``group.id``) that mirrors the table's position after each
+    #: commit, for lag dashboards (Burrow, ``kafka-consumer-groups``); None = ``mor-streamer-<topic>``.
+    #: The table's stored position stays the truth for where a run resumes.
     group_id: str | None = None
+    #: Commit each table commit's end offsets to ``group_id`` (HoodieStreamer's
+    #: ``enable.commit.offset``); a failed group commit is a warning, never a failed batch.
+    commit_offsets: bool = True
     security: KafkaSecurity = KafkaSecurity()
     #: Extra ``kafka.*`` consumer options passed through verbatim (secret-looking ones masked).
     options: OptionMap = {}
@@ -105,6 +111,11 @@ class KafkaSourceConfig(StrictModel):
     metadata_timeout: Duration = Field(default="30s")
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
+
+    @property
+    def commit_group_id(self) -> str:
+        """The consumer group offsets are committed to (``group_id``, else one per topic)."""
+        return self.group_id or f"mor-streamer-{self.topic}"
 
     @model_validator(mode="after")
     def _format_options(self) -> KafkaSourceConfig:

@@ -1,0 +1,201 @@
+"""The driver's one librdkafka client per Kafka source: metadata, lag and group commits.
+
+Why one long-lived client: a source asks the broker for watermarks every batch and,
+after every table commit, mirrors the committed position into its consumer group; a
+new client per call would pay a connection (and a coordinator lookup) each time.
+
+Why quiet: librdkafka prints every failed connection attempt to stderr (hundreds of
+``Connect … failed`` lines a minute when the broker is down). Its log lines and error
+events go to the ``sources.kafka.librdkafka`` logger at DEBUG instead; the last error
+is kept, so the one :class:`~streamer.errors.SourceError` a caller sees can say why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from sources.base import PartitionLag
+from sources.kafka_options import librdkafka_config
+from sources.position import KafkaOffsets
+from streamer.errors import SourceError
+
+if TYPE_CHECKING:
+    from streamer.config.sources import KafkaSourceConfig
+
+log = logging.getLogger(__name__)
+client_log = logging.getLogger("sources.kafka.librdkafka")
+
+#: Lag is an observation taken after every batch: never wait long for it.
+LAG_TIMEOUT_S = 5.0
+#: How long a group commit may take before it is reported as not confirmed.
+COMMIT_TIMEOUT_S = 10.0
+#: librdkafka request timeout: bounds how long a commit outlives its broker (and close()).
+SOCKET_TIMEOUT_MS = 10_000
+
+
+class QuietClientLog:
+    """librdkafka's ``logger``/``error_cb`` sink: DEBUG lines, and the last error kept."""
+
+    def __init__(self) -> None:
+        self.last_error: str | None = None
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:  # called by confluent_kafka
+        client_log.debug(fmt, *args)
+
+    def error(self, err: Any) -> None:
+        self.last_error = err.str() if hasattr(err, "str") else str(err)
+        client_log.debug("client error: %s", self.last_error)
+
+
+def quiet_settings(sink: QuietClientLog) -> dict[str, Any]:
+    """Settings that route a confluent_kafka client's output to ``sink`` (not stderr)."""
+    return {"logger": sink, "error_cb": sink.error, "log.connection.close": False}
+
+
+class KafkaSourceClient:
+    """A ``confluent_kafka.Consumer`` that never subscribes (so it never joins the group)
+    and commits explicit offsets for the source's consumer group.
+
+    A commit by a consumer outside the group is what Kafka calls a "simple consumer"
+    commit: allowed while the group has no active members, which holds here (Spark's
+    executors ``assign`` partitions, they never join the group).
+    """
+
+    def __init__(self, config: KafkaSourceConfig) -> None:
+        self.config = config
+        self.group_id = config.commit_group_id
+        self.where = f"topic {config.topic!r} at {config.bootstrap_servers}"
+        self._sink = QuietClientLog()
+        self._lock = threading.Lock()
+        self._consumer: Any = None
+        self._commits: list[tuple[Any, list[Any]]] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            conf: dict[str, Any] = dict(librdkafka_config(self.config))
+            conf["group.id"] = self.group_id
+            conf.update(quiet_settings(self._sink))
+            conf["on_commit"] = self._on_commit
+            conf["socket.timeout.ms"] = SOCKET_TIMEOUT_MS
+            conf["session.timeout.ms"] = 6_000  # bounds close() while a commit waits for a coordinator
+            self._consumer = Consumer(conf)
+        return self._consumer
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                consumer, self._consumer = self._consumer, None
+                consumer.close()
+
+    def _drain(self) -> None:
+        """Serve queued log lines and error events (they only arrive on a poll)."""
+        try:
+            self._client().poll(0)
+        except Exception as e:  # a closed or broken handle: nothing to serve
+            client_log.debug("poll failed: %s", e)
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def partitions(self, timeout_s: float) -> list[int]:
+        """The topic's partitions; one clear :class:`SourceError` when the broker is unreachable."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            md = self._client().list_topics(self.config.topic, timeout=timeout_s)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            code = err.code() if isinstance(err, KafkaError) else None
+            self._drain()
+            if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+                raise self.unreachable(timeout_s) from None
+            raise SourceError(f"cannot read {self.where}: {e}") from e
+        topic = md.topics.get(self.config.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            reason = topic.error if topic is not None and topic.error is not None else "no such topic"
+            raise SourceError(f"cannot read {self.where}: {reason}")
+        return sorted(topic.partitions)
+
+    def unreachable(self, timeout_s: float) -> SourceError:
+        cause = f": {self._sink.last_error}" if self._sink.last_error else ""
+        return SourceError(
+            f"Kafka broker unreachable: no answer from {self.config.bootstrap_servers} within "
+            f"{timeout_s:g}s while reading topic {self.config.topic!r}{cause} "
+            "(is the broker running? `streamer kafka-local` starts one for trying things)"
+        )
+
+    def watermarks(self, timeout_s: float | None = None) -> tuple[dict[int, int], dict[int, int]]:
+        """(low, high) watermark offsets per partition; raises :class:`SourceError`."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        timeout = timeout_s if timeout_s is not None else self.config.metadata_timeout.total_seconds()
+        with self._lock:
+            low, high = {}, {}
+            for p in self.partitions(timeout):
+                try:
+                    lo, hi = self._client().get_watermark_offsets(TopicPartition(self.config.topic, p), timeout=timeout)
+                except KafkaException as e:
+                    self._drain()
+                    raise SourceError(f"cannot read the offsets of {self.where} partition {p}: {e}") from e
+                low[p], high[p] = lo, hi
+            return low, high
+
+    def lag(self, position: KafkaOffsets | None) -> list[PartitionLag]:
+        """Records after ``position`` per partition (no position: after ``starting_offsets``).
+
+        An observation: any failure (broker down, topic gone) gives ``[]``, never an error.
+        """
+        from sources.kafka_options import resolve_start
+
+        timeout = min(LAG_TIMEOUT_S, self.config.metadata_timeout.total_seconds())
+        try:
+            low, high = self.watermarks(timeout)
+            lenient = self.config.model_copy(update={"fail_on_data_loss": False})
+            begin = resolve_start(lenient, position, low, high)
+        except Exception as e:  # SourceError and anything the client raises
+            log.debug("kafka %s: lag not available: %s", self.config.topic, e)
+            return []
+        topic = self.config.topic
+        return [PartitionLag(f"{topic}-{p}", max(0, high[p] - begin.partitions[p])) for p in sorted(high)]
+
+    # -- consumer group -----------------------------------------------------------------
+
+    def commit(self, position: KafkaOffsets, note: str = "") -> None:
+        """Store ``position`` as the group's committed offsets; raises :class:`SourceError`.
+
+        An asynchronous commit whose outcome is awaited by polling, at most
+        :data:`COMMIT_TIMEOUT_S`: librdkafka's synchronous commit has no timeout of its own,
+        and a commit must not hold a pipeline up when the broker is gone.
+        """
+        from confluent_kafka import KafkaException, TopicPartition
+
+        offsets = [TopicPartition(position.topic, p, o, metadata=note) for p, o in sorted(position.partitions.items())]
+        if not offsets:
+            return
+        timeout = min(COMMIT_TIMEOUT_S, self.config.metadata_timeout.total_seconds())
+        with self._lock:
+            consumer = self._client()
+            self._commits.clear()
+            try:
+                consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as e:
+                raise SourceError(f"group {self.group_id!r}: commit to {self.where} failed: {e}") from e
+            deadline = time.monotonic() + timeout
+            while not self._commits and time.monotonic() < deadline:
+                consumer.poll(0.1)  # serves the on_commit callback (never a record: no subscription)
+        if not self._commits:
+            cause = f" ({self._sink.last_error})" if self._sink.last_error else ""
+            raise SourceError(f"group {self.group_id!r}: commit to {self.where} not confirmed within {timeout:g}s{cause}")
+        err, partitions = self._commits[-1]
+        failed = [tp.error for tp in partitions or [] if tp.error is not None]
+        if err is not None or failed:
+            raise SourceError(f"group {self.group_id!r}: commit to {self.where} failed: {err or failed[0]}")
+
+    def _on_commit(self, err: Any, partitions: list[Any]) -> None:
+        self._commits.append((err, partitions))
