@@ -3,6 +3,13 @@
 ``--format jsonl`` prints one JSON object per row with every column (meta columns
 included), values as ``pyarrow.Table.to_pylist()`` gives them and anything JSON cannot
 hold through ``str()`` - the form the conformance expectations use.
+
+The text table is for eyes: it shows the first :data:`DEFAULT_TABLE_ROWS` rows (as
+Spark's ``show()`` does) and says how many more there are; ``--limit N`` shows N,
+``--limit 0`` all. ``jsonl`` and ``parquet`` are for programs and keep every row unless
+``--limit`` is given. Flags that do not fit the query are refused by name rather than
+ignored, and a ``--as-of`` before the table's first commit is an error naming that
+commit instead of an empty answer.
 """
 
 from __future__ import annotations
@@ -13,6 +20,11 @@ import sys
 
 import pyarrow as pa
 
+from streamer.errors import QueryError
+
+#: Rows the text table shows by default (Spark's ``DataFrame.show()`` shows 20 too).
+DEFAULT_TABLE_ROWS = 20
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("read", help="query a Hudi table (snapshot, read-optimized, incremental)")
@@ -22,8 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--begin", help="incremental: changes after this instant (exclusive)")
     p.add_argument("--end", help="incremental: changes up to this instant (inclusive)")
     p.add_argument("--columns", help="comma-separated columns to return")
-    p.add_argument("--limit", type=int, help="at most this many rows")
-    p.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table")
+    p.add_argument("--limit", type=int,
+                   help=f"at most this many rows; 0 = all (default: {DEFAULT_TABLE_ROWS} for --format table, "
+                   "all for jsonl and parquet)")
+    p.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table",
+                   help="table: aligned text for a terminal; jsonl: one JSON object per row; parquet: a file")
     p.add_argument("--output", "-o", help="file for --format parquet (default: stdout)")
     p.add_argument("--allow-corrupt", dest="allow_corrupt", action="store_true",
                    help="read past corrupt committed log blocks (their rows are missing; each is reported)")
@@ -33,14 +48,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from streamer.read import Table
 
+    check_flags(args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    result = Table.open(args.path).scan(
+    hudi = Table.open(args.path)
+    if args.as_of:
+        check_as_of(hudi, args.as_of)
+    result = hudi.scan(
         query=args.query, as_of=args.as_of, begin=args.begin, end=args.end, columns=columns,
         allow_corrupt=args.allow_corrupt,
     )
     table = result.table
-    if args.limit is not None:
-        table = table.slice(0, max(args.limit, 0))
+    limit = args.limit if args.limit is not None else (DEFAULT_TABLE_ROWS if args.format == "table" else 0)
+    if limit:
+        table = table.slice(0, limit)
     out = sys.stdout
     if args.format == "jsonl":
         for row in table.to_pylist():
@@ -55,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             pq.write_table(table, sink)
             sys.stdout.buffer.write(sink.getvalue().to_pybytes())
     else:
-        _print_table(table, out)
+        _print_table(table, out, result.table.num_rows)
     if result.stats.corrupt_blocks:
         print(f"warning: {result.stats.corrupt_block_count} corrupt log block(s) skipped", file=sys.stderr)
         for cb in result.stats.corrupt_blocks:
@@ -64,8 +84,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(table: pa.Table, out) -> None:
-    """A plain aligned text table (long values cut), then the row count."""
+def check_flags(args: argparse.Namespace) -> None:
+    """Refuse flags the chosen query would silently ignore (naming them)."""
+    if args.query != "incremental":
+        given = [f for f, v in (("--begin", args.begin), ("--end", args.end)) if v]
+        if given:
+            raise QueryError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} to --query incremental "
+                             f"(this is a {args.query} query); add --query incremental, or use --as-of "
+                             "for the table as of an instant")
+    elif args.as_of:
+        raise QueryError("--as-of does not apply to --query incremental; its range is --begin/--end")
+    if args.output and args.format != "parquet":
+        raise QueryError(f"--output is for --format parquet, not --format {args.format} (redirect stdout instead)")
+    if args.limit is not None and args.limit < 0:
+        raise QueryError(f"--limit must be 0 (all rows) or more, not {args.limit}")
+
+
+def check_as_of(table, as_of: str) -> None:
+    """A time travel to before the first commit has no answer: say so, naming that commit."""
+    writes = table.timeline.completed_writes()
+    if not as_of.isdigit() or not writes or as_of >= writes[0].timestamp:
+        return  # a malformed instant is the reader's to report
+    archived = table.fs.list_dir(f"{table.base_path}/.hoodie/archived")
+    if archived:
+        raise QueryError(f"--as-of {as_of} is before {writes[0].timestamp}, the first commit on the active "
+                         f"timeline of {table.base_path}; older instants are archived and cannot be read as of")
+    raise QueryError(f"--as-of {as_of} is before the first commit {writes[0].timestamp} of "
+                     f"{table.base_path}: the table did not exist yet")
+
+
+def _print_table(table: pa.Table, out, total: int) -> None:
+    """A plain aligned text table (long values cut), then the row count (and how many are not shown)."""
     names = table.column_names
     rows = [[_cell(v) for v in r.values()] for r in table.to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
@@ -73,7 +122,10 @@ def _print_table(table: pa.Table, out) -> None:
     out.write("-+-".join("-" * w for w in widths) + "\n")
     for r in rows:
         out.write(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + "\n")
-    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+    if total > len(rows):
+        out.write(f"(showing {len(rows)} of {total} rows; --limit N for more, --limit 0 for all)\n")
+    else:
+        out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
 def _cell(v: object, limit: int = 40) -> str:
