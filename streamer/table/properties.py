@@ -54,6 +54,13 @@ MERGER_STRATEGY = "hoodie.compaction.record.merger.strategy"
 PARTITION_METAFILE_BASE_FORMAT = "hoodie.partition.metafile.use.base.format"
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
+#: The bucket index of a table our writer lays out by key hash (absent: the bloom index).
+#: Our own namespace, not Hudi's ``hoodie.index.type``/``hoodie.bucket.index.*``: in table
+#: version 6 those are write configs, and persisted under Hudi's names Spark SQL writers
+#: would merge them into their write config - this must not change how Hudi writes.
+INDEX_TYPE = "mor_streamer.index.type"
+BUCKET_NUM_BUCKETS = "mor_streamer.index.bucket.num.buckets"
+BUCKET_HASH_FIELD = "mor_streamer.index.bucket.hash.field"
 #: Hudi's ``HoodieRecordMerger.DEFAULT_MERGE_STRATEGY_UUID`` (payload-based merging).
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 #: The only log *file* format Hudi has (``HoodieFileFormat.HOODIE_LOG``, extension ``.log``).

@@ -18,7 +18,12 @@ from enum import Enum
 from streamer import defaults
 from streamer.errors import ConfigError
 from streamer.index.rfc06 import BloomParams
-from streamer.table.properties import URL_ENCODE_PARTITIONING
+from streamer.table.properties import (
+    BUCKET_HASH_FIELD,
+    BUCKET_NUM_BUCKETS,
+    INDEX_TYPE,
+    URL_ENCODE_PARTITIONING,
+)
 
 
 class KeyGenType(str, Enum):
@@ -70,6 +75,66 @@ class LogBlockFormat(str, Enum):
     AVRO = "avro"
 
 
+class IndexType(str, Enum):
+    """How a write finds a key's file group (see :class:`IndexConfig`)."""
+
+    BLOOM = "bloom"
+    BUCKET = "bucket"
+
+
+#: Hudi's ``bucketIdStr`` formats a bucket in 8 digits: the file id's first 8 characters.
+MAX_BUCKETS = 100_000_000
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """The table's index: ``bloom`` (default) or Hudi's ``bucket`` index (SIMPLE engine).
+
+    Part of the table's identity, because it decides file placement: with ``bucket`` a
+    key's file group is fixed by the hash of its ``hash_fields`` (Hudi's
+    ``hoodie.bucket.index.hash.field``; empty = the record key fields) modulo
+    ``num_buckets`` (``hoodie.bucket.index.num.buckets``), and every later writer must
+    use the same two. Switching a table between indexes is refused: a bloom table's keys
+    sit in any file group, and a bloom write would put new keys outside their bucket.
+    """
+
+    type: IndexType = IndexType.BLOOM
+    num_buckets: int | None = None
+    hash_fields: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", IndexType(self.type))
+        object.__setattr__(self, "hash_fields", tuple(self.hash_fields))
+        if self.type is IndexType.BUCKET:
+            n = self.num_buckets
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < MAX_BUCKETS:
+                raise ConfigError(
+                    f"bucket index: num_buckets must be an integer in [1, {MAX_BUCKETS - 1}], not {n!r}"
+                )
+        elif self.num_buckets is not None or self.hash_fields:
+            raise ConfigError("num_buckets and hash_fields belong to the bucket index, not bloom")
+
+    @property
+    def is_bucket(self) -> bool:
+        return self.type is IndexType.BUCKET
+
+    def describe(self) -> str:
+        """``bloom`` or ``bucket (4 buckets, hash fields id)``: for errors and ``streamer show``."""
+        if not self.is_bucket:
+            return "bloom"
+        fields = ",".join(self.hash_fields) or "the record key"
+        return f"bucket ({self.num_buckets} buckets, hash fields {fields})"
+
+    def check_same(self, table_index: IndexConfig, path: str) -> None:
+        """Refuse a writer whose index differs from the one the table at ``path`` has."""
+        if self != table_index:
+            raise ConfigError(
+                f"target.index is {self.describe()} but the table at {path} was created with "
+                f"{table_index.describe()}; a table's index decides where its keys are and "
+                "cannot change"
+            )
+
+
 # Hudi property names for what we persist.
 PROP_TS_TYPE = "hoodie.keygen.timebased.timestamp.type"
 PROP_TS_INPUT_FMT = "hoodie.keygen.timebased.input.dateformat"
@@ -111,9 +176,16 @@ class TableConfig:
     #: generator does not encode yet, and writing plain folders into such a table would
     #: put a value with ``/`` in nested folders Hudi's readers do not decode.
     url_encode_partitions: bool = False
+    #: bloom (default) or bucket; see :class:`IndexConfig`. A bucket index's empty
+    #: ``hash_fields`` become the record key fields here, so what is persisted is explicit.
+    index: IndexConfig = field(default_factory=IndexConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "record_key_fields", tuple(self.record_key_fields))
+        if self.index.is_bucket and not self.index.hash_fields:
+            object.__setattr__(
+                self, "index", replace(self.index, hash_fields=tuple(self.record_key_fields))
+            )
         object.__setattr__(self, "partition_fields", tuple(self.partition_fields))
         object.__setattr__(self, "keygen", KeyGenType.parse(self.keygen))
         object.__setattr__(self, "log_block_format", LogBlockFormat(self.log_block_format))
@@ -146,6 +218,13 @@ class TableConfig:
                 "and exactly one (timestamp) partition field"
             )
 
+        unknown = [f for f in self.index.hash_fields if f not in self.record_key_fields]
+        if unknown:
+            raise ConfigError(
+                f"table {self.name}: bucket index hash fields {unknown} are not record key fields "
+                f"{self.record_key_fields} (Hudi hashes the record key's values)"
+            )
+
     @property
     def is_partitioned(self) -> bool:
         return bool(self.partition_fields)
@@ -157,6 +236,14 @@ class TableConfig:
     def extra_properties(self) -> dict[str, str]:
         """Keys beyond :func:`new_table_properties`' arguments that we persist."""
         extra: dict[str, str] = {URL_ENCODE_PARTITIONING: str(self.url_encode_partitions).lower()}
+        if self.index.is_bucket:
+            extra.update(
+                {
+                    INDEX_TYPE: self.index.type.value,
+                    BUCKET_NUM_BUCKETS: str(self.index.num_buckets),
+                    BUCKET_HASH_FIELD: ",".join(self.index.hash_fields),
+                }
+            )
         if self.keygen is KeyGenType.TIMESTAMP:
             extra.update(
                 {
@@ -200,6 +287,7 @@ class TableConfig:
         )
         fmt = raw.get(LEGACY_PROP_LOG_FORMAT, "PARQUET").lower()
         return cls(
+            index=table_index(raw),
             name=raw.get("hoodie.table.name", ""),
             record_key_fields=keys,
             partition_fields=parts,
@@ -218,6 +306,27 @@ class TableConfig:
             database=raw.get("hoodie.database.name"),
             url_encode_partitions=raw.get(URL_ENCODE_PARTITIONING, "false").strip().lower() == "true",
         )
+
+
+def table_index(raw: dict[str, str]) -> IndexConfig:
+    """The index ``hoodie.properties`` records (no key: bloom); a value we cannot use
+    names its property. Read by every commit, so a writer whose ``config.index`` was
+    changed after opening the table cannot write with another index."""
+    table = raw.get("hoodie.table.name")
+    kind = raw.get(INDEX_TYPE, IndexType.BLOOM.value).strip().lower()
+    if kind not in {t.value for t in IndexType}:
+        raise ConfigError(f"table {table}: hoodie.properties {INDEX_TYPE}={kind!r} is not bloom or bucket")
+    if kind == IndexType.BLOOM.value:
+        return IndexConfig()
+    value = raw.get(BUCKET_NUM_BUCKETS, "").strip()
+    try:
+        num = int(value)
+    except ValueError:
+        raise ConfigError(
+            f"table {table}: hoodie.properties {BUCKET_NUM_BUCKETS}={value!r} is not a bucket count"
+        ) from None
+    fields = tuple(f.strip() for f in raw.get(BUCKET_HASH_FIELD, "").split(",") if f.strip())
+    return IndexConfig(IndexType.BUCKET, num, fields)
 
 
 _BLOOM = BloomParams()

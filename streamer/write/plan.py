@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer.index.bucket import bucket_file_id, bucket_layout
 from streamer.table.fsview import FileSlice
 from streamer.table.naming import new_file_id
 from streamer.write.filegroup import OP_COL, OP_DELETE, OP_INSERT, OP_UPDATE, FileGroupTask
@@ -59,6 +60,40 @@ def _next_version(s: FileSlice, all_log_versions: dict[tuple[str, str, str], int
     return all_log_versions.get((s.partition_path, s.file_id, s.base_instant), 0) + 1
 
 
+def _existing_tasks(
+    tasks: dict[int, FileGroupTask],
+    slices: list[FileSlice],
+    all_log_versions: dict[tuple[str, str, str], int],
+    append_to: Mapping[tuple[str, str], FileSlice] | None,
+):
+    """``task(partition, file_id) -> task id``: one append task per existing file group,
+    added to ``tasks`` on first use (to the pending compaction's new slice if any)."""
+    by_group: dict[tuple[str, str], int] = {}
+    slice_of = {(s.partition_path, s.file_id): s for s in slices}
+
+    def existing_task(partition: str, file_id: str) -> int:
+        key = (partition, file_id)
+        if key not in by_group:
+            s = slice_of[key]
+            target = append_to.get(key, s) if append_to else s
+            tid = len(tasks)
+            tasks[tid] = FileGroupTask(
+                task_id=tid,
+                partition=partition,
+                file_id=file_id,
+                is_new=False,
+                base_instant=target.base_instant,
+                base_file=target.base_file.name if target.base_file else None,
+                log_files=tuple(lf.name for lf in target.log_files),
+                next_log_version=_next_version(target, all_log_versions),
+                slice=s,  # the whole (merged) slice: its cumulative index is chained on
+            )
+            by_group[key] = tid
+        return by_group[key]
+
+    return existing_task
+
+
 def build_plan(
     keys: pa.Table,
     file_ids: pa.Array | None,
@@ -93,28 +128,7 @@ def build_plan(
     task_ids = np.full(n, -1, dtype=np.int32)
 
     tasks: dict[int, FileGroupTask] = {}
-    by_group: dict[tuple[str, str], int] = {}
-    slice_of = {(s.partition_path, s.file_id): s for s in slices}
-
-    def existing_task(partition: str, file_id: str) -> int:
-        key = (partition, file_id)
-        if key not in by_group:
-            s = slice_of[key]
-            target = append_to.get(key, s) if append_to else s
-            tid = len(tasks)
-            tasks[tid] = FileGroupTask(
-                task_id=tid,
-                partition=partition,
-                file_id=file_id,
-                is_new=False,
-                base_instant=target.base_instant,
-                base_file=target.base_file.name if target.base_file else None,
-                log_files=tuple(lf.name for lf in target.log_files),
-                next_log_version=_next_version(target, all_log_versions),
-                slice=s,  # the whole (merged) slice: its cumulative index is chained on
-            )
-            by_group[key] = tid
-        return by_group[key]
+    existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
 
     # updates and deletes: the group the index found (dictionary-encode to stay vectorised)
     touched = np.flatnonzero((ops == OP_UPDATE) | (ops == OP_DELETE))
@@ -168,6 +182,80 @@ def build_plan(
             which = assign_rows(rkeys.take(pa.array(rows)), buckets).to_numpy()
             task_ids[rows] = np.array(bucket_tids, dtype=np.int32)[which]
 
+    assignment = pa.table(
+        {
+            RECORD_KEY_COL: rkeys,
+            PARTITION_PATH_COL: parts,
+            TASK_COL: pa.array(task_ids),
+            OP_COL: pa.array(ops),
+        }
+    )
+    return WritePlan(tasks, assignment, new_partitions)
+
+
+def build_bucket_plan(
+    keys: pa.Table,
+    buckets: np.ndarray,
+    num_buckets: int,
+    slices: list[FileSlice],
+    all_log_versions: dict[tuple[str, str, str], int],
+    instant: str,
+    table: str,
+    append_to: Mapping[tuple[str, str], FileSlice] | None = None,
+) -> WritePlan:
+    """The bucket index's plan: each row goes to its bucket's file group, no lookup.
+
+    As Hudi's ``SparkBucketIndexPartitioner`` on a MOR table: a row whose bucket already
+    has a file group in its partition is appended to that group's log (inserts and
+    updates alike, so it is counted as an update - whether the key exists is never
+    asked); a bucket without one gets a new file group (a base file) whose id encodes
+    the bucket. A delete whose bucket has no file group cannot match a record: dropped.
+    Small-file bin packing does not apply: the bucket count fixes the file groups.
+    """
+    n = keys.num_rows
+    parts = keys.column(PARTITION_PATH_COL).combine_chunks()
+    rkeys = keys.column(RECORD_KEY_COL).combine_chunks()
+    is_delete = pc.fill_null(keys.column(IS_DELETE_COL).combine_chunks(), False).to_numpy(
+        zero_copy_only=False
+    )
+    layout = bucket_layout(((s.partition_path, s.file_id) for s in slices), num_buckets, table)
+    tasks: dict[int, FileGroupTask] = {}
+    existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
+    existing_parts = {s.partition_path for s in slices}
+    new_partitions: list[str] = []
+    ops = np.full(n, OP_DROP, dtype=np.int8)
+    task_ids = np.full(n, -1, dtype=np.int32)
+    if n:
+        # one (partition, bucket) code per row, vectorised; Python runs once per group
+        enc = pc.dictionary_encode(parts)
+        part_idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        code = part_idx * num_buckets + buckets.astype(np.int64)
+        groups, inverse = np.unique(code, return_inverse=True)
+        names = enc.dictionary.to_pylist()
+        group_tid = np.full(len(groups), -1, dtype=np.int32)
+        group_new = np.zeros(len(groups), dtype=bool)
+        has_upsert = np.bincount(inverse, weights=~is_delete, minlength=len(groups)) > 0
+        for g, c in enumerate(groups.tolist()):
+            partition, bucket = names[c // num_buckets], c % num_buckets
+            file_id = layout.get((partition, bucket))
+            if file_id is not None:
+                group_tid[g] = existing_task(partition, file_id)
+            elif has_upsert[g]:  # only deletes for an empty bucket: nothing to write
+                tid = len(tasks)
+                tasks[tid] = FileGroupTask(
+                    task_id=tid, partition=partition, file_id=bucket_file_id(bucket),
+                    is_new=True, base_instant=instant,
+                )
+                group_tid[g], group_new[g] = tid, True
+                if partition not in existing_parts and partition not in new_partitions:
+                    new_partitions.append(partition)
+        task_ids = group_tid[inverse]
+        row_new = group_new[inverse]
+        row_found = task_ids >= 0
+        ops[row_found & ~row_new & ~is_delete] = OP_UPDATE
+        ops[row_found & ~is_delete & row_new] = OP_INSERT
+        ops[row_found & ~row_new & is_delete] = OP_DELETE
+        task_ids = np.where(ops == OP_DROP, -1, task_ids).astype(np.int32)
     assignment = pa.table(
         {
             RECORD_KEY_COL: rkeys,

@@ -7,7 +7,8 @@ One commit, in order (each step's reason in brackets):
 2. check the batch's schema against the table's [refuse before writing anything];
 3. roll back failed writes [their files must not leak into this commit's view];
 4. prepare (keys, schema, combine), look keys up in the bloom index, route inserts
-   [decided on the driver from keys only];
+   [decided on the driver from keys only]; with the bucket index, hash each key to its
+   bucket's file group instead [no lookup: O(batch), whatever the table's size];
 5. ``deltacommit.requested`` → ``.inflight``, markers + data files via the engine;
 6. the completed instant with Hudi commit metadata, written atomically after every
    data file is durable [readers trust completed instants only]; markers dropped.
@@ -27,6 +28,7 @@ from streamer.data import arrow_schema
 from streamer.errors import CommitError, ConfigError, CorruptDataError, MissingFileError
 from streamer.fs import FileSystem, resolve
 from streamer.index.bloom_index import BloomIndex
+from streamer.index.bucket import bucket_ids
 from streamer.index.rfc06 import BloomParams
 from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro
@@ -44,11 +46,11 @@ from streamer.table.properties import (
 )
 from streamer.table.snapshot import TableSnapshot
 from streamer.write import faults
-from streamer.write.config import TableConfig, WriteOptions
+from streamer.write.config import TableConfig, WriteOptions, table_index
 from streamer.write.filegroup import WriteContext
 from streamer.write.lock import WriterLock
 from streamer.write.markers import delete_markers
-from streamer.write.plan import SizingPolicy, build_plan
+from streamer.write.plan import SizingPolicy, build_bucket_plan, build_plan
 from streamer.write.prepare import PrepareSpec
 from streamer.write.repair import empty_clean_inflights, repair_table_format
 from streamer.write.requirements import ExpectCheckpoint
@@ -216,6 +218,8 @@ class HudiWriter:
                 state = TableState.load(self.fs, self.base_path)
             if expect is not None:
                 expect.check(state.snapshot)
+            # the index decides where keys are: a writer must use the table's (persisted)
+            cfg.index.check_same(table_index(state.props.raw), self.base_path)
             table_schema = state.latest_schema()
             incoming = _incoming_arrow_schema(data)
             if op == "delete" and table_schema is not None:
@@ -240,7 +244,8 @@ class HudiWriter:
                 file_ids = None
                 lookup = None
                 seeds = None
-                if op in ("upsert", "delete"):
+                index_cfg = cfg.index
+                if op in ("upsert", "delete") and not index_cfg.is_bucket:
                     state = _intact(state)
                     index = BloomIndex(
                         self.fs, state.slices, state.is_committed(), self.options.parallelism,
@@ -260,10 +265,21 @@ class HudiWriter:
                     state.avg_record_size(self.options.default_record_size),
                     use_small_files=(op != "bulk_insert"),
                 )
-                plan = build_plan(
-                    prepared.keys, file_ids, state.slices, state.log_versions, instant, sizing,
-                    append_to=state.append_slices,
-                )
+                if index_cfg.is_bucket:
+                    buckets = bucket_ids(
+                        prepared.keys.column(meta_fields.RECORD_KEY),
+                        index_cfg.num_buckets,
+                        index_cfg.hash_fields,
+                    )
+                    plan = build_bucket_plan(
+                        prepared.keys, buckets, index_cfg.num_buckets, state.slices,
+                        state.log_versions, instant, self.base_path, append_to=state.append_slices,
+                    )
+                else:
+                    plan = build_plan(
+                        prepared.keys, file_ids, state.slices, state.log_versions, instant, sizing,
+                        append_to=state.append_slices,
+                    )
                 requested = state.timeline.create_requested(Action.DELTA_COMMIT, instant)
                 faults.step("requested")
                 lock.start_instant(instant)
