@@ -10,13 +10,10 @@ fixed ``.avsc``). A payload that cannot be decoded becomes an error row with the
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import logging
 import struct
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,75 +53,48 @@ class SchemaLookup(Protocol):
 
 
 class RegistrySchemas:
-    """Schema Registry lookups, cached by id (ids are immutable, so the cache never goes stale).
-
-    Uses ``confluent_kafka.schema_registry.SchemaRegistryClient`` when its optional
-    dependencies are installed, else the registry's REST API directly (same endpoints).
+    """Schema Registry lookups through ``confluent_kafka.schema_registry.SchemaRegistryClient``
+    (the ``[schemaregistry]`` extra is a dependency), cached by id: ids are immutable, so
+    the cache never goes stale. A missing id raises ``LookupError``, a missing subject
+    gives None, anything else is a :class:`SourceError` naming the registry URL.
     """
 
     def __init__(self, cfg: SchemaRegistry) -> None:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
         self.cfg = cfg
         self._by_id: dict[int, str] = {}
-        self._client = _confluent_client(cfg)
+        conf: dict[str, Any] = {"url": cfg.url, "timeout": max(1, round(cfg.timeout.total_seconds()))}
+        if cfg.basic_auth_user is not None:
+            secret = cfg.basic_auth_password.get_secret_value() if cfg.basic_auth_password else ""
+            conf["basic.auth.user.info"] = f"{cfg.basic_auth_user}:{secret}"
+        self._client = SchemaRegistryClient(conf)
 
     def schema_by_id(self, schema_id: int) -> str:
         if schema_id not in self._by_id:
-            if self._client is not None:
-                try:
-                    self._by_id[schema_id] = self._client.get_schema(schema_id).schema_str
-                except Exception as e:  # SchemaRegistryError; 404 means "no such id"
-                    if getattr(e, "http_status_code", None) == 404:
-                        raise LookupError(schema_id) from e
-                    raise self._failed(f"/schemas/ids/{schema_id}", e) from e
-            else:
-                self._by_id[schema_id] = self._get(f"/schemas/ids/{schema_id}")["schema"]
+            try:
+                self._by_id[schema_id] = self._client.get_schema(schema_id).schema_str
+            except Exception as e:  # SchemaRegistryError (HTTP), httpx transport errors
+                if _not_found(e):
+                    raise LookupError(schema_id) from e
+                raise self._failed(f"/schemas/ids/{schema_id}", e) from e
         return self._by_id[schema_id]
 
     def latest(self, subject: str) -> str | None:
         try:
-            if self._client is not None:
-                return self._client.get_latest_version(subject).schema.schema_str
-            return self._get(f"/subjects/{urllib.request.quote(subject, safe='')}/versions/latest")["schema"]
-        except LookupError:
-            return None
-        except Exception as e:  # SchemaRegistryError(404) from the confluent client
-            if getattr(e, "http_status_code", None) == 404:
+            return self._client.get_latest_version(subject).schema.schema_str
+        except Exception as e:
+            if _not_found(e):
                 return None
-            if isinstance(e, SourceError):
-                raise
             raise self._failed(f"/subjects/{subject}/versions/latest", e) from e
 
     def _failed(self, path: str, cause: Exception) -> SourceError:
         """Client errors (httpx ConnectError, 5xx...) as a SourceError naming the registry URL."""
         return SourceError(f"schema registry {self.cfg.url}{path}: {type(cause).__name__}: {cause}")
 
-    def _get(self, path: str) -> dict[str, Any]:
-        req = urllib.request.Request(self.cfg.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"})
-        if self.cfg.basic_auth_user is not None:
-            secret = self.cfg.basic_auth_password.get_secret_value() if self.cfg.basic_auth_password else ""
-            token = base64.b64encode(f"{self.cfg.basic_auth_user}:{secret}".encode()).decode()
-            req.add_header("Authorization", f"Basic {token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.cfg.timeout.total_seconds()) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                raise LookupError(path) from e
-            raise SourceError(f"schema registry {self.cfg.url}{path}: HTTP {e.code}") from e
-        except OSError as e:
-            raise SourceError(f"schema registry {self.cfg.url} unreachable: {e}") from e
 
-
-def _confluent_client(cfg: SchemaRegistry) -> Any:
-    try:
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-    except ImportError:  # confluent-kafka without the [schemaregistry] extra
-        return None
-    conf: dict[str, Any] = {"url": cfg.url, "timeout": int(cfg.timeout.total_seconds())}
-    if cfg.basic_auth_user is not None:
-        secret = cfg.basic_auth_password.get_secret_value() if cfg.basic_auth_password else ""
-        conf["basic.auth.user.info"] = f"{cfg.basic_auth_user}:{secret}"
-    return SchemaRegistryClient(conf)
+def _not_found(e: Exception) -> bool:
+    return getattr(e, "http_status_code", None) == 404
 
 
 class AvroDecoder:

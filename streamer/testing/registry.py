@@ -21,14 +21,11 @@ Every wait is bounded: a registry that does not answer raises
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -67,14 +64,18 @@ class RegistryClient:
         self.subjects()
 
     def subjects(self) -> list[str]:
-        """Registered subjects (the call clients make first, so it doubles as a health check)."""
-        req = urllib.request.Request(
-            f"{self.url}/subjects", headers={"Accept": "application/vnd.schemaregistry.v1+json"}
+        """Registered subjects (the call clients make first, so it doubles as a health check).
+
+        Asked through ``confluent_kafka``'s own client, the one the Avro source uses.
+        """
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        client = SchemaRegistryClient(
+            {"url": self.url, "timeout": max(1, round(self.timeout_s)), "max.retries": 0}
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                body: Any = json.loads(resp.read())
-        except (OSError, ValueError) as e:  # URLError, HTTPError, timeouts, bad JSON
+            body: Any = client.get_subjects()
+        except Exception as e:  # httpx transport errors, SchemaRegistryError, bad JSON
             raise SchemaRegistryError(
                 f"schema registry at {self.url} did not answer GET /subjects within "
                 f"{self.timeout_s:.0f}s (is it stopped?): {e}"
