@@ -72,9 +72,11 @@ class PushGatewayConfig(StrictModel):
     at the end of the run. A push that fails is logged; it never stops a pipeline.
     """
 
+    #: The gateway's base URL, e.g. ``http://pushgateway:9091``.
     url: str
     #: The ``job`` grouping label on the gateway.
     job: str = "mor-streamer"
+    #: Push every this long; unset = after every batch (and always once at the end).
     interval: Duration | None = None
 
     @field_validator("url")
@@ -98,7 +100,7 @@ class MetricsConfig(StrictModel):
     #: Address the endpoint binds to.
     host: str = "0.0.0.0"
     push_gateway: PushGatewayConfig | None = None
-    #: File groups, log files and blocks per slice after each commit (see observe/layout.py).
+    #: Table layout gauges (file groups, log files and blocks per slice) after each commit.
     table_layout: bool = True
 
 
@@ -109,6 +111,7 @@ class ProgressConfig(StrictModel):
     ``metrics``.
     """
 
+    #: File the events are appended to; ``-`` = standard output.
     path: str = Field(min_length=1)
 
 
@@ -130,8 +133,9 @@ class PipelineConfig(StrictModel):
     spark: SparkSettings = SparkSettings()
     #: Spark Structured Streaming checkpoint folder (continuous mode with Kafka).
     checkpoint_dir: str | None = None
-    #: Run-wide settings, normally given at the top level of the file (inherited).
+    #: Run-wide Prometheus metrics, normally given at the top level of the file (inherited).
     metrics: MetricsConfig | None = None
+    #: Run-wide JSON progress events, normally given at the top level of the file (inherited).
     progress: ProgressConfig | None = None
 
     @field_validator("name")
@@ -202,7 +206,9 @@ class PipelinesFile(StrictModel):
     (a pipeline's own setting wins), so the loader hands them on with the pipelines.
     """
 
+    #: Prometheus metrics of the run: endpoint and/or push gateway (docs/operations.md).
     metrics: MetricsConfig | None = None
+    #: One JSON progress event per micro-batch, to a file or standard output.
     progress: ProgressConfig | None = None
     pipelines: list[PipelineConfig] = Field(min_length=1)
 

@@ -55,6 +55,7 @@ class RunObservers:
         self.pusher: Pusher | None = None
         self.progress: ProgressWriter | None = None
         m = settings.metrics
+        self._layout = m is not None and m.table_layout
         try:
             if m is not None and (m.port is not None or m.push_gateway is not None):
                 self.metrics = PipelineMetrics()
@@ -74,7 +75,8 @@ class RunObservers:
 
     @property
     def collect_layout(self) -> bool:
-        return self.metrics is not None
+        """Whether runners should read the table layout after commits (metrics.table_layout)."""
+        return self.metrics is not None and self._layout
 
     def on_report(self, report: BatchReport) -> None:
         self.batch_log(report)
