@@ -14,12 +14,21 @@ import shutil
 import time
 from pathlib import Path
 
-_DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+_CHECKOUT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+
+
+def default_config() -> Path:
+    """``configs/demo.yaml`` in a checkout; an installed package runs its shipped copy."""
+    if _CHECKOUT_CONFIG.is_file():
+        return _CHECKOUT_CONFIG
+    from importlib import resources
+
+    return Path(str(resources.files("streamer.resources").joinpath("demo.yaml")))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded demo pipeline (local Spark, local lake)")
-    p.add_argument("--config", default=str(_DEFAULT_CONFIG), help="demo pipeline YAML")
+    p.add_argument("--config", default=str(default_config()), help="demo pipeline YAML")
     p.add_argument("--lake", default="lake", help="lake folder (default: ./lake)")
     p.add_argument("--batches", type=int, default=7, help="micro-batches to run (default 7)")
     p.add_argument("--keep", action="store_true", help="continue an existing demo table instead of starting fresh")
