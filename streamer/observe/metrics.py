@@ -21,6 +21,7 @@ from prometheus_client import (
     start_http_server,
 )
 
+from streamer.errors import ConfigError
 from streamer.observe.layout import TableLayout
 from streamer.pipeline.report import BatchReport
 
@@ -146,8 +147,15 @@ class Endpoint:
 
 
 def serve(metrics: PipelineMetrics, port: int, host: str = "0.0.0.0") -> Endpoint:
-    """Serve ``metrics`` over HTTP in a daemon thread until :meth:`Endpoint.close`."""
-    server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    """Serve ``metrics`` over HTTP in a daemon thread until :meth:`Endpoint.close`.
+
+    A port that cannot be bound is a :class:`~streamer.errors.ConfigError` naming it,
+    raised before any pipeline starts (a run asked for metrics it could not serve).
+    """
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as e:
+        raise ConfigError(f"metrics: cannot serve on {host}:{port}: {e.strerror or e}") from e
     bound = server.server_port
     log.info("metrics: serving http://%s:%d/metrics", host, bound)
     return Endpoint(host, bound, server)

@@ -7,7 +7,10 @@ tests need no Spark. tests/integration/test_observability.py runs real pipelines
 
 from __future__ import annotations
 
+import pytest
+
 from sources.base import PartitionLag
+from streamer.errors import ConfigError
 from streamer.observe.layout import TableLayout
 from streamer.observe.metrics import PipelineMetrics, Pusher, serve
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
@@ -84,6 +87,16 @@ def test_endpoint_serves_the_registry_over_http():
         endpoint.close()
     assert 'streamer_records_read_total{pipeline="trips",table="trips_tbl"} 30.0' in text
     assert 'streamer_source_lag_records{partition="events-0",pipeline="trips",table="trips_tbl"} 5.0' in text
+
+
+def test_a_port_in_use_is_one_clear_error():
+    m = PipelineMetrics()
+    endpoint = serve(m, 0, "127.0.0.1")
+    try:
+        with pytest.raises(ConfigError, match=f"metrics: cannot serve on 127.0.0.1:{endpoint.port}: "):
+            serve(m, endpoint.port, "127.0.0.1")
+    finally:
+        endpoint.close()
 
 
 def test_pusher_pushes_to_a_real_gateway_and_survives_a_dead_one():
