@@ -46,6 +46,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _existing_cluster_id(data: Path) -> str | None:
+    meta = data / "meta.properties"
+    if not meta.is_file():
+        return None
+    for line in meta.read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def _quiet() -> dict[str, object]:
+    """No librdkafka log lines on stderr (a stopped broker would print one per reconnect);
+    failures surface as :class:`KafkaBrokerError` with the client's reason instead."""
+    return {"log_level": 0, "error_cb": lambda _err: None}
+
+
 def _random_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
@@ -61,7 +77,7 @@ class KafkaClient:
         from confluent_kafka.admin import AdminClient
 
         return AdminClient(
-            {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 5000}
+            {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 5000, **_quiet()}
         )
 
     def _unreachable(self, what: str, cause: object) -> KafkaBrokerError:
@@ -131,6 +147,7 @@ class KafkaClient:
                 "enable.idempotence": True,
                 "message.timeout.ms": int(self.timeout_s * 1000),
                 "socket.timeout.ms": 5000,
+                **_quiet(),
             }
         )
         failures: list[str] = []
@@ -175,6 +192,7 @@ class KafkaClient:
                 "bootstrap.servers": self.bootstrap_servers,
                 "group.id": f"mor-streamer-probe-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
+                **_quiet(),
             }
         )
         try:
@@ -295,8 +313,11 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         return path
 
     def _format(self, props: Path) -> None:
+        """Format the log dir; a dir formatted before (a kept ``workdir``) keeps its cluster id."""
+        assert self.workdir is not None
         cmd = self._java_cmd(
-            "kafka.tools.StorageTool", "format", "-t", _random_cluster_id(), "-c", str(props),
+            "kafka.tools.StorageTool", "format", "-t", _existing_cluster_id(self.workdir / "data") or _random_cluster_id(),
+            "-c", str(props),
             "--ignore-formatted",
         )
         try:
