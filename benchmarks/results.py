@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,7 +20,18 @@ def machine_line() -> str:
 
 
 def write_section(heading: str, body: list[str]) -> None:
-    """Replace the section headed ``heading`` (a ``## ...`` line) or append it."""
+    """Replace the section headed ``heading`` (a ``## ...`` line) or append it.
+
+    Each table in ``body`` is also drawn as a PNG in ``benchmarks/charts/`` and linked
+    below it (``benchmarks.charts``); without matplotlib (the ``charts`` extra) the
+    section is written without pictures.
+    """
+    try:
+        from benchmarks.charts import chart_section
+
+        body = chart_section(heading, body, RESULTS.parent / "charts")
+    except ImportError as e:
+        print(f"note: no charts for {heading!r} ({e}); install the 'charts' extra", file=sys.stderr)
     section = "\n".join([heading, "", *body, "", ""])  # a blank line before the next section
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
     if heading in text:
