@@ -8,6 +8,7 @@ another Python would import another pyarrow/pyspark and fail in confusing ways.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from importlib import resources
@@ -81,3 +82,104 @@ def get_spark(
 
     register(session)
     return session
+
+
+class SparkSqlSyntax:
+    """Spark's own SQL parser, for checks that must not need a table: parse, never resolve.
+
+    Uses the active session's parser when there is one; otherwise it starts a bare JVM
+    gateway on first use (no SparkContext: seconds, not a cluster) and stops it in
+    :meth:`close`. If that JVM cannot start, :attr:`unavailable` says why and every text
+    passes (the caller notes that SQL went unchecked). Implements
+    :class:`streamer.config.preflight.SqlSyntax`.
+    """
+
+    def __init__(self) -> None:
+        self._parser = None
+        self._gateway = None
+        #: Why the parser could not start (None: it started, or was not needed yet).
+        self.unavailable: str | None = None
+
+    def _get(self):
+        if self._parser is None and self.unavailable is None:
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                self._parser = active._jsparkSession.sessionState().sqlParser()
+            else:
+                self._parser = self._start_gateway()
+        return self._parser
+
+    def _start_gateway(self):
+        import tempfile
+
+        from pyspark import SparkConf
+        from pyspark.java_gateway import launch_gateway
+
+        conf = SparkConf(loadDefaults=False)
+        for key in ("spark.driver.extraJavaOptions", "spark.master"):
+            conf.set(key, spark_conf(with_kafka=False)[key])
+        # the JVM's start-up chatter (module warnings) is kept out of the report; shown on failure
+        with tempfile.TemporaryFile(mode="w+") as err:
+            try:
+                self._gateway = launch_gateway(conf, popen_kwargs={"stderr": err})
+            except Exception as e:
+                err.seek(0)
+                said = [line for line in err.read().splitlines() if line.strip()]
+                self.unavailable = f"the JVM did not start: {said[-1] if said else e}"
+                return None
+        parser_pkg = self._gateway.jvm.org.apache.spark.sql.catalyst.parser
+        return getattr(getattr(parser_pkg, "CatalystSqlParser$"), "MODULE$")
+
+    def _error(self, method: str, text: str) -> str | None:
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors.exceptions.captured import CapturedException
+
+        parser = self._get()
+        if parser is None:
+            return None
+        try:
+            getattr(parser, method)(text)
+        except (Py4JJavaError, CapturedException) as e:  # the latter once a session converts errors
+            java = getattr(e, "java_exception", None)
+            message = str(java.getMessage() or java.toString()) if java is not None else str(e)
+            first = next((line for line in message.splitlines() if line.strip()), message)
+            return " ".join(re.sub(r" ?SQLSTATE: \w+", "", first).split())
+        return None
+
+    def query(self, sql: str) -> str | None:
+        return self._error("parsePlan", sql)
+
+    def expression(self, text: str) -> str | None:
+        return self._error("parseExpression", text)
+
+    def data_type(self, text: str) -> str | None:
+        return self._error("parseDataType", text)
+
+    def table_schema(self, ddl: str) -> str | None:
+        return self._error("parseTableSchema", ddl)
+
+    def close(self) -> None:
+        gateway, self._gateway, self._parser = self._gateway, None, None
+        if gateway is not None:
+            gateway.shutdown()
+            proc = getattr(gateway, "proc", None)
+            if proc is not None:
+                proc.stdin.close()  # the JVM exits when its stdin closes (PySpark's own protocol)
+                proc.wait(timeout=30)
+
+
+def spark_unavailable() -> str | None:
+    """Why Spark's parser cannot run here (no PySpark, no Java), or None when it can."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "PySpark is not installed"
+    from streamer.jvm import java_executable
+
+    try:
+        java_executable()
+    except Exception as e:  # EnvironmentSetupError with how to fix it
+        return str(e).splitlines()[0]
+    return None

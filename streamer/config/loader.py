@@ -15,6 +15,7 @@ import difflib
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
@@ -29,6 +30,8 @@ from streamer.config import transforms as _transforms
 from streamer.config.base import is_secret_key
 from streamer.config.env import interpolate
 from streamer.config.pipeline import PipelineConfig, PipelinesFile
+from streamer.config.preflight import SqlSyntax
+from streamer.config.preflight import findings as preflight_findings
 from streamer.config.problems import ConfigProblem, ConfigValidationError
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,7 @@ def load_pipelines(path: str | os.PathLike[str], env: Mapping[str, str] | None =
     """All pipelines of a YAML file or a folder of them; raises
     :class:`~streamer.config.problems.ConfigValidationError` listing every problem."""
     pipelines, problems = _load(Path(path), os.environ if env is None else env)
-    if problems:
+    if any(p.is_error for p in problems):
         raise ConfigValidationError(problems)
     log.info("loaded %d pipeline(s) from %s", len(pipelines), path)
     return pipelines
@@ -56,10 +59,18 @@ def validate_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = 
 
 
 def check_pipelines(
-    path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+    path: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    sql: SqlSyntax | None = None,
+    folders: bool = False,
 ) -> tuple[list[PipelineConfig], list[ConfigProblem]]:
-    """Pipelines and problems in one pass (pipelines empty if there is any problem)."""
-    return _load(Path(path), os.environ if env is None else env)
+    """Pipelines and problems in one pass (pipelines empty if there is any error).
+
+    ``sql``: also parse every SQL text with this parser (Spark's, see
+    :func:`streamer.spark.sql_syntax`); ``folders``: also warn about files-source folders
+    that do not exist. Both run only on files that are otherwise valid."""
+    return _load(Path(path), os.environ if env is None else env, Preflight(sql, folders))
 
 
 def parse_pipelines(
@@ -78,7 +89,16 @@ def parse_pipelines(
 # -- files and folders ------------------------------------------------------------------
 
 
-def _load(path: Path, env: Mapping[str, str]) -> tuple[list[PipelineConfig], list[ConfigProblem]]:
+@dataclass(frozen=True)
+class Preflight:
+    """Which checks beyond shape to run (see :mod:`streamer.config.preflight`)."""
+
+    sql: SqlSyntax | None = None
+    folders: bool = False
+
+
+def _load(path: Path, env: Mapping[str, str], checks: Preflight = Preflight()
+          ) -> tuple[list[PipelineConfig], list[ConfigProblem]]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in YAML_SUFFIXES)
         if not files:
@@ -96,13 +116,14 @@ def _load(path: Path, env: Mapping[str, str]) -> tuple[list[PipelineConfig], lis
         except (OSError, UnicodeDecodeError) as e:
             problems.append(ConfigProblem(str(f), None, "", f"cannot read file: {e}"))
             continue
-        pipelines, file_problems = _parse_one(text, str(f), env, f.parent)
+        pipelines, file_problems = _parse_one(text, str(f), env, f.parent, checks)
         problems += file_problems
         found += [(str(f), i, p) for i, p in enumerate(pipelines)]
     problems += _cross_pipeline_problems(found)
-    if problems:
-        return [], sorted(problems, key=_problem_order)
-    return [p for _, _, p in found], []
+    problems.sort(key=_problem_order)
+    if any(p.is_error for p in problems):
+        return [], problems
+    return [p for _, _, p in found], problems
 
 
 def _problem_order(p: ConfigProblem) -> tuple[str, int, str]:
@@ -113,7 +134,7 @@ def _problem_order(p: ConfigProblem) -> tuple[str, int, str]:
 
 
 def _parse_one(
-    text: str, file: str, env: Mapping[str, str], base_dir: Path
+    text: str, file: str, env: Mapping[str, str], base_dir: Path, checks: Preflight = Preflight()
 ) -> tuple[list[PipelineConfig], list[ConfigProblem]]:
     if len(text) > MAX_YAML_CHARS:
         return [], [ConfigProblem(file, None, "", f"file is {len(text):,} characters; a pipeline "
@@ -147,7 +168,13 @@ def _parse_one(
         p, file_problems = _resolve_files(p, ("pipelines", i), base_dir)
         problems += [ConfigProblem(file, _line_of(lines, loc), _format_path(loc), m) for loc, m in file_problems]
         pipelines.append(p)
-    return ([] if problems else pipelines), problems
+    if not problems and (checks.sql is not None or checks.folders):
+        for f in preflight_findings([(("pipelines", i), p) for i, p in enumerate(pipelines)],
+                                    checks.sql, checks.folders):
+            line = _line_of(lines, f.loc)
+            problems.append(ConfigProblem(file, line + f.line_offset if line else line, _format_path(f.loc),
+                                          f.message, f.severity))
+    return ([] if any(p.is_error for p in problems) else pipelines), problems
 
 
 #: Limits that keep ``validate`` and ``run`` from being held by a hostile or broken file.

@@ -40,7 +40,7 @@ def test_the_whole_folder_is_one_multi_table_config():
 
 
 def test_cli_prints_one_line_per_pipeline(capsys):
-    assert main(["validate", str(CONFIGS / "multi_table.yaml")]) == 0
+    assert main(["validate", "--no-spark", str(CONFIGS / "multi_table.yaml")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["ok  rides", "ok  payments"]
 
@@ -64,6 +64,6 @@ def test_cli_lists_every_problem_and_fails(tmp_path, capsys):
 def test_cli_json_output(tmp_path, capsys):
     import json
 
-    assert main(["validate", "--json", str(CONFIGS / "demo.yaml")]) == 0
+    assert main(["validate", "--no-spark", "--json", str(CONFIGS / "demo.yaml")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] and report["pipelines"][0]["name"] == "demo_trips"
