@@ -39,11 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Merge-On-Read tables (indexed logs, log compaction, compaction).",
     )
     parser.add_argument("--version", action="version", version=f"mor-streamer {__version__}")
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                        help="log level of all modules (default INFO); logs go to standard error")
-    parser.add_argument("--log-format", default="text", choices=("text", "json"),
-                        help="text lines, or one JSON object per line (ts, level, logger, message, pipeline, "
-                        "batch) for log shippers")
+    _log_flags(parser, default_level="INFO", default_format="text")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -53,7 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    for command in sub.choices.values():  # also after the command: `streamer run x.yaml --log-level DEBUG`
+        _log_flags(command, default_level=argparse.SUPPRESS, default_format=argparse.SUPPRESS)
     return parser
+
+
+def _log_flags(parser: argparse.ArgumentParser, default_level: str, default_format: str) -> None:
+    """``--log-level``/``--log-format``; on sub-commands their default is SUPPRESS, so the
+    value given before the command stands unless the flag is repeated after it."""
+    parser.add_argument("--log-level", default=default_level, type=str.upper,
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="log level of all modules (default INFO); logs go to standard error")
+    parser.add_argument("--log-format", default=default_format, choices=("text", "json"),
+                        help="text lines, or one JSON object per line (ts, level, logger, message, pipeline, "
+                        "batch) for log shippers")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

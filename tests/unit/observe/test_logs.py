@@ -87,3 +87,15 @@ def test_level_applies_to_module_loggers(root_logging):
     configure_logging("debug", "text", stream=out)
     logging.getLogger("streamer.config.loader").debug("now visible")
     assert "DEBUG streamer.config.loader: now visible" in out.getvalue()
+
+
+def test_log_flags_before_or_after_the_command():
+    from streamer.cli import build_parser
+
+    parser = build_parser()
+    seen = [(a.log_level, a.log_format) for a in (
+        parser.parse_args(["run", "p.yaml"]),
+        parser.parse_args(["--log-level", "debug", "--log-format", "json", "run", "p.yaml"]),
+        parser.parse_args(["run", "p.yaml", "--log-level", "warning"]),
+    )]
+    assert seen == [("INFO", "text"), ("DEBUG", "json"), ("WARNING", "text")]
