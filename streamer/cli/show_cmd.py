@@ -12,6 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", help="table path or URI")
     p.add_argument("--limit", type=int, default=5, help="sample rows to print (default 5)")
     p.add_argument("--columns", help="comma-separated columns for the sample (default: all data columns)")
+    p.add_argument("--layout", metavar="PNG", help="also draw the file groups, base and log files (sized by "
+                   "bytes) and pending compactions into this PNG (needs matplotlib: the 'charts' extra)")
     p.set_defaults(func=run)
 
 
@@ -91,4 +93,20 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"sample ({min(args.limit, snapshot.num_rows)} of {snapshot.num_rows} rows):\n")
     for line in format_sample(snapshot, args.limit, cols):
         out.write(line + "\n")
+    if args.layout:
+        out.write(draw(table, args.layout) + "\n")
     return 0
+
+
+def draw(table, png: str) -> str:
+    """Draw the table's layout to ``png``; the line saying what was drawn where."""
+    from streamer.errors import EnvironmentSetupError
+    from streamer.viz.layout import draw_layout, table_layout
+
+    layout = table_layout(table)
+    try:
+        draw_layout(layout, png)
+    except ImportError as e:
+        raise EnvironmentSetupError(f"--layout needs matplotlib ({e}); pip install 'mor-streamer[charts]'") from None
+    return (f"layout: {len(layout.groups)} file group(s), {layout.log_files} log file(s), "
+            f"{len(layout.pending)} pending instant(s) -> {png}")

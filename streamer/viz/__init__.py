@@ -1,0 +1,1 @@
+"""Pictures of tables (matplotlib, the ``charts`` extra): see :mod:`streamer.viz.layout`."""
