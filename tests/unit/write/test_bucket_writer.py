@@ -178,3 +178,21 @@ def test_invalid_index_settings(tmp_path):
     write_properties(fs, base, props)
     with pytest.raises(ConfigError, match=f"{BUCKET_NUM_BUCKETS}='four'"):
         HudiWriter.open(p)
+
+
+@pytest.mark.integration
+def test_spark_engine_writes_the_same_layout(tmp_path, spark):
+    """The Spark engine takes the bucket plan unchanged: rows reach their bucket's group."""
+    p = str(tmp_path / "t")
+    w = _create(p)
+    gen, model = tg.Gen(4, key_space=100), tg.Model()
+    for i in range(3):
+        batch = gen.upserts(40) if i != 2 else gen.deletes(model, 10)
+        df = spark.createDataFrame(batch.to_pylist(), schema="id long, city string, ts long, value string")
+        (w.delete if i == 2 else w.upsert)(df, engine="spark")
+        model.apply(deletes=batch) if i == 2 else model.apply(batch)
+    _check(p, model)
+    rows = Table.open(p).read()
+    want = bucket_ids(rows.column("_hoodie_record_key"), 4, ["id"]).tolist()
+    assert [bucket_of_file_id(f) for f in rows.column("_hoodie_file_name").to_pylist()] == want
+    assert len({(part, bucket_of_file_id(fid)) for part, fid in _groups(p)}) == len(_groups(p))
