@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from importlib import resources
+from typing import TypeVar
 
 from streamer.jvm import classpath
 
@@ -75,13 +78,61 @@ def get_spark(
     builder = SparkSession.builder.appName(app_name)
     for key, value in spark_conf(master, conf, with_kafka).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = start_noticing_interrupts(builder.getOrCreate)
     session.sparkContext.setLogLevel("WARN")
     # spark.read.format("morhudi") works in every session we build.
     from streamer.read.spark_source import register
 
     register(session)
     return session
+
+
+T = TypeVar("T")
+
+
+class StartInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) arrived while the JVM was starting: stop before any work."""
+
+
+def start_noticing_interrupts(start: Callable[[], T]) -> T:
+    """Run ``start`` (the JVM start-up, seconds long) and raise :class:`StartInterrupted`
+    after it if SIGINT/SIGTERM arrived meanwhile.
+
+    ``streamer run`` answers a first Ctrl-C with "finish the running batch, then stop":
+    a handler that only sets a flag. During start-up no batch runs yet, but nothing looked
+    at that flag before the first batch, so a Ctrl-C there still ran a full batch. Here
+    the signal is passed on to the handler that was installed (the flag is still set, a
+    second Ctrl-C still abandons) and remembered; once the JVM is up, we stop.
+    Off the main thread (where signals cannot be handled) ``start`` simply runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return start()
+    seen: list[int] = []
+    previous: dict[int, object] = {}
+
+    def on_signal(signum: int, frame: object) -> None:
+        seen.append(signum)
+        handler = previous.get(signum)
+        if callable(handler):
+            handler(signum, frame)  # e.g. run's "stop after this batch" (or KeyboardInterrupt)
+        elif handler == signal.SIG_DFL and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if sig == signal.SIGTERM and not callable(handler):
+            continue  # the default (terminate) or ignore stays as it was
+        previous[sig] = handler
+        signal.signal(sig, on_signal)
+    try:
+        result = start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+    if seen:
+        raise StartInterrupted(f"interrupted while Spark was starting ({signal.Signals(seen[0]).name}); "
+                               "nothing was run")
+    return result
 
 
 class SparkSqlSyntax:
