@@ -360,8 +360,10 @@ def _cross_pipeline_problems(found: list[tuple[str, int, PipelineConfig]]) -> li
     position), but they must agree on its identity: keys, partitioning, ordering."""
     problems: list[ConfigProblem] = []
     by_target: dict[str, tuple[str, int, PipelineConfig]] = {}
+    from streamer.fs import location_key
+
     for file, i, p in found:
-        path = p.target.path.rstrip("/")
+        path = location_key(p.target.path)  # file:/a, /a and a (from /) are one table
         if path not in by_target:
             by_target[path] = (file, i, p)
         elif _identity(by_target[path][2]) != _identity(p):

@@ -90,3 +90,19 @@ def test_without_java_the_sql_check_is_skipped_with_a_note(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok  trips")
     assert "note: SQL was not parsed with Spark (no `java` on PATH" in done.stderr
+
+
+def test_two_spellings_of_one_target_are_one_table(tmp_path):
+    from streamer.config import parse_pipelines
+
+    text = f"""\
+pipelines:
+  - name: a
+    source: {{type: generator, records_per_batch: 1}}
+    target: {{path: "file:{tmp_path}/t", record_key: id, ordering_field: ts}}
+  - name: b
+    source: {{type: generator, records_per_batch: 1}}
+    target: {{path: "{tmp_path}/t/", record_key: other, ordering_field: ts}}
+"""
+    _, problems = parse_pipelines(text)
+    assert any("also written by pipelines[0]" in p.message for p in problems), problems
