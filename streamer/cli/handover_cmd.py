@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="table path or URI")
+    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
     p.add_argument("--check", action="store_true",
                    help="only report file groups whose keys a base-file index cannot see")
     p.add_argument("--lock-timeout", type=float, default=120.0,

@@ -28,7 +28,7 @@ DEFAULT_TABLE_ROWS = 20
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("read", help="query a Hudi table (snapshot, read-optimized, incremental)")
-    p.add_argument("path", help="table path or URI")
+    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
     p.add_argument("--query", choices=("snapshot", "read_optimized", "incremental"), default="snapshot")
     p.add_argument("--as-of", dest="as_of", help="time travel: the table as of this instant")
     p.add_argument("--begin", help="incremental: changes after this instant (exclusive)")

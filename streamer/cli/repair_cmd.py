@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="table path or URI")
+    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
     p.add_argument("--dry-run", action="store_true", help="only report what would be repaired")
     p.add_argument("--lock-timeout", type=float, default=30.0,
                    help="seconds to wait for the table's writer lock (default 30)")

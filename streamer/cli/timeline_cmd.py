@@ -17,7 +17,7 @@ from streamer.errors import StreamerError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("timeline", help="show pending and completed instants, table services included")
-    p.add_argument("path", help="table path or URI")
+    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
     p.add_argument("--pending", action="store_true", help="only pending instants")
     p.add_argument("--limit", type=int, help="only the newest N instants")
     p.add_argument("--format", choices=("table", "jsonl"), default="table")
