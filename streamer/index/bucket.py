@@ -18,9 +18,9 @@ Hudi 0.15 differs from 1.0 for keys holding ``:`` but no ``,`` (a simple key suc
 ``12:30``, or a one-field complex key ``id:5``): 0.15 hashes the parsed value, 1.0 the
 whole key. We follow 1.0; keys without ``:`` (and multi-field complex keys) agree in both.
 
-``String.hashCode`` runs vectorised over the Arrow string buffers (UTF-8 decoded to
-UTF-16 code units in numpy, uint64 arithmetic whose wrap-around keeps the value mod
-2**32); only keys whose complex-key parse is ambiguous take a per-key path.
+``String.hashCode`` runs vectorised over the Arrow string buffers (UTF-8 transcoded to
+UTF-16 code units in one codec call, Horner's rule in uint32, which wraps as Java's int does);
+only keys whose complex-key parse is ambiguous take a per-key path.
 """
 
 from __future__ import annotations
@@ -41,37 +41,55 @@ _31 = np.uint64(31)
 
 
 # ----------------------------------------------------------------------------- String.hashCode
-def _utf16_units(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-16 code units of UTF-8 ``data`` and each string's unit offsets (vectorised)."""
-    n = len(offsets) - 1
+def _utf16_units(data: np.ndarray, offsets: np.ndarray, lengths: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-16 code units of the UTF-8 buffer ``data`` and each string's unit offsets.
+
+    The whole buffer is transcoded in one codec call (C speed, no per-key loop); a
+    string's unit count is its code points (``lengths``) plus one per 4-byte sequence
+    (a surrogate pair in UTF-16), found from the buffer's 4-byte lead bytes.
+    """
     if not len(data) or not (data >= 0x80).any():
-        return data.astype(np.uint64), offsets
-    lead = np.flatnonzero((data & 0xC0) != 0x80)
-    b0 = data[lead].astype(np.uint32)
-    length = np.where(b0 < 0x80, 1, np.where(b0 < 0xE0, 2, np.where(b0 < 0xF0, 3, 4)))
-    padded = np.concatenate([data, np.zeros(3, np.uint8)]).astype(np.uint32)
-    c1, c2, c3 = (padded[lead + j] & 0x3F for j in (1, 2, 3))
-    cp = np.select(
-        [length == 1, length == 2, length == 3],
-        [b0, ((b0 & 0x1F) << 6) | c1, ((b0 & 0x0F) << 12) | (c1 << 6) | c2],
-        ((b0 & 0x07) << 18) | (c1 << 12) | (c2 << 6) | c3,
-    )
-    pair = cp >= 0x10000
-    units_per = 1 + pair.astype(np.int64)
-    starts = np.cumsum(units_per) - units_per
-    units = np.empty(int(units_per.sum()), np.uint64)
-    units[starts] = np.where(pair, 0xD800 + ((cp - 0x10000) >> 10), cp)
-    units[starts[pair] + 1] = 0xDC00 + ((cp[pair] - 0x10000) & 0x3FF)
-    owner = np.searchsorted(offsets, lead, side="right") - 1
-    per_string = np.bincount(owner, weights=units_per, minlength=n).astype(np.int64)
-    unit_offsets = np.concatenate([[0], np.cumsum(per_string)])
-    return units, unit_offsets
+        return data, offsets  # ASCII: the bytes are the units
+    units = np.frombuffer(data.tobytes().decode("utf-8").encode("utf-16-le"), np.uint16)
+    per_string = lengths.to_numpy(zero_copy_only=False).astype(np.int64)
+    four = np.flatnonzero(data >= 0xF0)
+    if len(four):
+        owner = np.searchsorted(offsets, four, side="right") - 1
+        per_string += np.bincount(owner, minlength=len(per_string))
+    return units, np.concatenate([[0], np.cumsum(per_string)])
+
+
+def _horner(units: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``h = 31*h + u`` over each string's units, position by position (uint32 wraps as
+    Java's int does). Strings sorted longest first, so step ``j`` touches exactly the
+    strings longer than ``j``: total work is the number of units, steps the longest key."""
+    n = len(offsets) - 1
+    lens = np.diff(offsets)
+    h = np.zeros(n, np.uint32)
+    if n == 0 or not len(units):
+        return h
+    longest = int(lens.max())
+    if int(lens.min()) == longest:  # fixed-width keys (common): a strided column per step
+        rows = units[offsets[0] : offsets[0] + n * longest].reshape(n, longest)
+        for j in range(longest):
+            h = h * 31 + rows[:, j]
+        return h
+    order = np.argsort(-lens, kind="stable")
+    starts, sorted_lens = offsets[:-1][order], lens[order]
+    active = np.searchsorted(-sorted_lens, -np.arange(longest), side="left")
+    hs = np.zeros(n, np.uint32)
+    for j in range(longest):
+        k = int(active[j])
+        hs[:k] = hs[:k] * 31 + units[starts[:k] + j]
+    h[order] = hs
+    return h
 
 
 def java_string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Java's ``String.hashCode`` of each string, as uint64 in ``[0, 2**32)`` (null: 0)."""
     arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
-    arr = arr.cast(pa.large_string())
+    valid = pc.is_valid(arr).to_numpy(zero_copy_only=False) if arr.null_count else None
+    arr = pc.fill_null(arr.cast(pa.large_string()), "")
     n = len(arr)
     if n == 0:
         return np.zeros(0, np.uint64)
@@ -82,20 +100,10 @@ def java_string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if bufs[2] is not None
         else np.zeros(0, np.uint8)
     )
-    units, uoff = _utf16_units(data, offsets - offsets[0])
-    lens = np.diff(uoff)
-    out = np.zeros(n, np.uint64)
-    if len(units):
-        owner = np.repeat(np.arange(n), lens)
-        exponent = (uoff[owner + 1] - 1 - np.arange(len(units))).astype(np.int64)
-        powers = np.ones(int(lens.max()), np.uint64)
-        for i in range(1, len(powers)):  # over the longest key's length, not the rows
-            powers[i] = (powers[i - 1] * _31) & _MASK32
-        terms = units * powers[exponent]
-        nonempty = np.flatnonzero(lens > 0)
-        out[nonempty] = np.add.reduceat(terms, uoff[nonempty]) & _MASK32
-    if arr.null_count:
-        out[~pc.is_valid(arr).to_numpy(zero_copy_only=False)] = 0
+    units, uoff = _utf16_units(data, offsets - offsets[0], pc.utf8_length(arr))
+    out = _horner(units, uoff).astype(np.uint64)
+    if valid is not None:
+        out[~valid] = 0
     return out
 
 
