@@ -204,7 +204,7 @@ def campaign(kinds: list[str], start: Callable[[int, str], Run], *, in_flight: i
                 assert run.proc.returncode == -signal.SIGKILL, (
                     f"run {run.index} exited by itself ({run.proc.returncode}):\n{run.tail()}"
                 )
-                assert not any("Traceback" in x or x.startswith("error:") for x in run.lines), run.tail()
+                assert not any("Traceback" in x or x.startswith("error:") or " error: " in x for x in run.lines), run.tail()
             time.sleep(0.05)
     finally:
         for run in alive:
