@@ -32,8 +32,6 @@ client_log = logging.getLogger("sources.kafka.librdkafka")
 LAG_TIMEOUT_S = 5.0
 #: How long a group commit may take before it is reported as not confirmed.
 COMMIT_TIMEOUT_S = 10.0
-#: librdkafka request timeout: bounds how long a commit outlives its broker (and close()).
-SOCKET_TIMEOUT_MS = 10_000
 
 
 class QuietClientLog:
@@ -83,7 +81,6 @@ class KafkaSourceClient:
             conf["group.id"] = self.group_id
             conf.update(quiet_settings(self._sink))
             conf["on_commit"] = self._on_commit
-            conf["socket.timeout.ms"] = SOCKET_TIMEOUT_MS
             conf["session.timeout.ms"] = 6_000  # bounds close() while a commit waits for a coordinator
             self._consumer = Consumer(conf)
         return self._consumer
