@@ -8,7 +8,8 @@ Beyond shape: SQL (``sql`` queries, ``filter`` conditions, ``derive`` expression
 and Java are there - parse only, so no table or view needs to exist; a bare JVM starts
 for it only when the file has SQL, unless ``--no-spark``. Without Spark the SQL check is
 skipped with a note. A files source whose local folder does not exist is a *warning*:
-printed, but the exit code stays 0 (``streamer run`` refuses to start until it exists).
+printed, but the exit code stays 0 (it may be created later; before a run,
+``streamer.config.preflight.require_source_folders`` makes it an error).
 """
 
 from __future__ import annotations

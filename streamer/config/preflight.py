@@ -4,8 +4,8 @@ Pydantic checks shape only; ``SELEC *`` is a fine string and ``landing/payments`
 path. ``streamer validate`` runs these checks too, so a typo is reported with file, line
 and YAML path before anything runs: SQL through Spark's own parser (parse only - no
 table or view needs to exist), a missing source folder as a *warning* (it may be
-created later; ``validate`` still exits 0). At run time a missing folder is an error
-(:func:`require_source_folders`): a run would otherwise report "no new data" forever.
+created later; ``validate`` still exits 0). Before a run, a missing folder is an error
+(:func:`require_source_folders`): the run would otherwise report "no new data" forever.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def folder_findings(p: PipelineConfig, loc: Loc) -> list[Finding]:
     problem = _folder_problem(p)
     if problem is None:
         return []
-    return [Finding((*loc, "source", "path"), f"{problem}; the pipeline would find no files "
-                    "(`streamer run` refuses to start until it exists)", "warning")]
+    return [Finding((*loc, "source", "path"), f"{problem}; until it exists the pipeline finds no files "
+                    "to read", "warning")]
 
 
 def require_source_folders(configs: Sequence[PipelineConfig]) -> None:
