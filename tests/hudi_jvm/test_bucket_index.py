@@ -179,6 +179,8 @@ def test_hudi_reads_and_continues_our_bucket_index_table(tmp_path, hudi015, hudi
 
     # -- ours again: updates of keys both Hudi versions wrote, inserts, a delete
     w = HudiWriter.open(path, options=tg.SMALL)
+    # Hudi's writes kept our index keys in hoodie.properties (its own keys untouched by them)
+    assert w.config.index == IndexConfig(IndexType.BUCKET, BUCKETS, ("id",))
     ours = pa.concat_tables([
         _rows(list(range(600, 606)), "berlin", 3000, "o"),
         _rows(list(range(500, 510)), "sf", 3000, "o"),
