@@ -62,6 +62,7 @@ def test_readme_examples_run(tmp_path):
     (tmp_path / "configs").symlink_to(REPO / "configs")
     run_examples(REPO / "README.md", tmp_path)
     assert (tmp_path / "lake" / "demo" / ".hoodie" / "hoodie.properties").is_file()
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.integration
@@ -70,3 +71,4 @@ def test_files_tutorial_runs(tmp_path):
     run_examples(REPO / "docs" / "tutorial-files.md", tmp_path)
     for table in ("trips", "fares", "_errors/trips"):
         assert (tmp_path / "lake" / table / ".hoodie" / "hoodie.properties").is_file()
+    assert (tmp_path / "trips.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
