@@ -12,13 +12,14 @@ Options: ``path`` (a path or URI: ``/abs``, ``file:/abs``, ``s3://...``), ``quer
 Spark SQL: ``CREATE TABLE t USING morhudi LOCATION '/abs'`` works too. Spark hands a
 Python data source the location (as ``path`` and ``location``, a ``file:`` URI) only when the table is
 created, and no options at all when the catalog table is read later; so the schema given
-to the catalog carries the location in each field's metadata (:data:`PATH_METADATA_KEY`)
-and the reader takes it from there.
+to the catalog carries the location and the read options of ``OPTIONS (...)`` in each
+field's metadata (:data:`OPTIONS_METADATA_KEY`) and the reader takes them from there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -29,8 +30,8 @@ from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice
 
 SHORT_NAME = "morhudi"
-#: Field metadata key holding the table location, for catalog tables (see the module doc).
-PATH_METADATA_KEY = "morhudi.path"
+#: Field metadata key holding a catalog table's location and read options (see the module doc).
+OPTIONS_METADATA_KEY = "morhudi.options"
 
 
 def register(spark) -> None:
@@ -46,7 +47,7 @@ class SlicePartition(InputPartition):
         self.fslice = fslice
 
 
-def _opt(options: dict[str, str], *names: str) -> str | None:
+def _opt(options: Mapping[str, str], *names: str) -> str | None:
     for n in names:
         v = options.get(n)
         if v not in (None, ""):
@@ -59,20 +60,20 @@ class MorHudiDataSource(DataSource):
     def name(cls) -> str:
         return SHORT_NAME
 
-    def _plan(self, spark_schema=None):
+    def _plan(self, options: Mapping[str, str]):
         from streamer.read.table import Table
 
-        path = _opt(self.options, "path", "location") or _path_from_schema(spark_schema)
+        path = _opt(options, "path", "location")
         if not path:
             raise ValueError("morhudi: load(path), option('path', ...) or a table LOCATION is required")
         table = Table.open(path)
-        columns = _opt(self.options, "columns")
+        columns = _opt(options, "columns")
         cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
         plan = table.plan(
-            query=_opt(self.options, "query", "hoodie.datasource.query.type") or "snapshot",
-            as_of=_opt(self.options, "as_of", "as.of.instant"),
-            begin=_opt(self.options, "begin", "hoodie.datasource.read.begin.instanttime"),
-            end=_opt(self.options, "end", "hoodie.datasource.read.end.instanttime"),
+            query=_opt(options, "query", "hoodie.datasource.query.type") or "snapshot",
+            as_of=_opt(options, "as_of", "as.of.instant"),
+            begin=_opt(options, "begin", "hoodie.datasource.read.begin.instanttime"),
+            end=_opt(options, "end", "hoodie.datasource.read.end.instanttime"),
             columns=cols,
         )
         schema = table.schema() or pa.schema([])
@@ -84,17 +85,19 @@ class MorHudiDataSource(DataSource):
         from pyspark.sql.pandas.types import from_arrow_schema
         from pyspark.sql.types import StructField, StructType
 
-        _, _, schema = self._plan()
+        _, _, schema = self._plan(self.options)
         spark_schema = from_arrow_schema(schema)
-        path = _opt(self.options, "location")  # set by Spark for CREATE TABLE only
-        if path is None:
+        if _opt(self.options, "location") is None:  # set by Spark for CREATE TABLE only
             return spark_schema
-        # carried into the catalog by CREATE TABLE: the only place a later read finds it
-        return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, PATH_METADATA_KEY: path})
+        # carried into the catalog by CREATE TABLE: the only place a later read finds them
+        kept = json.dumps({k: v for k, v in self.options.items() if k in _READ_OPTIONS and v not in (None, "")},
+                          sort_keys=True)
+        return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, OPTIONS_METADATA_KEY: kept})
                            for f in spark_schema.fields])
 
     def reader(self, schema) -> DataSourceReader:
-        fs, plan, arrow_schema = self._plan(schema)
+        options = {**_options_from_schema(schema), **{k: v for k, v in self.options.items() if v not in (None, "")}}
+        fs, plan, arrow_schema = self._plan(options)
         # the columns Spark expects (a catalog table's, fixed when it was created), in its order
         wanted = [f.name for f in schema.fields] if schema is not None else []
         if wanted and all(n in arrow_schema.names for n in wanted):
@@ -102,12 +105,19 @@ class MorHudiDataSource(DataSource):
         return MorHudiReader(fs, plan.slices, plan.spec, arrow_schema)
 
 
-def _path_from_schema(schema) -> str | None:
+#: The options a catalog table keeps (``path`` is Spark's name for its LOCATION).
+_READ_OPTIONS = frozenset({
+    "path", "location", "query", "hoodie.datasource.query.type", "as_of", "as.of.instant", "begin",
+    "hoodie.datasource.read.begin.instanttime", "end", "hoodie.datasource.read.end.instanttime", "columns",
+})
+
+
+def _options_from_schema(schema) -> dict[str, str]:
     for f in getattr(schema, "fields", None) or ():
-        path = (f.metadata or {}).get(PATH_METADATA_KEY)
-        if path:
-            return path
-    return None
+        kept = (f.metadata or {}).get(OPTIONS_METADATA_KEY)
+        if kept:
+            return json.loads(kept)
+    return {}
 
 
 class MorHudiReader(DataSourceReader):
@@ -130,4 +140,4 @@ class MorHudiReader(DataSourceReader):
         yield from table.to_batches(max_chunksize=64 * 1024)
 
 
-__all__ = ["PATH_METADATA_KEY", "MorHudiDataSource", "MorHudiReader", "SHORT_NAME", "register"]
+__all__ = ["OPTIONS_METADATA_KEY", "MorHudiDataSource", "MorHudiReader", "SHORT_NAME", "register"]

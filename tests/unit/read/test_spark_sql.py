@@ -39,3 +39,14 @@ def test_load_with_a_file_uri_and_a_temporary_view(spark, table_path):
     assert tg.canon(df.select("id", "city", "ts", "value").toArrow()) == expected
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW trips_view USING morhudi OPTIONS (path 'file://{table_path}')")
     assert spark.sql("SELECT count(*) AS n FROM trips_view").first().n == len(expected)
+
+
+def test_a_catalog_table_keeps_its_read_options(spark, table_path):
+    ro = Table.open(table_path).scan(query="read_optimized").table.num_rows
+    assert ro != Table.open(table_path).scan().table.num_rows  # the options must matter here
+    spark.sql("DROP TABLE IF EXISTS trips_ro")
+    spark.sql(f"CREATE TABLE trips_ro USING morhudi OPTIONS (query 'read_optimized') LOCATION 'file:{table_path}'")
+    try:
+        assert spark.sql("SELECT count(*) AS n FROM trips_ro").first().n == ro
+    finally:
+        spark.sql("DROP TABLE IF EXISTS trips_ro")
