@@ -108,20 +108,16 @@ def start_noticing_interrupts(start: Callable[[], T]) -> T:
     if threading.current_thread() is not threading.main_thread():
         return start()
     seen: list[int] = []
-    previous: dict[int, object] = {}
+    previous: dict[int, Callable] = {}
 
     def on_signal(signum: int, frame: object) -> None:
         seen.append(signum)
-        handler = previous.get(signum)
-        if callable(handler):
-            handler(signum, frame)  # e.g. run's "stop after this batch" (or KeyboardInterrupt)
-        elif handler == signal.SIG_DFL and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+        previous[signum](signum, frame)  # e.g. run's "stop after this batch" (or KeyboardInterrupt)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         handler = signal.getsignal(sig)
-        if sig == signal.SIGTERM and not callable(handler):
-            continue  # the default (terminate) or ignore stays as it was
+        if not callable(handler):
+            continue  # ignored, or the OS default (terminate): stays as it was
         previous[sig] = handler
         signal.signal(sig, on_signal)
     try:

@@ -118,3 +118,16 @@ def test_ctrl_c_while_streamer_run_starts_spark_runs_no_batch(tmp_path):
     assert "batch 0:" not in out
     hoodie = table / ".hoodie"
     assert not hoodie.exists() or not [f for f in os.listdir(hoodie) if f.endswith(".deltacommit")]
+
+
+def test_an_ignored_sigint_stays_ignored():
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        def start() -> str:
+            signal.raise_signal(signal.SIGINT)
+            return "session"
+
+        assert start_noticing_interrupts(start) == "session"
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
