@@ -13,7 +13,12 @@ from sources.position import KafkaOffsets
 from streamer.config import parse_pipelines
 from streamer.pipeline.checkpoint import checkpoint_history
 from streamer.pipeline.runner import PipelineRunner
-from tests.support.trip_model import TripModel, kafka_pipeline_yaml, produce_records
+from tests.support.trip_model import (
+    TripModel,
+    kafka_pipeline_yaml,
+    produce_records,
+    run_until_caught_up,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -73,4 +78,21 @@ def test_lag_without_a_position_and_the_default_group(kafka, spark, tmp_path):
     assert _group_offsets(kafka, f"mor-streamer-{topic}", topic) == ends
     runner.source.on_table_commit(KafkaOffsets(topic=topic, partitions={0: 1, 1: 1}), "20260101000000000")
     assert _group_offsets(kafka, f"mor-streamer-{topic}", topic) == {0: 1, 1: 1}  # mirrors, never decides
+    runner.source.close()
+
+
+def test_continuous_run_commits_the_group_from_spark_micro_batches(kafka, spark, tmp_path):
+    """foreachBatch calls the hook from Spark's callback thread; the group still follows."""
+    topic = kafka.create_topic(f"group-stream-{uuid.uuid4().hex[:8]}", partitions=2)
+    group = f"etl-{uuid.uuid4().hex[:6]}"
+    (config,), problems = parse_pipelines(
+        "pipelines:\n" + kafka_pipeline_yaml("groups_stream", kafka.bootstrap_servers, topic, str(tmp_path / "lake"),
+                                             source_extra=f", group_id: {group}")
+    )
+    assert not problems
+    produce_records(kafka, topic, TripModel(seed=13, key_space=500).records(300))
+    runner = PipelineRunner(config, spark=spark)
+    run_until_caught_up(runner, kafka, topic, lambda: True, timeout_s=180)
+    stored = checkpoint_history(runner.sink.fs, runner.sink.path)[-1].position
+    assert _group_offsets(kafka, group, topic) == stored.partitions == kafka.end_offsets(topic)
     runner.source.close()
