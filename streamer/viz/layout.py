@@ -88,6 +88,20 @@ def table_layout(table) -> TableLayout:
 _COLORS = {"base": "#4c72b0", "log": "#dd8452"}
 
 
+#: Rows drawn at most: a picture of thousands of file groups is unreadable (and too tall to
+#: render); beyond this the groups with the most log files (then bytes) are shown.
+MAX_ROWS = 120
+
+
+def drawn_groups(layout: TableLayout) -> tuple[GroupRow, ...]:
+    """The rows a picture shows, in partition order: all, or the :data:`MAX_ROWS` busiest."""
+    if len(layout.groups) <= MAX_ROWS:
+        return layout.groups
+    busiest = sorted(layout.groups, key=lambda g: (bool(g.pending), g.log_files, g.bytes), reverse=True)
+    keep = {(g.partition, g.file_id) for g in busiest[:MAX_ROWS]}
+    return tuple(g for g in layout.groups if (g.partition, g.file_id) in keep)
+
+
 def draw_layout(layout: TableLayout, path: str | Path) -> Path:
     """Draw ``layout`` as a PNG at ``path``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -95,13 +109,14 @@ def draw_layout(layout: TableLayout, path: str | Path) -> Path:
     from matplotlib.patches import Patch
 
     path = Path(path)
-    n = max(len(layout.groups), 1)
+    groups = drawn_groups(layout)
+    n = max(len(groups), 1)
     fig = Figure(figsize=(11, 1.4 + 0.32 * n), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    widest = max((g.bytes for g in layout.groups), default=1) or 1
+    widest = max((g.bytes for g in groups), default=1) or 1
     least = widest * 0.004  # a 1 KiB log beside a 100 MiB base file must still show
-    for y, g in enumerate(layout.groups):
+    for y, g in enumerate(groups):
         if g.pending:
             ax.axhspan(y - 0.5, y + 0.5, color="#f6d7d7", zorder=0)
             ax.text(1.005, y, ", ".join(g.pending), transform=ax.get_yaxis_transform(),
@@ -111,20 +126,21 @@ def draw_layout(layout: TableLayout, path: str | Path) -> Path:
             w = max(f.bytes, least)
             ax.barh(y, w, left=x, height=0.7, color=_COLORS[f.kind], edgecolor="white", linewidth=0.8)
             x += w
-    for y in range(1, len(layout.groups)):  # a line between partitions
-        if layout.groups[y].partition != layout.groups[y - 1].partition:
+    for y in range(1, len(groups)):  # a line between partitions
+        if groups[y].partition != groups[y - 1].partition:
             ax.axhline(y - 0.5, color="#999999", linewidth=0.6)
-    ax.set_yticks(range(len(layout.groups)),
-                  [f"{g.partition or '(none)'} / {g.file_id[:8]}" for g in layout.groups], fontsize=7)
-    ax.set_ylim(len(layout.groups) - 0.5, -0.5)
+    ax.set_yticks(range(len(groups)),
+                  [f"{g.partition or '(none)'} / {g.file_id[:8]}" for g in groups], fontsize=7)
+    ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xlabel("bytes (latest file slice; each box one file)")
     handles = [Patch(color=_COLORS["base"], label="base file"), Patch(color=_COLORS["log"], label="log file")]
-    if any(g.pending for g in layout.groups):
+    if any(g.pending for g in groups):
         handles.append(Patch(color="#f6d7d7", label="in a pending plan"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=7)
+    shown = "" if len(groups) == len(layout.groups) else f" (the {len(groups)} with most logs shown)"
     pending = f"; pending: {', '.join(layout.pending)}" if layout.pending else ""
     ax.set_title(f"{layout.name}: {len(layout.groups)} file groups in {layout.partitions} partitions, "
-                 f"{layout.log_files} log files{pending}", fontsize=9, loc="left")
+                 f"{layout.log_files} log files{shown}{pending}", fontsize=9, loc="left")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     return path
