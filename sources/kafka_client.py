@@ -13,6 +13,7 @@ is kept, so the one :class:`~streamer.errors.SourceError` a caller sees can say 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ client_log = logging.getLogger("sources.kafka.librdkafka")
 
 #: Lag is an observation taken after every batch: never wait long for it.
 LAG_TIMEOUT_S = 5.0
+#: librdkafka's prefix (which connection) and suffix (its state machine) around a reason.
+_NOISE = re.compile(r"^\S+/(?:bootstrap|\d+): |\s*\(after \d+ms in state .*\)$")
 #: How long a group commit may take before it is reported as not confirmed.
 COMMIT_TIMEOUT_S = 10.0
 
@@ -44,8 +47,12 @@ class QuietClientLog:
         client_log.debug(fmt, *args)
 
     def error(self, err: Any) -> None:
-        self.last_error = err.str() if hasattr(err, "str") else str(err)
-        client_log.debug("client error: %s", self.last_error)
+        text = err.str() if hasattr(err, "str") else str(err)
+        client_log.debug("client error: %s", text)
+        if self.last_error is not None and "brokers are down" in text:
+            return  # the summary; the connection's own reason says more
+        # "host:port/bootstrap: Connect to ... failed: Connection refused (after 0ms in state CONNECT)"
+        self.last_error = _NOISE.sub("", text)
 
 
 def quiet_settings(sink: QuietClientLog) -> dict[str, Any]:
