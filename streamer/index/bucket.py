@@ -33,6 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.errors import ConfigError, CorruptDataError
+from streamer.fs import FileSystem
+from streamer.index.slice_members import slice_members
+from streamer.table.fsview import FileSlice
 
 NULL_PART = "__null__"
 EMPTY_PART = "__empty__"
@@ -258,3 +261,23 @@ def bucket_layout(
                 f"bucket {bucket}; Hudi's bucket index refuses such a table too"
             )
     return layout
+
+
+def misplaced_key(
+    fs: FileSystem,
+    slices: Iterable[FileSlice],
+    is_committed,
+    num_buckets: int,
+    hash_fields: Sequence[str],
+) -> tuple[str, str, str] | None:
+    """The first ``(partition, file id, key)`` whose bucket is not its file group's, or
+    ``None``. Reads every committed key of ``slices``: O(table), for adopting a table laid
+    out by a bucket index nobody recorded (Hudi keeps that setting in its writers)."""
+    for s in slices:
+        group = bucket_of_file_id(s.file_id)
+        for m in slice_members(fs, s, is_committed):
+            keys = m.keys(None)
+            wrong = np.flatnonzero(bucket_ids(keys, num_buckets, hash_fields) != group)
+            if len(wrong):
+                return s.partition_path, s.file_id, str(keys[int(wrong[0])].as_py())
+    return None

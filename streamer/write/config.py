@@ -125,6 +125,16 @@ class IndexConfig:
         fields = ",".join(self.hash_fields) or "the record key"
         return f"bucket ({self.num_buckets} buckets, hash fields {fields})"
 
+    def properties(self) -> dict[str, str]:
+        """What ``hoodie.properties`` records of this index (nothing for bloom)."""
+        if not self.is_bucket:
+            return {}
+        return {
+            INDEX_TYPE: self.type.value,
+            BUCKET_NUM_BUCKETS: str(self.num_buckets),
+            BUCKET_HASH_FIELD: ",".join(self.hash_fields),
+        }
+
     def check_same(self, table_index: IndexConfig, path: str) -> None:
         """Refuse a writer whose index differs from the one the table at ``path`` has."""
         if self != table_index:
@@ -236,14 +246,7 @@ class TableConfig:
     def extra_properties(self) -> dict[str, str]:
         """Keys beyond :func:`new_table_properties`' arguments that we persist."""
         extra: dict[str, str] = {URL_ENCODE_PARTITIONING: str(self.url_encode_partitions).lower()}
-        if self.index.is_bucket:
-            extra.update(
-                {
-                    INDEX_TYPE: self.index.type.value,
-                    BUCKET_NUM_BUCKETS: str(self.index.num_buckets),
-                    BUCKET_HASH_FIELD: ",".join(self.index.hash_fields),
-                }
-            )
+        extra.update(self.index.properties())
         if self.keygen is KeyGenType.TIMESTAMP:
             extra.update(
                 {

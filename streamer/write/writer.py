@@ -25,10 +25,16 @@ from typing import Any
 import pyarrow as pa
 
 from streamer.data import arrow_schema
-from streamer.errors import CommitError, ConfigError, CorruptDataError, MissingFileError
+from streamer.errors import (
+    CommitError,
+    ConfigError,
+    CorruptDataError,
+    MissingFileError,
+    StreamerError,
+)
 from streamer.fs import FileSystem, resolve
 from streamer.index.bloom_index import BloomIndex
-from streamer.index.bucket import bucket_ids
+from streamer.index.bucket import bucket_ids, bucket_layout, misplaced_key
 from streamer.index.rfc06 import BloomParams
 from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro
@@ -38,6 +44,7 @@ from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
 from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
+    TableProperties,
     format_problems,
     load_properties,
     new_table_properties,
@@ -46,7 +53,7 @@ from streamer.table.properties import (
 )
 from streamer.table.snapshot import TableSnapshot
 from streamer.write import faults
-from streamer.write.config import TableConfig, WriteOptions, table_index
+from streamer.write.config import IndexConfig, TableConfig, WriteOptions, table_index
 from streamer.write.filegroup import WriteContext
 from streamer.write.lock import WriterLock
 from streamer.write.markers import delete_markers
@@ -126,8 +133,16 @@ class HudiWriter:
 
     @classmethod
     def open(
-        cls, path: str, *, options: WriteOptions | None = None, fs: FileSystem | None = None
+        cls,
+        path: str,
+        *,
+        options: WriteOptions | None = None,
+        fs: FileSystem | None = None,
+        index: IndexConfig | None = None,
     ) -> HudiWriter:
+        """Open an existing table. ``index``: the index the caller means to write with - the
+        table's own, or a bucket index for a table that records none but is laid out by
+        it (see :meth:`_use_index`); any other is refused, naming both."""
         if fs is None:
             fs, path = resolve(path)
         props = load_properties(fs, path)
@@ -145,7 +160,45 @@ class HudiWriter:
             # a table of an earlier version of this project: Apache Hudi cannot see its
             # logs, or its archiver fails on an empty clean inflight file
             repair_table_format(fs, path, lock_timeout_s=writer.options.lock_timeout_s)
+        if index is not None:
+            writer._use_index(index)
         return writer
+
+    def _use_index(self, index: IndexConfig) -> None:
+        """Write with ``index``: the table's recorded index, or - for a table that records
+        none - a bucket index its layout already follows, which is then recorded.
+
+        Hudi keeps its index in writer configs, so a bucket-index table Hudi created (or
+        an empty one) records nothing; adopting it checks every file group's id (one
+        group per bucket, below ``num_buckets``) and every key's bucket, once.
+        """
+        wanted = self.config.with_changes(index=index)  # hash fields default, validated
+        have = self.config.index
+        if wanted.index == have:
+            return
+        if have.is_bucket or not wanted.index.is_bucket:
+            wanted.index.check_same(have, self.base_path)
+        n, fields = wanted.index.num_buckets, wanted.index.hash_fields
+        with self._lock():
+            state = TableState.load(self.fs, self.base_path)
+            recorded = table_index(state.props.raw)
+            if recorded != have:  # another writer recorded one meanwhile
+                wanted.index.check_same(recorded, self.base_path)
+                self.config = wanted
+                return
+            refusal = (f"the table at {self.base_path} records no index and is not laid out by "
+                       f"{wanted.index.describe()}, so it cannot adopt it")
+            try:
+                bucket_layout(((s.partition_path, s.file_id) for s in state.slices), n, self.base_path)
+            except StreamerError as e:
+                raise ConfigError(f"{refusal}: {e}") from e
+            bad = misplaced_key(self.fs, state.slices, state.is_committed(), n, fields)
+            if bad is not None:
+                raise ConfigError(f"{refusal}: key {bad[2]!r} in file group {bad[1]} of partition "
+                                  f"{bad[0]!r} belongs to another bucket")
+            props = TableProperties({**state.props.raw, **wanted.index.properties()})
+            write_properties(self.fs, self.base_path, props)
+        self.config = wanted
 
     # ------------------------------------------------------------------ operations
     def upsert(

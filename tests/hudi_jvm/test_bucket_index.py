@@ -201,3 +201,40 @@ def test_hudi_reads_and_continues_our_bucket_index_table(tmp_path, hudi015, hudi
     (snap10,) = _run(hudi10, [hudi10.read_request(path)])
     assert _canon(snap15) == model.snapshot(), "Hudi 0.15 after our last writes"
     assert _canon(snap10) == model.snapshot(), "Hudi 1.0 after our last writes"
+
+
+def test_we_continue_a_bucket_index_table_hudi_created(tmp_path, hudi015, hudi10):
+    """Hudi records its bucket index in no table property: our writer adopts the layout
+    (every group and key checked once), records it, and the writers keep alternating."""
+    path = str(tmp_path / "hudi_made")
+    first = pa.concat_tables([_rows(list(range(0, 40)), "sf", 1, "a"), _rows(list(range(0, 30)), "nyc", 1, "a")])
+    second = pa.concat_tables([_rows(list(range(20, 60)), "sf", 2, "b"), _rows(list(range(0, 5)), "oslo", 2, "b")])
+    _run(hudi015, [
+        {**_write_req(hudi015, path, first, HUDI_BUCKET), "mode": "overwrite"},
+        _write_req(hudi015, path, second, HUDI_BUCKET),
+    ])
+    model = tg.Model()
+    model.apply(first)
+    model.apply(second)
+    hudi_groups = _groups(path)
+    assert HudiWriter.open(path).config.index == IndexConfig()  # nothing recorded by Hudi
+
+    w = HudiWriter.open(path, options=tg.SMALL, index=IndexConfig(IndexType.BUCKET, BUCKETS))
+    ours = pa.concat_tables([_rows(list(range(50, 80)), "sf", 3, "o"), _rows(list(range(100, 110)), "berlin", 3, "o")])
+    w.upsert(ours)
+    model.apply(ours)
+    gone = _rows(list(range(0, 6)), "nyc", 4, "")
+    w.delete(gone)
+    model.apply(deletes=gone)
+    after_ours = _groups(path)
+    assert all(after_ours[b] == fid for b, fid in hudi_groups.items()), "we left Hudi's file groups"
+    _assert_layout(path, model)
+
+    h10 = _rows(list(range(100, 120)), "berlin", 5, "h10")
+    read15, = _run(hudi015, [hudi015.read_request(path)])
+    read10, _ = _run(hudi10, [hudi10.read_request(path), _write_req(hudi10, path, h10, {**HUDI_BUCKET, **V6})])
+    assert _canon(read15) == model.snapshot() and _canon(read10) == model.snapshot()
+    model.apply(h10)
+    assert all(_groups(path)[b] == fid for b, fid in after_ours.items()), "Hudi 1.0 left our groups"
+    _assert_layout(path, model)
+    assert tg.read_hudi_rs(path) == model.snapshot()

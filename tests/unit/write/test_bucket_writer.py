@@ -196,3 +196,48 @@ def test_spark_engine_writes_the_same_layout(tmp_path, spark):
     want = bucket_ids(rows.column("_hoodie_record_key"), 4, ["id"]).tolist()
     assert [bucket_of_file_id(f) for f in rows.column("_hoodie_file_name").to_pylist()] == want
     assert len({(part, bucket_of_file_id(fid)) for part, fid in _groups(p)}) == len(_groups(p))
+
+
+def _forget_index(path: str) -> None:
+    """What a bucket-index table Hudi created looks like: the setting is in no property."""
+    fs, base = resolve(path)
+    props = load_properties(fs, base)
+    for k in (INDEX_TYPE, BUCKET_NUM_BUCKETS, BUCKET_HASH_FIELD):
+        props.raw.pop(k)
+    write_properties(fs, base, props)
+
+
+def test_a_table_laid_out_by_a_bucket_index_nobody_recorded_is_adopted(tmp_path, no_lookup):
+    p = str(tmp_path / "t")
+    w = _create(p)
+    gen, model = tg.Gen(6, key_space=100), tg.Model()
+    for i in range(3):
+        tg.step(w, gen, model, rows=40, delete=(i == 1))
+    _forget_index(p)
+    assert HudiWriter.open(p).config.index == IndexConfig()
+    # the wrong count: a group's id names a bucket the count lacks, or keys hash elsewhere
+    with pytest.raises(ConfigError, match="cannot adopt it: bucket index .2 buckets.*belongs to no bucket"):
+        HudiWriter.open(p, index=IndexConfig(IndexType.BUCKET, 2))
+    with pytest.raises(ConfigError, match="cannot adopt it: key .* belongs to another bucket"):
+        HudiWriter.open(p, index=IndexConfig(IndexType.BUCKET, 8))
+    assert INDEX_TYPE not in load_properties(*resolve(p)).raw  # refusals record nothing
+    adopted = HudiWriter.open(p, options=tg.SMALL, index=BUCKET4)
+    assert adopted.config.index == IndexConfig(IndexType.BUCKET, 4, ("id",))
+    assert load_properties(*resolve(p)).raw[BUCKET_NUM_BUCKETS] == "4"
+    tg.step(adopted, gen, model, rows=40)
+    _check(p, model)
+    assert HudiWriter.open(p, index=BUCKET4).config.index.num_buckets == 4  # recorded: no re-check
+    with pytest.raises(ConfigError, match="target.index is bloom .*created with bucket"):
+        HudiWriter.open(p, index=IndexConfig())
+
+
+def test_a_bloom_table_with_data_cannot_adopt_a_bucket_index_an_empty_one_can(tmp_path):
+    p = str(tmp_path / "t")
+    w = tg.create(p)
+    tg.step(w, tg.Gen(1), tg.Model(), rows=40)
+    with pytest.raises(ConfigError, match="records no index and is not laid out by bucket"):
+        HudiWriter.open(p, index=BUCKET4)
+    empty = str(tmp_path / "empty")
+    tg.create(empty)
+    assert HudiWriter.open(empty, index=BUCKET4).config.index.is_bucket
+    assert HudiWriter.open(empty).config.index.is_bucket
