@@ -135,6 +135,18 @@ class IndexConfig:
             BUCKET_HASH_FIELD: ",".join(self.hash_fields),
         }
 
+    def hudi_write_options(self) -> dict[str, str]:
+        """What an Apache Hudi writer of the table must be configured with (its index is a
+        write config, not a table property): for ``streamer show`` and the docs."""
+        if not self.is_bucket:
+            return {"hoodie.index.type": "BLOOM"}
+        return {
+            "hoodie.index.type": "BUCKET",
+            "hoodie.index.bucket.engine": "SIMPLE",
+            "hoodie.bucket.index.num.buckets": str(self.num_buckets),
+            "hoodie.bucket.index.hash.field": ",".join(self.hash_fields),
+        }
+
     def check_same(self, table_index: IndexConfig, path: str) -> None:
         """Refuse a writer whose index differs from the one the table at ``path`` has."""
         if self != table_index:

@@ -27,13 +27,12 @@ from tests.support.hudi_options import HUDI_WRITE, V6
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
 BUCKETS = 4
+#: A Hudi writer of the table: what ``IndexConfig.hudi_write_options`` says it must set
+#: (``hoodie.index.type=BUCKET``, SIMPLE engine, the bucket count and hash fields).
 HUDI_BUCKET = {
     **HUDI_WRITE,
     "hoodie.metadata.enable": "false",
-    "hoodie.index.type": "BUCKET",
-    "hoodie.index.bucket.engine": "SIMPLE",
-    "hoodie.bucket.index.num.buckets": str(BUCKETS),
-    "hoodie.bucket.index.hash.field": "id",
+    **IndexConfig(IndexType.BUCKET, BUCKETS, ("id",)).hudi_write_options(),
 }
 #: Keys whose bucket Hudi 0.15 and 1.0 agree on, and ours must too (1000 buckets: a
 #: wrong hash cannot match by chance). Non-ASCII and surrogate pairs test UTF-16.

@@ -143,6 +143,9 @@ def test_index_is_persisted_and_a_different_one_is_refused(tmp_path):
     reopened = HudiWriter.open(p, options=tg.SMALL)
     assert reopened.config.index == IndexConfig(IndexType.BUCKET, 4, ("id",))
     assert reopened.config.index.describe() == "bucket (4 buckets, hash fields id)"
+    assert reopened.config.index.hudi_write_options() == {
+        "hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
+        "hoodie.bucket.index.num.buckets": "4", "hoodie.bucket.index.hash.field": "id"}
     with pytest.raises(ConfigError, match=r"bucket \(8 buckets.*created with bucket \(4 buckets"):
         IndexConfig(IndexType.BUCKET, 8, ("id",)).check_same(reopened.config.index, p)
     # a writer whose index was changed after opening cannot commit with it
