@@ -14,9 +14,11 @@ the same file group as we do:
 * a bucket's file id is ``%08d`` of the bucket over the first 8 characters of a UUID,
   plus ``-0``; ``bucketIdFromFileId`` parses those 8 characters back.
 
-Hudi 0.15 differs from 1.0 for keys holding ``:`` but no ``,`` (a simple key such as
-``12:30``, or a one-field complex key ``id:5``): 0.15 hashes the parsed value, 1.0 the
-whole key. We follow 1.0; keys without ``:`` (and multi-field complex keys) agree in both.
+Hudi 0.15 differs from 1.0 (asked through both JVMs) for keys holding ``:`` but no ``,``
+(a simple key such as ``12:30``, or a one-field complex key ``id:5``: 0.15 hashes the
+parsed value, 1.0 the whole key) and for complex keys whose values hold ``,`` or ``:``
+(0.15 splits them). We follow 1.0; keys without ``:``, and multi-field complex keys with
+plain values, agree in both.
 
 ``String.hashCode`` runs vectorised over the Arrow string buffers (UTF-8 transcoded to
 UTF-16 code units in one codec call, Horner's rule in uint32, which wraps as Java's int does);
