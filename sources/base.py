@@ -100,6 +100,25 @@ class StreamingSource(Source, Protocol):
         ...
 
 
+@runtime_checkable
+class ReadsAvailableNow(Protocol):
+    """A source that can fix, once, what "available now" means (``trigger.mode: available_now``).
+
+    Like Spark's ``Trigger.AvailableNow``: the end is decided when the run starts, then
+    read in capped batches, so a scheduled job catches up and stops even while producers
+    keep writing (what arrives after the start is the next run's).
+    """
+
+    def available_now(self, start: Position | None) -> object:
+        """A bound on what later reads may return, fixed now (Kafka: the end offsets; files:
+        the listing). Opaque to the runner: only handed back to :meth:`read_batch_until`."""
+        ...
+
+    def read_batch_until(self, spark: SparkSession, start: Position | None, bound: object) -> Batch:
+        """:meth:`Source.read_batch` (capped as usual), taking nothing beyond ``bound``."""
+        ...
+
+
 @dataclass(frozen=True)
 class PartitionLag:
     """How far one partition of a source is behind what it holds (Kafka: a topic partition)."""

@@ -97,12 +97,24 @@ class FilesSource:
         return f"{self._scheme}://{path}" if self._scheme else path
 
     def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
+        return self._read_from(spark, start, self.list_files())
+
+    def available_now(self, start: Position | None) -> frozenset[str]:
+        """The files listed now: an ``available_now`` run reads these, not files that land later."""
+        return frozenset(f.path for f in self.list_files())
+
+    def read_batch_until(self, spark: SparkSession, start: Position | None, bound: object) -> Batch:
+        """:meth:`read_batch` among the files of ``bound`` (:meth:`available_now`) only."""
+        assert isinstance(bound, frozenset)
+        return self._read_from(spark, start, [f for f in self.list_files() if f.path in bound])
+
+    def _read_from(self, spark: SparkSession, start: Position | None, listing: list[FileStatus]) -> Batch:
         if start is None:
             start = self.initial_position()
         if not isinstance(start, FileListPosition):
             raise SourceError(f"files source {self.config.path} cannot resume from a {start.kind!r} position")
         grace = int(self.config.late_file_grace.total_seconds() * 1e9)
-        taken, end = select_new_files(self.list_files(), start, self.config.max_files_per_batch, grace)
+        taken, end = select_new_files(listing, start, self.config.max_files_per_batch, grace)
         if not taken:
             empty = spark.createDataFrame([], self.config.schema_ddl or "value STRING")
             return Batch(df=empty, errors=empty_errors(spark), start=start, end=start)

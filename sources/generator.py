@@ -138,6 +138,20 @@ class GeneratorSource:
             return arrow_schema(self.config).empty_table(), GeneratorPosition(batch_index=index)
         return generate_arrow(self.config, index), GeneratorPosition(batch_index=index + 1)
 
+    def available_now(self, start: Position | None) -> int:
+        """Batches available now: up to ``num_batches``; an endless generator has one."""
+        limit = self.config.num_batches
+        return limit if limit is not None else self._index(start) + 1
+
+    def read_batch_until(self, spark: SparkSession, start: Position | None, bound: object) -> Batch:
+        """:meth:`read_batch`, or an empty batch once batch ``bound`` is reached."""
+        assert isinstance(bound, int)
+        if self._index(start) >= bound:
+            index = GeneratorPosition(batch_index=self._index(start))
+            empty = spark.createDataFrame(arrow_schema(self.config).empty_table())
+            return Batch(df=empty, errors=empty_errors(spark), start=start or index, end=index)
+        return self.read_batch(spark, start)
+
     def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
         table, end = self.read_arrow(start)
         df = spark.createDataFrame(table)

@@ -129,6 +129,23 @@ class KafkaSource:
         # A batch that starts from "no position" reports the resolved start, so has_new_data works.
         return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end)
 
+    # -- available now (issue 14) -------------------------------------------------------------
+
+    def available_now(self, start: Position | None) -> KafkaOffsets:
+        """The topic's end offsets now: an ``available_now`` run reads up to them, no further."""
+        _, high = self.client.watermarks()
+        return KafkaOffsets(topic=self.config.topic, partitions=high)
+
+    def read_batch_until(self, spark: SparkSession, start: Position | None, bound: object) -> Batch:
+        """:meth:`read_batch` capped by ``bound`` (:meth:`available_now`'s offsets) as well."""
+        assert isinstance(bound, KafkaOffsets)
+        low, high = self.client.watermarks()
+        begin = resolve_start(self.config, self._check(start), low, high)
+        # a partition created after the bound was fixed holds nothing available "now"
+        capped = {p: min(h, max(bound.partitions.get(p, 0), begin.partitions.get(p, 0))) for p, h in high.items()}
+        end = plan_end(begin, capped, self.config.max_records_per_batch)
+        return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end)
+
     def _batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position | None) -> Batch:
         """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen."""
         from pyspark.sql import functions as F

@@ -32,7 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run pipelines from a YAML file or folder")
     p.add_argument("file", help="pipeline YAML file or folder of them")
     p.add_argument("--pipeline", action="append", help="run only this pipeline (repeatable)")
-    p.add_argument("--once", action="store_true", help="one batch per pipeline, whatever the trigger says")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true", help="one batch per pipeline, whatever the trigger says")
+    when.add_argument("--available-now", action="store_true",
+                      help="each pipeline reads everything available at start (in capped batches), runs its "
+                      "services inline and stops, whatever the trigger says (trigger.mode available_now)")
     p.add_argument("--timeout", type=float, default=None, help="stop continuous pipelines after N seconds")
     p.add_argument(
         "--standby",
@@ -77,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             run_pipelines(
                 configs,
                 once=args.once,
+                available_now=getattr(args, "available_now", False),
                 stop=stop,
                 on_report=observers.on_report,
                 timeout_s=args.timeout,

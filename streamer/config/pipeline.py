@@ -25,10 +25,18 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 class TriggerConfig(StrictModel):
-    """``once``: read what is there (one batch), commit, exit. ``continuous``: a batch every ``interval``."""
+    """``once``: one batch (capped by the source's batch size), commit, exit.
+    ``available_now``: everything available when the run starts, in capped batches, then
+    exit (Spark's ``availableNow``; the mode for scheduled jobs: what arrives meanwhile is
+    the next run's). ``continuous``: a batch every ``interval`` until stopped."""
 
-    mode: Literal["once", "continuous"] = "once"
+    mode: Literal["once", "available_now", "continuous"] = "once"
+    #: Time between batch starts in ``continuous`` mode.
     interval: Duration = Field(default="10s")
+
+    @property
+    def continuous(self) -> bool:
+        return self.mode == "continuous"
 
     def spark_processing_time(self) -> str:
         """The ``processingTime`` string for ``DataStreamWriter.trigger``."""

@@ -1,9 +1,15 @@
 """Table services policies: ``policies: {log_compaction, compaction, clean, archive}``.
 
 Every service has ``mode: inline|async|off``. ``inline`` runs it in the writer right
-after a commit whose trigger fires (simple, delays the next batch); ``async`` only
-schedules a plan and leaves execution to a separate worker (``streamer services``);
+after a commit whose trigger fires (simple, delays the next batch); ``async`` runs it
+beside the writer: in a background thread of the same ``streamer run`` (and/or a separate
+worker, ``streamer services``), while the writer only schedules compaction plans;
 ``off`` never schedules it. Defaults are Hudi's where Hudi has one.
+
+Compaction and log compaction left unset are ``async`` in a continuous pipeline (as
+HoodieStreamer's continuous mode: a compaction must not stall ingestion for seconds
+every few commits) and ``inline`` for ``once`` and ``available_now`` runs (a job that
+stops should leave its table compacted); :func:`for_run` applies this.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ PositiveInt = Annotated[int, Field(gt=0)]
 class LogCompactionPolicy(StrictModel):
     """RFC-48: merge runs of small log blocks in a file slice into one block."""
 
+    #: Unset: ``async`` in a continuous pipeline, ``inline`` in ``once``/``available_now`` runs.
     mode: Mode = "inline"
     #: A file slice qualifies once it has at least this many small consecutive blocks.
     min_blocks: Annotated[int, Field(ge=2)] = 5
@@ -65,6 +72,8 @@ class CompactionTrigger(StrictModel):
 class CompactionPolicy(StrictModel):
     """Full compaction: merge a file slice's base file and logs into a new base file."""
 
+    #: Unset: ``async`` in a continuous pipeline (a background thread of the run: ingestion
+    #: never waits for a compaction), ``inline`` in ``once``/``available_now`` runs.
     mode: Mode = "inline"
     trigger: CompactionTrigger = CompactionTrigger()
     #: Which file slices a plan takes first (Hudi's compaction strategies).
@@ -134,3 +143,20 @@ class PoliciesConfig(StrictModel):
                 f"clean.retain_commits ({retained}), as in Hudi"
             )
         return self
+
+
+#: Services whose unset ``mode`` depends on how the pipeline runs (see the module doc).
+RUN_DEPENDENT = ("log_compaction", "compaction")
+
+
+def for_run(policies: PoliciesConfig, continuous: bool) -> PoliciesConfig:
+    """``policies`` as a run uses them: an unset compaction/log-compaction ``mode`` is
+    ``async`` when the run is continuous, ``inline`` otherwise; set ones stay."""
+    if not continuous:
+        return policies
+    update = {}
+    for name in RUN_DEPENDENT:
+        policy = getattr(policies, name)
+        if "mode" not in policy.model_fields_set:
+            update[name] = policy.model_copy(update={"mode": "async"})
+    return policies.model_copy(update=update) if update else policies

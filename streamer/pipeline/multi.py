@@ -1,8 +1,10 @@
 """Many pipelines in one process (multi-table): one SparkSession, one thread each.
 
 ``once`` (or a pipeline whose trigger is ``once``): one batch, pipelines one after
-another. Continuous pipelines each run in their own thread until the shared stop
-event is set. Each table gets its own services, per its own ``policies``.
+another; ``available_now`` likewise, each catching up to where its source stood when
+it started. Continuous pipelines each run in their own thread until the shared stop
+event is set. Each table gets its own services, per its own ``policies`` as resolved
+for how it runs (``policies.for_run``: compaction async when continuous).
 
 **A pipeline fails alone.** One YAML often holds unrelated tables; a poison record or
 a broken target in one of them must not stall the others. So a failure (while taking
@@ -92,8 +94,10 @@ def run_pipelines(
     standby: bool = False,
     on_failure: Callable[[str, BaseException], None] | None = None,
     collect_layout: bool = False,
+    available_now: bool = False,
 ) -> list[PipelineRunner]:
-    """Run every pipeline; ``once`` forces one batch each whatever the triggers say.
+    """Run every pipeline; ``once`` forces one batch each whatever the triggers say,
+    ``available_now`` a catch-up-and-stop run each (see :func:`run_mode`).
 
     ``collect_layout`` puts the table's file layout into each committed batch's report
     (for the layout metrics). Returns the runners of the pipelines that could be set up,
@@ -128,17 +132,20 @@ def run_pipelines(
                 if not lease.acquire(standby=standby, stop=stop, on_wait=warm):
                     break  # stopped while waiting: run nothing
                 leases.append(lease)
-                services.append(_services_for(r))
+                services.append(_services_for(r, run_mode(r.config, once, available_now) == "continuous"))
                 ready.append(r)
             except Exception as e:
                 failures.add(r.config.name, e)
         if stop.is_set():
             ready = []
-        continuous = [r for r in ready if not once and r.config.trigger.mode == "continuous"]
+        continuous = [r for r in ready if run_mode(r.config, once, available_now) == "continuous"]
         for r in ready:
             if r not in continuous and not stop.is_set():
                 try:
-                    r.run_once()
+                    if run_mode(r.config, once, available_now) == "available_now":
+                        r.run_available_now(stop)
+                    else:
+                        r.run_once()
                 except Exception as e:
                     failures.add(r.config.name, e)
         if continuous:
@@ -177,9 +184,18 @@ def _run_threads(
             t.join(0.5)
 
 
-def _services_for(runner: PipelineRunner) -> PipelineServices | None:
+def run_mode(config: PipelineConfig, once: bool, available_now: bool) -> str:
+    """How a pipeline runs: the command line's ``--once``/``--available-now``, else its trigger."""
+    if once:
+        return "once"
+    if available_now:
+        return "available_now"
+    return config.trigger.mode
+
+
+def _services_for(runner: PipelineRunner, continuous: bool = False) -> PipelineServices | None:
     """Table services per the pipeline's policies (inline after commits, or async)."""
-    svc = PipelineServices.for_runner(runner)
+    svc = PipelineServices.for_runner(runner, continuous)
     if svc is not None:
         runner.attach_services(svc)
     return svc

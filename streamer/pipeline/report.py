@@ -37,7 +37,7 @@ class PhaseTimes:
 
 @dataclass(frozen=True)
 class ServiceRun:
-    """One table service the pipeline ran inline after a commit (or scheduled for later).
+    """One table service the pipeline ran after a commit (or scheduled for later).
 
     ``outcome``: ``scheduled``, an executor status (``completed``, ``busy``, ...),
     ``cleaned`` or ``archived``. ``seconds`` is the time of that service's step (None
@@ -50,12 +50,17 @@ class ServiceRun:
     outcome: str
     seconds: float | None
     detail: str = ""
+    #: ``inline``: run by the writer after the commit (its time is in the batch's
+    #: ``services`` phase); ``async``: run by the pipeline's background service thread
+    #: since the previous batch (reported with the next batch; the writer did not wait).
+    mode: str = "inline"
 
     def line(self) -> str:
         inst = f" {self.instant}" if self.instant else ""
         took = f" in {self.seconds:.2f}s" if self.seconds is not None else ""
         extra = f" ({self.detail})" if self.detail else ""
-        return f"{self.action}{inst} {self.outcome}{took}{extra}"
+        bg = " [async]" if self.mode == "async" else ""
+        return f"{self.action}{inst} {self.outcome}{took}{extra}{bg}"
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sources import build_source
-from sources.base import Batch, NotifiedOfCommits, PartitionLag, ReportsLag, Source, StreamingSource
+from sources.base import (
+    Batch,
+    NotifiedOfCommits,
+    PartitionLag,
+    ReadsAvailableNow,
+    ReportsLag,
+    Source,
+    StreamingSource,
+)
 from sources.position import FileListPosition, KafkaOffsets, Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
-from streamer.errors import SourceError
+from streamer.errors import ConfigError, SourceError
 from streamer.observe.layout import TableLayout, table_layout
 from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
 from streamer.pipeline.checkpoint import (
@@ -48,6 +56,10 @@ if TYPE_CHECKING:
     from streamer.pipeline.services import PipelineServices
 
 log = logging.getLogger(__name__)
+
+#: Upper bound on the batches of one ``available_now`` run (a guard: each batch moves the
+#: position forward towards an end fixed at the start, so the loop ends long before).
+MAX_BATCHES = 1_000_000
 
 
 class PipelineRunner:
@@ -183,6 +195,40 @@ class PipelineRunner:
         started_at, t0 = time.time(), time.monotonic()
         batch = self.source.read_batch(self.spark, self.position)
         return self._process(batch, started_at, time.monotonic() - t0)
+
+    def run_available_now(self, stop: threading.Event | None = None) -> list[BatchReport]:
+        """Everything available when called, in capped batches, then return (``available_now``).
+
+        The end is fixed first (:class:`~sources.base.ReadsAvailableNow`), so records
+        arriving meanwhile are left to the next run and the loop ends however fast
+        producers write. Each batch moves the position forward; the loop ends at the first
+        batch with nothing new (its report is kept only if it is the run's only one, so
+        an empty run says "skipped"), when ``stop`` is set, or after ``MAX_BATCHES``.
+        """
+        stop = stop or threading.Event()
+        if not isinstance(self.source, ReadsAvailableNow):
+            raise ConfigError(f"pipeline {self.config.name}: the {self.source.source_type} source "
+                              "cannot run with trigger.mode available_now")
+        bound = self.source.available_now(self.position)
+        reports: list[BatchReport] = []
+        for _ in range(MAX_BATCHES):
+            if stop.is_set():
+                break
+            started_at, t0 = time.time(), time.monotonic()
+            batch = self.source.read_batch_until(self.spark, self.position, bound)
+            if not batch.has_new_data and reports:
+                batch.release()
+                break
+            report = self._process(batch, started_at, time.monotonic() - t0)
+            reports.append(report)
+            if report.skipped:
+                break
+        written = sum(r.written for r in reports)
+        commits = sum(1 for r in reports if r.instant)
+        log.info("[%s] available now: %d batch(es), %d commit(s), %d record(s) written; stopped at %s",
+                 self.config.name, len(reports), commits, written,
+                 reports[-1].position if reports else None, extra={"pipeline": self.config.name})
+        return reports
 
     def run_continuous(
         self,

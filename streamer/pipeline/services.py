@@ -1,9 +1,12 @@
 """The table services a pipeline runs alongside its writes, per its ``policies``.
 
 ``inline`` services run in the writer right after each commit; ``async`` ones in a
-background thread started with the first commit (the table must exist). When
-compaction falls behind (``compaction.max_pending``), the pipeline waits before its
-next commit instead of piling up logs nobody compacts.
+background thread started with the first commit (the table must exist), so a
+compaction never stalls ingestion: the default for compaction and log compaction in a
+continuous pipeline (``streamer.config.policies.for_run``). What the thread did is
+reported with the next batch (``ServiceRun.mode == "async"``). When compaction falls
+behind (``compaction.max_pending``), the pipeline waits before its next commit instead
+of piling up logs nobody compacts.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from streamer.config.policies import PoliciesConfig
+from streamer.config.policies import PoliciesConfig, for_run
 from streamer.fs import FileSystem
 from streamer.pipeline.report import ServiceRun
 from streamer.read.table import Table
@@ -41,13 +44,17 @@ class PipelineServices:
         self.has_inline = "inline" in modes or policies.compaction.mode == "async"
         self.has_async = "async" in modes
         self._async: AsyncServices | None = None
+        self._async_seen = 0
         #: The table handle of the last round in which an inline service acted (its
         #: layout changed after the writer's snapshot); None after a quiet round.
         self.changed_table: Table | None = None
 
     @classmethod
-    def for_runner(cls, runner: PipelineRunner) -> PipelineServices | None:
-        svc = cls(runner.sink.fs, runner.sink.path, runner.config.policies, runner.config.name)
+    def for_runner(cls, runner: PipelineRunner, continuous: bool = False) -> PipelineServices | None:
+        """The services of ``runner``'s table, per its policies as resolved for the run
+        (``continuous``: unset compaction modes are async)."""
+        policies = for_run(runner.config.policies, continuous)
+        svc = cls(runner.sink.fs, runner.sink.path, policies, runner.config.name)
         return svc if (svc.has_inline or svc.has_async) else None
 
     def after_commit(self, snapshot: TableSnapshot | None = None) -> tuple[ServiceRun, ...]:
@@ -69,15 +76,32 @@ class PipelineServices:
                          extra={"pipeline": self.name, "service": run.action})
         if self.has_async and self._async is None:
             self._async = AsyncServices(self.table_path, self.policies, fs=self.fs).start()
+        runs += self._async_runs()
         if self.policies.compaction.mode != "off":
             waited = wait_for_capacity(table, self.policies.compaction, fs=self.fs)
             if waited > 1:
                 log.warning("[%s] ingestion throttled %.1fs: compaction behind (max_pending)", self.name, waited)
         return runs
 
+    def _async_runs(self) -> tuple[ServiceRun, ...]:
+        """What the background thread did since the last call (logged here, once)."""
+        if self._async is None:
+            return ()
+        reports = self._async.reports[self._async_seen:]  # appended by the thread only
+        self._async_seen += len(reports)
+        runs = tuple(
+            ServiceRun(r.action, r.instant, r.outcome, r.seconds, r.detail, mode="async")
+            for rep in reports for r in service_runs(rep)
+        )
+        for run in runs:
+            log.info("[%s] table service: %s", self.name, run.line(),
+                     extra={"pipeline": self.name, "service": run.action})
+        return runs
+
     def close(self) -> None:
         if self._async is not None:
             self._async.stop()
+            self._async_runs()  # logged: the run's last rounds
             for e in self._async.errors:
                 log.warning("[%s] async table service error: %s", self.name, e)
             self._async = None
