@@ -87,6 +87,32 @@ FieldList = Annotated[list[Annotated[str, Field(min_length=1)]], BeforeValidator
 )]
 
 
+class BloomIndexSettings(StrictModel):
+    """Bloom filters and key ranges in base files and log blocks (RFC-06); an upsert looks
+    its keys up, inserts fill small file groups. Hudi's default index."""
+
+    type: Literal["bloom"]
+
+
+class BucketIndexSettings(StrictModel):
+    """Hudi's bucket index (``hoodie.index.type=BUCKET``, SIMPLE engine): a key's hash picks
+    its file group, nothing is looked up (an upsert costs O(batch) at any table size).
+    Fixed when the table is created; Hudi writers of the table must set the same values."""
+
+    type: Literal["bucket"]
+    #: Hudi ``hoodie.bucket.index.num.buckets``: file groups per partition, for the table's life.
+    num_buckets: Annotated[int, Field(strict=True, ge=1, lt=100_000_000)]
+    #: Hudi ``hoodie.bucket.index.hash.field``: record key fields hashed; empty = all of them.
+    hash_field: FieldList = []
+
+
+IndexSettings = Annotated[
+    BloomIndexSettings | BucketIndexSettings,
+    Field(discriminator="type"),
+    BeforeValidator(_keygen_shorthand),
+]
+
+
 class TargetConfig(StrictModel):
     """Where and how records are written. ``record_key``/``partition_by`` accept a name or a list."""
 
@@ -119,6 +145,9 @@ class TargetConfig(StrictModel):
     #: Hudi ``hoodie.logfile.data.block.max.size``: one commit's data for a file group
     #: above this is written as several data blocks.
     log_block_max_size: Size = defaults.LOG_BLOCK_MAX_SIZE
+    #: How a write finds a key's file group: ``bloom`` (lookup) or ``bucket`` (key hash).
+    #: Persisted with the table; a different value for an existing table is refused.
+    index: IndexSettings = BloomIndexSettings(type="bloom")
 
     @field_validator("table_name")
     @classmethod
@@ -169,7 +198,23 @@ class TargetConfig(StrictModel):
                              "partition_by field (the time field), as Hudi's TimestampBasedKeyGenerator")
         if self.small_file_limit > self.max_file_size:
             raise ValueError("small_file_limit cannot exceed max_file_size")
+        if self.index.type == "bucket":
+            unknown = [f for f in self.index.hash_field if f not in self.record_key]
+            if unknown:
+                raise ValueError(f"index.hash_field {unknown} must be record_key fields {self.record_key}")
+            if len(set(self.index.hash_field)) != len(self.index.hash_field):
+                raise ValueError(f"index.hash_field lists a field twice: {self.index.hash_field}")
         return self
+
+    @property
+    def writer_index(self):
+        """The writer's :class:`~streamer.write.config.IndexConfig` for ``index``."""
+        # imported here: ``streamer validate`` need not load the writer package
+        from streamer.write.config import IndexConfig, IndexType
+
+        if self.index.type == "bloom":
+            return IndexConfig()
+        return IndexConfig(IndexType.BUCKET, self.index.num_buckets, tuple(self.index.hash_field))
 
     @property
     def effective_key_generator(self) -> str:

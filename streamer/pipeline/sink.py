@@ -59,6 +59,7 @@ def table_config(target: TargetConfig) -> TableConfig:
         timestamp=ts,
         log_block_format=LogBlockFormat(target.log_block_format),
         url_encode_partitions=target.url_encode_partitions,
+        index=target.writer_index,
     )
 
 
@@ -134,7 +135,8 @@ class TableSink:
     def writer(self, schema=None) -> HudiWriter:
         if self._writer is None:
             if self.exists():
-                w = HudiWriter.open(self.path, options=self.options, fs=self.fs)
+                # the table's index, or a bucket layout it records none of (adopted)
+                w = HudiWriter.open(self.path, options=self.options, fs=self.fs, index=self.wanted.index)
                 _check_identity(self.path, w.config, self.wanted)
                 # the data block type is a per-writer setting (as Hudi's
                 # hoodie.logfile.data.block.format): this run's YAML decides it

@@ -36,6 +36,7 @@ MAPPED = {
     "small_file_limit": ("1MiB", lambda tc, wo: wo.small_file_limit == 1024**2),
     "log_block_max_size": ("1MiB", lambda tc, wo: wo.log_block_max_size == 1024**2),
     "url_encode_partitions": (True, lambda tc, wo: tc.url_encode_partitions),
+    "index": ({"type": "bucket", "num_buckets": 4}, lambda tc, wo: tc.index.num_buckets == 4),
 }
 #: keys refused when set (the reason is in the model's validator)
 REFUSED = {"log_file_max_size": "1GiB"}
