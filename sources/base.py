@@ -89,15 +89,76 @@ class Source(Protocol):
 
 @runtime_checkable
 class StreamingSource(Source, Protocol):
-    """A source that can also drive Spark Structured Streaming (continuous mode)."""
+    """A source that can also drive Spark Structured Streaming (continuous mode).
+
+    The pipeline knows no source by name: what a stream needs that is particular to the
+    source (where it really starts, which rows a replayed micro-batch already committed)
+    is asked here.
+    """
+
+    def resolve_stream_start(self, start: Position | None) -> Position:
+        """The concrete position a stream starts at (``start``, else the configured
+        beginning), naming every unit the source reads; raises on data loss."""
+        ...
 
     def stream(self, spark: SparkSession, start: Position | None = None) -> DataFrame:
         """A streaming DataFrame of raw input, for ``writeStream.foreachBatch``."""
         ...
 
+    def filter_committed(self, raw: DataFrame, position: Position | None) -> DataFrame:
+        """``raw`` without the rows at or before ``position`` (a micro-batch Spark hands
+        over again, or one overlapping a committed one, writes nothing twice)."""
+        ...
+
     def batch_from_raw(self, raw: DataFrame, start: Position | None) -> Batch:
         """Decode one micro-batch of :meth:`stream` output handed to ``foreachBatch``."""
         ...
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """A source that knows a cheap batch to warm its read path with (a hot standby)."""
+
+    def warm_up_batch(self, spark: SparkSession, start: Position | None) -> Batch:
+        """A small batch at or after ``start`` (or anywhere, if nothing is after it) to
+        decode without writing; may be empty."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecordIdentity:
+    """How a source's rows say which input record they are (stable error-table ids).
+
+    A record found bad after decoding (a null key) is identified by its own position
+    (Kafka: topic/partition/offset), not the batch's, so a replay cut into other
+    micro-batches gives it the same error id.
+    """
+
+    #: The source to read with: it may read identity columns the YAML did not ask for.
+    source: Source
+    #: (error-table column, batch column) pairs, e.g. ``("offset", "_kafka_offset")``.
+    positions: tuple[tuple[str, str], ...] = ()
+    #: Columns describing the record rather than its data (kept out of its JSON payload).
+    metadata: tuple[str, ...] = ()
+    #: Those of them only the pipeline wanted (dropped before the table gets the rows).
+    hidden: tuple[str, ...] = ()
+    #: A timestamp column dating each record (the batch's freshness), if any.
+    event_time: str | None = None
+
+
+@runtime_checkable
+class IdentifiesRecords(Protocol):
+    """A source whose rows can carry their own position (see :class:`RecordIdentity`)."""
+
+    def record_identity(self) -> RecordIdentity:
+        ...
+
+
+def record_identity(source: Source) -> RecordIdentity:
+    """``source``'s :class:`RecordIdentity` (none beyond the batch's position if it has no way)."""
+    if isinstance(source, IdentifiesRecords):
+        return source.record_identity()
+    return RecordIdentity(source)
 
 
 @runtime_checkable

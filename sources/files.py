@@ -99,6 +99,15 @@ class FilesSource:
     def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
         return self._read_from(spark, start, self.list_files())
 
+    def warm_up_batch(self, spark: SparkSession, start: Position | None) -> Batch:
+        """One file after ``start``, else the first file of the folder."""
+        one = FilesSource(self.config.model_copy(update={"max_files_per_batch": 1}))
+        batch = one.read_batch(spark, start)
+        if not batch.has_new_data and start is not None:
+            batch.release()
+            batch = one.read_batch(spark, None)
+        return batch
+
     def available_now(self, start: Position | None) -> frozenset[str]:
         """The files listed now: an ``available_now`` run reads these, not files that land later."""
         return frozenset(f.path for f in self.list_files())

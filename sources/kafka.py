@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sources.base import ERROR_COLUMNS, Batch, PartitionLag
+from sources.base import ERROR_COLUMNS, Batch, PartitionLag, RecordIdentity
 from sources.kafka_client import KafkaSourceClient
 from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
 from sources.position import KafkaOffsets, Position
@@ -217,6 +217,39 @@ class KafkaSource:
         start = self._check(start)
         return self._batch(raw.sparkSession, raw, start, None)
 
+    # -- what the pipeline asks a streaming source (issue 14) --------------------------------
+
+    def resolve_stream_start(self, start: Position | None) -> KafkaOffsets:
+        """Concrete offsets for every partition (``starting_offsets`` without a position);
+        raises on data loss if configured to (``resolve_start``)."""
+        low, high = self.client.watermarks()
+        return resolve_start(self.config, self._check(start), low, high)
+
+    def filter_committed(self, raw: DataFrame, position: Position | None) -> DataFrame:
+        """Rows at or after the committed offset of their partition only."""
+        position = self._check(position)
+        if position is None or not position.partitions:
+            return raw
+        return raw.where(at_or_after(position))
+
+    def warm_up_batch(self, spark: SparkSession, start: Position | None) -> Batch:
+        """The first available record of each partition (an empty batch on an empty topic)."""
+        low, high = self.client.watermarks()
+        begin = KafkaOffsets(topic=self.config.topic, partitions=low)
+        end = KafkaOffsets(topic=begin.topic, partitions={p: min(o + 1, high[p]) for p, o in low.items()})
+        return self.batch_from_raw(self.read_raw(spark, begin, end), begin)
+
+    def record_identity(self) -> RecordIdentity:
+        """Records are identified by topic/partition/offset (the metadata columns); without
+        ``include_metadata`` a source reading them is returned, and they are hidden."""
+        meta = tuple(METADATA_COLUMNS)
+        positions = (("topic", "_kafka_topic"), ("partition", "_kafka_partition"), ("offset", "_kafka_offset"))
+        if self.config.include_metadata:
+            return RecordIdentity(self, positions, meta, (), "_kafka_timestamp")
+        reading = KafkaSource(self.config.model_copy(update={"include_metadata": True}))
+        self.close()
+        return RecordIdentity(reading, positions, meta, meta, "_kafka_timestamp")
+
     # -- decoding ---------------------------------------------------------------------------
 
     def decode(self, spark: SparkSession, raw: DataFrame) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...]]:
@@ -383,3 +416,15 @@ def kafka_errors(rows: DataFrame, payload: Column, encoding: str | Column, reaso
         F.current_timestamp().alias("error_time"),
     )
     return out.select(*ERROR_COLUMNS)
+
+
+def at_or_after(position: KafkaOffsets) -> Column:
+    """Row filter keeping raw Kafka rows at or after the given offset of their partition."""
+    from pyspark.sql import functions as F
+
+    cond = None
+    for p, off in position.partitions.items():
+        c = (F.col("partition") == F.lit(p)) & (F.col("offset") < F.lit(off))
+        cond = c if cond is None else cond | c
+    assert cond is not None
+    return ~cond

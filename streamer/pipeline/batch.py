@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sources.base import RECORD_COLUMN, Batch
-from sources.position import KafkaOffsets
+from sources.base import RECORD_COLUMN, Batch, RecordIdentity
 from streamer.config.pipeline import PipelineConfig
 from streamer.pipeline.errors_table import (
     ERROR_ARROW_SCHEMA,
-    KAFKA_META,
     PAYLOAD_COL,
     REASON_COL,
     as_error_arrow,
@@ -59,9 +57,11 @@ class PreparedBatch:
 
 
 def estimated_rows(batch: Batch) -> int | None:
-    """An upper bound on the batch's records known without a Spark job (Kafka offsets), else None."""
-    if isinstance(batch.start, KafkaOffsets) and isinstance(batch.end, KafkaOffsets):
-        return batch.start.records_until(batch.end)
+    """An upper bound on the batch's records known without a Spark job, else None: from
+    positions that can count the records between them (``records_until``, offsets)."""
+    count = getattr(batch.start, "records_until", None)
+    if count is not None and type(batch.start) is type(batch.end):
+        return count(batch.end)
     return None
 
 
@@ -82,22 +82,26 @@ def prepare(
     batch: Batch,
     source_type: str,
     position_json: str,
-    hidden_columns: tuple[str, ...] = (),
+    identity: RecordIdentity | None = None,
 ) -> PreparedBatch:
     """Transform, flag unkeyable rows, split good from bad, count.
 
-    ``hidden_columns`` are columns the runner added for itself (Kafka metadata used to
-    identify bad records); they are dropped from the rows that reach the table.
+    ``identity`` says which columns identify a record (its error row's position) and
+    which of them only the pipeline asked for (``hidden``: dropped from the rows that
+    reach the table).
     """
+    positions = identity.positions if identity is not None else ()
+    metadata = identity.metadata if identity is not None else ()
+    hidden_columns = identity.hidden if identity is not None else ()
     cached: list[DataFrame] = []
     retyped = with_table_types(config, spark, batch)
     if retyped is not batch:
         cached.extend(d for d in retyped.cached if all(d is not c for c in batch.cached))
         batch = retyped
     transformed = apply_transforms(batch.df, config.transforms, spark)
-    flagged = flag_unkeyable(transformed, config.target)
+    flagged = flag_unkeyable(transformed, config.target, metadata)
     source_errors = as_error_arrow(batch.errors.toArrow())
-    # Kafka's record columns are its metadata columns: dropped only when the runner added them
+    # a source's record columns may be its metadata columns: dropped only when the runner added them
     hidden = (*hidden_columns, RECORD_COLUMN)
     drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in flagged.columns]]
     if on_driver(config, batch):
@@ -116,7 +120,7 @@ def prepare(
         n_written = good.count()
         n_flagged = n_written + bad.num_rows
     n_good_in = batch.df.count() if config.transforms else n_flagged
-    unkeyable = unkeyable_error_rows(bad, source_type, position_json)
+    unkeyable = unkeyable_error_rows(bad, source_type, position_json, positions)
     if unkeyable.num_rows and batch.originals is not None and set(batch.record_columns) <= set(bad.column_names):
         # the record's own position and bytes, not the batch's position and a re-serialisation
         unkeyable = with_originals(unkeyable, bad.select(list(batch.record_columns)), batch.originals)
@@ -186,10 +190,3 @@ def table_spark_schema(path: str):
             continue
     return StructType(fields)
 
-
-def hidden_kafka_columns(config: PipelineConfig) -> tuple[str, ...]:
-    """Kafka metadata the runner asks the source for although the YAML did not."""
-    src = config.source
-    if src.type == "kafka" and not src.include_metadata:
-        return KAFKA_META
-    return ()

@@ -6,9 +6,10 @@ with the reason and its payload. The error table is itself a mor-streamer (Hudi 
 table keyed by a hash of the record's identity (source position, reason, payload),
 so a replayed batch upserts the same error rows instead of duplicating them.
 
-Why the position of a Kafka record is its ``topic/partition/offset`` and not the
-batch's end position: after a crash, continuous mode may cut the same records into
-different micro-batches, and the id must not depend on where a batch happened to end.
+Why a record's position is its own (a streamed record's ``topic/partition/offset``,
+``sources.base.RecordIdentity``) and not the batch's end position: after a crash,
+continuous mode may cut the same records into different micro-batches, and the id must
+not depend on where a batch happened to end.
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ ERROR_ID = "error_id"
 #: Columns the runner adds to a transformed batch: why a row is bad (null = good) and its JSON.
 REASON_COL = "_mor_reason"
 PAYLOAD_COL = "_mor_payload"
-#: Kafka metadata columns of a decoded record (``source.include_metadata``).
-KAFKA_META = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 
 #: The error table's columns as Arrow types (the same as ``sources.base.ERROR_SCHEMA_DDL``).
 ERROR_ARROW_SCHEMA = pa.schema(
@@ -56,8 +55,9 @@ assert tuple(ERROR_ARROW_SCHEMA.names) == ERROR_COLUMNS
 _ID_FIELDS = ("source_type", "source_position", "topic", "partition", "offset", "file", "reason", "raw_payload")
 
 
-def flag_unkeyable(df: DataFrame, target: TargetConfig) -> DataFrame:
-    """``df`` plus :data:`REASON_COL` (null for good rows) and :data:`PAYLOAD_COL` (bad rows' JSON).
+def flag_unkeyable(df: DataFrame, target: TargetConfig, metadata: tuple[str, ...] = ()) -> DataFrame:
+    """``df`` plus :data:`REASON_COL` (null for good rows) and :data:`PAYLOAD_COL` (bad rows'
+    JSON, without the source's ``metadata`` columns).
 
     A key field missing from the batch altogether makes every row an error (named in
     the reason), rather than an exception that would stop a streaming pipeline.
@@ -82,22 +82,33 @@ def flag_unkeyable(df: DataFrame, target: TargetConfig) -> DataFrame:
         branches = F.when(cond, F.lit(text)) if branches is None else branches.when(cond, F.lit(text))
     if branches is not None:
         reason = branches
-    payload = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns if c not in KAFKA_META]))
+    payload = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns if c not in metadata]))
     flagged = df.withColumn(REASON_COL, reason)
     return flagged.withColumn(PAYLOAD_COL, F.when(F.col(REASON_COL).isNotNull(), payload))
 
 
-def unkeyable_error_rows(bad: pa.Table, source_type: str, position_json: str) -> pa.Table:
-    """Error rows (:data:`ERROR_ARROW_SCHEMA`) for flagged rows collected to the driver."""
+def unkeyable_error_rows(
+    bad: pa.Table, source_type: str, position_json: str, positions: tuple[tuple[str, str], ...] = ()
+) -> pa.Table:
+    """Error rows (:data:`ERROR_ARROW_SCHEMA`) for flagged rows collected to the driver.
+
+    ``positions`` maps error-table columns (``topic``, ``partition``, ``offset``) to the
+    batch columns holding each record's own (``RecordIdentity.positions``); a row
+    without an offset falls back on ``position_json`` (the batch's).
+    """
     n = bad.num_rows
+    source_col = dict(positions)
 
     def col(name: str, typ: pa.DataType) -> pa.Array:
         if name in bad.column_names:
             return pc.cast(bad.column(name), typ).combine_chunks()
         return pa.nulls(n, typ)
 
-    topic, part, off = col("_kafka_topic", pa.string()), col("_kafka_partition", pa.int32()), col("_kafka_offset", pa.int64())
-    positions = [
+    def own(field: str, typ: pa.DataType) -> pa.Array:
+        return col(source_col[field], typ) if field in source_col else pa.nulls(n, typ)
+
+    topic, part, off = own("topic", pa.string()), own("partition", pa.int32()), own("offset", pa.int64())
+    where = [
         f"{t}/{p}/{o}" if o is not None else position_json
         for t, p, o in zip(topic.to_pylist(), part.to_pylist(), off.to_pylist(), strict=True)
     ]
@@ -105,7 +116,7 @@ def unkeyable_error_rows(bad: pa.Table, source_type: str, position_json: str) ->
     return pa.table(
         [
             pa.array([source_type] * n, pa.string()),
-            pa.array(positions, pa.string()),
+            pa.array(where, pa.string()),
             topic,
             part,
             off,

@@ -16,7 +16,7 @@ from streamer.observe.layout import TableLayout
 class PhaseTimes:
     """Seconds one batch spent in each step of ``PipelineRunner._process``.
 
-    ``read``: the source producing the batch (listing files, planning Kafka offsets;
+    ``read``: the source producing the batch (listing files, planning offsets;
     Spark reads lazily, so decoding is mostly counted in ``prepare``); ``prepare``:
     decode, transforms and the split into good and bad records; ``write_errors``: the
     error-table commit; ``commit``: the data commit; ``services``: inline table services
@@ -90,7 +90,7 @@ class BatchReport:
     #: Bytes and files the data commit wrote (its write stats).
     bytes_written: int = 0
     files_written: int = 0
-    #: Seconds from the newest input the source can date (file mtime, Kafka timestamp)
+    #: Seconds from the newest input the source can date (file mtime, record timestamp)
     #: to the commit; None when the source cannot date its input.
     freshness_s: float | None = None
     lag: tuple[PartitionLag, ...] = ()

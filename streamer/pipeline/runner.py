@@ -24,17 +24,20 @@ from sources.base import (
     NotifiedOfCommits,
     PartitionLag,
     ReadsAvailableNow,
+    RecordIdentity,
     ReportsLag,
     Source,
     StreamingSource,
+    WarmsUp,
+    record_identity,
 )
-from sources.position import FileListPosition, KafkaOffsets, Position, position_to_json
+from sources.position import Position, position_to_json
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
 from streamer.errors import ConfigError, SourceError
 from streamer.observe.layout import TableLayout, table_layout
-from streamer.pipeline.batch import PreparedBatch, hidden_kafka_columns, prepare
+from streamer.pipeline.batch import PreparedBatch, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
     CHECKPOINT_KEYS,
@@ -47,11 +50,12 @@ from streamer.pipeline.errors_table import ErrorTable
 from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
 from streamer.pipeline.sink import TableSink
+from streamer.pipeline.stream import run_polling, run_stream
 from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from streamer.pipeline.services import PipelineServices
 
@@ -72,12 +76,10 @@ class PipelineRunner:
         on_report: Callable[[BatchReport], None] | None = None,
     ) -> None:
         self.config = config
-        self.hidden_columns = hidden_kafka_columns(config)
-        source_config = config.source
-        if self.hidden_columns:
-            # Bad records are identified by topic/partition/offset (stable error ids).
-            source_config = source_config.model_copy(update={"include_metadata": True})
-        self.source: Source = build_source(source_config)
+        #: How rows name their input record (stable error ids); its source may read
+        #: identity columns the YAML did not ask for (hidden from the table).
+        self.identity: RecordIdentity = record_identity(build_source(config.source))
+        self.source: Source = self.identity.source
         self.sink = TableSink(config.target, config.engine)
         self.errors = ErrorTable(config.errors.path, config.name) if config.errors.path else None
         self._spark = spark
@@ -121,10 +123,9 @@ class PipelineRunner:
         return self._position
 
     def _stored_checkpoint(self) -> StoredCheckpoint:
-        """The table's newest checkpoint; for a Kafka source it must be for our topic
-        (a table HoodieStreamer or another pipeline filled from another topic is refused)."""
-        source = self.config.source
-        topic = source.topic if source.type == "kafka" else None
+        """The table's newest checkpoint; for a source reading a topic it must be for that
+        topic (a table HoodieStreamer or another pipeline filled from another is refused)."""
+        topic = getattr(self.config.source, "topic", None)
         return stored_checkpoint(self.sink.fs, self.sink.path, topic=topic, pipeline=self.config.name)
 
     def seed_position(self, start: Position) -> None:
@@ -147,41 +148,20 @@ class PipelineRunner:
         and the runner's position is not touched: it is read when the runner starts.
         """
         try:
-            if isinstance(self.source, StreamingSource):
-                self._warm_up_stream()
+            start = self._stored_checkpoint().position  # not cached: the holder moves it on meanwhile
+            if isinstance(self.source, WarmsUp):
+                batch = self.source.warm_up_batch(self.spark, start)
             else:
-                self._warm_up_batches()
+                batch = self.source.read_batch(self.spark, start)
+            # a stream warms up even on an empty batch (its decoding is planned all the same)
+            self._warm_up_on(batch, even_empty=isinstance(self.source, StreamingSource))
         except Exception as e:  # a warm-up is an optimisation; the real run reports real errors
             log.info("[%s] warm-up skipped: %s", self.config.name, e)
-
-    def _warm_up_stream(self) -> None:
-        if self.config.source.type != "kafka":
-            return
-        from sources.kafka_options import fetch_watermarks
-
-        low, high = fetch_watermarks(self.config.source)
-        begin = KafkaOffsets(topic=self.config.source.topic, partitions=low)
-        end = KafkaOffsets(topic=begin.topic, partitions={p: min(o + 1, high[p]) for p, o in low.items()})
-        raw = self.source.read_raw(self.spark, begin, end)  # type: ignore[attr-defined]
-        self._warm_up_on(self.source.batch_from_raw(raw, begin), even_empty=True)  # type: ignore[attr-defined]
-
-    def _warm_up_batches(self) -> None:
-        """Polling sources: one small batch after the stored position (else from the start)."""
-        source_config = self.config.source
-        if source_config.type == "files":
-            source_config = source_config.model_copy(update={"max_files_per_batch": 1})
-        source = build_source(source_config)
-        start = self._stored_checkpoint().position  # not cached: the holder moves it on meanwhile
-        batch = source.read_batch(self.spark, start)
-        if not batch.has_new_data and start is not None:
-            batch.release()
-            batch = source.read_batch(self.spark, None)
-        self._warm_up_on(batch)
 
     def _warm_up_on(self, batch: Batch, even_empty: bool = False) -> None:
         try:
             if even_empty or batch.has_new_data:
-                prepare(self.config, self.spark, batch, self.source.source_type, "{}", self.hidden_columns).release()
+                prepare(self.config, self.spark, batch, self.source.source_type, "{}", self.identity).release()
         finally:
             batch.release()
 
@@ -238,11 +218,9 @@ class PipelineRunner:
     ) -> None:
         """Run until ``stop`` is set, ``max_batches`` batches ran, or ``timeout_s`` passed.
 
-        Kafka runs as Spark Structured Streaming (``foreachBatch``); other sources poll
-        with one :meth:`run_once` per trigger interval.
+        A :class:`~sources.base.StreamingSource` runs as Spark Structured Streaming
+        (``foreachBatch``); other sources poll with one :meth:`run_once` per interval.
         """
-        from streamer.pipeline.stream import run_polling, run_stream
-
         stop = stop or threading.Event()
         if isinstance(self.source, StreamingSource):
             run_stream(self, stop, max_batches, timeout_s)
@@ -257,9 +235,8 @@ class PipelineRunner:
         """
         started_at, t0 = time.time(), time.monotonic()
         start = self.position
-        if isinstance(start, KafkaOffsets) and start.partitions:
-            raw = raw.where(_at_or_after(start))
         assert isinstance(self.source, StreamingSource)
+        raw = self.source.filter_committed(raw, start)
         batch = self.source.batch_from_raw(raw, start)
         return self._process(batch, started_at, time.monotonic() - t0)
 
@@ -282,7 +259,7 @@ class PipelineRunner:
                 )
             clock = _Clock()
             prepared = prepare(cfg, self.spark, batch, self.source.source_type, _retry_identity(batch),
-                               self.hidden_columns)
+                               self.identity)
             self._check_error_fraction(prepared)
             prepare_s = clock.lap()
             error_instant = self._write_errors(prepared)
@@ -308,7 +285,7 @@ class PipelineRunner:
                     phases=PhaseTimes(read_s, prepare_s, errors_s, commit_s, services_s),
                     bytes_written=result.bytes_written if result else 0,
                     files_written=len(result.stats) if result else 0,
-                    freshness_s=_freshness(batch.end, prepared.good, committed_at),
+                    freshness_s=_freshness(batch.end, prepared.good, committed_at, self.identity.event_time),
                     lag=self._lag(batch.end), services=services,
                     layout=self._layout() if instant is not None else None,
                 )
@@ -412,22 +389,23 @@ class _Clock:
         return elapsed
 
 
-def _freshness(end: Position, good: object, committed_at: float) -> float | None:
+def _freshness(end: Position, good: object, committed_at: float, event_time: str | None) -> float | None:
     """Seconds from the newest input the source can date to the commit.
 
-    Files: the newest input file's modification time (the position's watermark).
-    Kafka: the newest record timestamp, when the ``_kafka_timestamp`` column is kept
-    (``include_metadata``) and the batch is on the driver. Otherwise None: the source
-    cannot date its input cheaply (a Spark job just for this would cost more than it tells).
+    A position with a watermark (files: the newest input file's modification time), else
+    the newest value of the source's ``event_time`` column (a streamed record's timestamp, when
+    the rows keep it and the batch is on the driver). Otherwise None: the source cannot
+    date its input cheaply (a Spark job just for this would cost more than it tells).
     """
-    if isinstance(end, FileListPosition) and end.watermark_ns:
-        return max(0.0, committed_at - end.watermark_ns / 1e9)
+    watermark_ns = getattr(end, "watermark_ns", None)
+    if watermark_ns:
+        return max(0.0, committed_at - watermark_ns / 1e9)
     import pyarrow as pa
 
-    if isinstance(good, pa.Table) and "_kafka_timestamp" in good.column_names and good.num_rows:
+    if event_time and isinstance(good, pa.Table) and event_time in good.column_names and good.num_rows:
         import pyarrow.compute as pc
 
-        newest = pc.max(good.column("_kafka_timestamp").cast(pa.timestamp("us", tz="UTC"))).value
+        newest = pc.max(good.column(event_time).cast(pa.timestamp("us", tz="UTC"))).value
         if newest is not None:
             return max(0.0, committed_at - newest / 1e6)
     return None
@@ -443,18 +421,6 @@ def _retry_identity(batch: Batch) -> str:
     row per restart); by the start, the replay upserts the same rows.
     """
     return "{}" if batch.start is None else position_to_json(batch.start)
-
-
-def _at_or_after(position: KafkaOffsets) -> Column:
-    """Row filter keeping Kafka rows at or after the committed offset of their partition."""
-    from pyspark.sql import functions as F
-
-    cond = None
-    for p, off in position.partitions.items():
-        c = (F.col("partition") == F.lit(p)) & (F.col("offset") < F.lit(off))
-        cond = c if cond is None else cond | c
-    assert cond is not None
-    return ~cond
 
 
 _arrow_schema = arrow_schema

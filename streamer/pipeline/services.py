@@ -12,8 +12,9 @@ of piling up logs nobody compacts.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from streamer.config.pipeline import PipelineConfig
 from streamer.config.policies import PoliciesConfig, for_run
 from streamer.fs import FileSystem
 from streamer.pipeline.report import ServiceRun
@@ -26,12 +27,21 @@ from streamer.services.runner import (
 )
 from streamer.table.snapshot import TableSnapshot
 
-if TYPE_CHECKING:
-    from streamer.pipeline.runner import PipelineRunner
-
 log = logging.getLogger(__name__)
 
 _SERVICES = ("log_compaction", "compaction", "clean", "archive")
+
+
+class _Pipeline(Protocol):
+    """What :meth:`PipelineServices.for_runner` reads of a runner (its config and sink)."""
+
+    config: PipelineConfig
+    sink: _Sink
+
+
+class _Sink(Protocol):
+    fs: FileSystem
+    path: str
 
 
 class PipelineServices:
@@ -50,7 +60,7 @@ class PipelineServices:
         self.changed_table: Table | None = None
 
     @classmethod
-    def for_runner(cls, runner: PipelineRunner, continuous: bool = False) -> PipelineServices | None:
+    def for_runner(cls, runner: _Pipeline, continuous: bool = False) -> PipelineServices | None:
         """The services of ``runner``'s table, per its policies as resolved for the run
         (``continuous``: unset compaction modes are async)."""
         policies = for_run(runner.config.policies, continuous)

@@ -20,22 +20,44 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
+from sources.base import Source, StreamingSource
+from sources.position import Position
+from streamer.config.pipeline import PipelineConfig
 from streamer.errors import StreamerError
 from streamer.write.lock import pid_alive
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from streamer.pipeline.runner import PipelineRunner
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 #: How long a graceful stop waits for the running micro-batch to finish.
 GRACEFUL_STOP_S = 120.0
 _RUN_PREFIX = "run-"
+
+
+class Pipeline(Protocol):
+    """What the loops here drive (``PipelineRunner``; named by shape, so the runner can
+    import this module and not the other way round)."""
+
+    config: PipelineConfig
+    source: Source
+    reports: Sequence[Any]
+
+    @property
+    def spark(self) -> SparkSession: ...
+
+    @property
+    def position(self) -> Position | None: ...
+
+    def seed_position(self, start: Position) -> None: ...
+
+    def run_once(self) -> Any: ...
+
+    def foreach_batch(self, raw: DataFrame, spark_batch_id: int | None = None) -> Any: ...
 
 
 class BatchGate:
@@ -63,7 +85,7 @@ class BatchGate:
         return False
 
 
-def _done(runner: PipelineRunner, stop: threading.Event, max_batches: int | None,
+def _done(runner: Pipeline, stop: threading.Event, max_batches: int | None,
           deadline: float | None, first: int) -> bool:
     return (
         stop.is_set()
@@ -72,7 +94,7 @@ def _done(runner: PipelineRunner, stop: threading.Event, max_batches: int | None
     )
 
 
-def run_polling(runner: PipelineRunner, stop: threading.Event, max_batches: int | None,
+def run_polling(runner: Pipeline, stop: threading.Event, max_batches: int | None,
                 timeout_s: float | None) -> None:
     """Sources without a Spark stream: one ``run_once`` per trigger interval."""
     interval = runner.config.trigger.interval.total_seconds()
@@ -84,18 +106,15 @@ def run_polling(runner: PipelineRunner, stop: threading.Event, max_batches: int 
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
 
-def run_stream(runner: PipelineRunner, stop: threading.Event, max_batches: int | None,
+def run_stream(runner: Pipeline, stop: threading.Event, max_batches: int | None,
                timeout_s: float | None) -> None:
     """Run the streaming query until stopped; re-raise a failed micro-batch's error."""
     cfg = runner.config
-    begin = runner.position
-    if cfg.source.type == "kafka":
-        from sources.kafka_options import fetch_watermarks, resolve_start
-
-        low, high = fetch_watermarks(cfg.source)
-        begin = resolve_start(cfg.source, begin, low, high)  # fails loudly on data loss
-        runner.seed_position(begin)
-    stream = runner.source.stream(runner.spark, begin)  # type: ignore[attr-defined]
+    source = runner.source
+    assert isinstance(source, StreamingSource)
+    begin = source.resolve_stream_start(runner.position)  # fails loudly on data loss
+    runner.seed_position(begin)
+    stream = source.stream(runner.spark, begin)
     checkpoint = _fresh_checkpoint(cfg.checkpoint_dir)
     gate = BatchGate()
     failure: list[BaseException] = []

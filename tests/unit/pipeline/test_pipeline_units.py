@@ -24,6 +24,9 @@ from streamer.pipeline.lease import LeaseHeldError, PipelineLease
 from streamer.pipeline.report import BatchReport
 from streamer.pipeline.stream import BatchGate, _owner_alive
 
+#: The record identity a Kafka source declares (``KafkaSource.record_identity``).
+_KAFKA_IDS = (("topic", "_kafka_topic"), ("partition", "_kafka_partition"), ("offset", "_kafka_offset"))
+
 
 def _flagged(offsets: list[int | None]) -> pa.Table:
     n = len(offsets)
@@ -39,8 +42,8 @@ def _flagged(offsets: list[int | None]) -> pa.Table:
 
 def test_error_ids_depend_on_the_record_not_on_the_batch_it_came_in():
     """A Kafka record keeps its id whichever micro-batch (end position) it was read in."""
-    a = with_error_ids(unkeyable_error_rows(_flagged([5, 6]), "kafka", '{"end": 1}'))
-    b = with_error_ids(unkeyable_error_rows(_flagged([5, 6]), "kafka", '{"end": 2}'))
+    a = with_error_ids(unkeyable_error_rows(_flagged([5, 6]), "kafka", '{"end": 1}', _KAFKA_IDS))
+    b = with_error_ids(unkeyable_error_rows(_flagged([5, 6]), "kafka", '{"end": 2}', _KAFKA_IDS))
     assert a.column(ERROR_ID).to_pylist() == b.column(ERROR_ID).to_pylist()
     assert len(set(a.column(ERROR_ID).to_pylist())) == 2
     assert a.column("source_position").to_pylist() == ["t/1/5", "t/1/6"]
@@ -48,7 +51,7 @@ def test_error_ids_depend_on_the_record_not_on_the_batch_it_came_in():
 
 
 def test_records_without_offsets_fall_back_to_the_batch_position():
-    rows = unkeyable_error_rows(_flagged([None]), "files", '{"kind": "files"}')
+    rows = unkeyable_error_rows(_flagged([None]), "files", '{"kind": "files"}', _KAFKA_IDS)
     assert rows.column("source_position").to_pylist() == ['{"kind": "files"}']
     assert rows.column("offset").to_pylist() == [None]
     assert rows.column("raw_payload").to_pylist() == ['{"ts":1}']

@@ -52,3 +52,20 @@ def test_run_mode_from_trigger_and_command_line():
 def test_an_unknown_trigger_mode_is_reported_with_its_line():
     (_, problems) = parse_pipelines(YAML.format(trigger="{mode: available-now}", policies=""), file="p.yaml")
     assert problems and "available_now" in str(problems[0]) and "p.yaml:" in str(problems[0])
+
+
+def test_the_pipeline_package_names_no_source():
+    """Issue 14: what is particular to a source sits behind ``sources.base``'s protocol."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[3] / "streamer" / "pipeline"
+    named = {}
+    for path in root.glob("*.py"):
+        if path.name == "checkpoint.py":  # Hudi's checkpoint format (HoodieStreamer's Kafka string)
+            continue
+        code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith(("#", "``")))
+        imports = re.findall(r"^\s*(?:from|import) (sources\.(?:kafka\w*|files|generator|lines|avro))", code, re.M)
+        if imports or re.search(r"\.type == \"(kafka|files|generator)\"", code):
+            named[path.name] = imports
+    assert not named
