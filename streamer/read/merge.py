@@ -102,6 +102,8 @@ class ScanStats:
     compacted_away_blocks: int = 0
     log_blocks_read: int = 0
     file_slices: int = 0
+    base_row_groups_pruned: int = 0  # not read: statistics ruled the filter out (slice_reader)
+    base_rows_pruned: int = 0  # read, dropped before the merge by the filter
 
     def add(self, other: ScanStats) -> None:
         self.corrupt_blocks.extend(other.corrupt_blocks)
@@ -110,6 +112,8 @@ class ScanStats:
         self.compacted_away_blocks += other.compacted_away_blocks
         self.log_blocks_read += other.log_blocks_read
         self.file_slices += other.file_slices
+        self.base_row_groups_pruned += other.base_row_groups_pruned
+        self.base_rows_pruned += other.base_rows_pruned
 
     @property
     def corrupt_block_count(self) -> int:

@@ -2,6 +2,18 @@
 
 Everything a slice read needs travels in a picklable :class:`SliceReadSpec`, so the
 same function serves the local reader and the Spark data source.
+
+Pruning a base file under a filter (see :func:`_read_base_pruned`). The filter is always
+applied to the *merged* rows; before the merge, a base row (or a whole row group, by its
+Parquet min/max statistics) may be dropped when the filter is false or unknown for it
+**and** no data record of the slice's log names its key. Why that is exact, whatever the
+merge mode: a base row no log record names is its key's final version, so the final
+filter would drop it anyway; a base row a log record names must stay, because under
+event-time ordering it may beat that (older) log record, and dropping it would let the
+loser through. Deletes never need the base row (they only remove). Row groups are matched
+to log keys by the key column's min/max; no key statistics means the group is kept.
+Log blocks are never skipped on data statistics: a block's record that fails the filter
+may still be the version that hides an older, matching one.
 """
 
 from __future__ import annotations
@@ -45,6 +57,10 @@ class SliceReadSpec:
     partition_fields: tuple[str, ...] = ()
     hive_style: bool = False
     add_partition_columns: bool = False
+    #: the columns ``filter`` reads (``None``: not known, every column is read)
+    filter_columns: tuple[str, ...] | None = None
+    #: drop base rows / row groups the filter rules out before merging (module doc)
+    prune: bool = True
 
     @property
     def incremental(self) -> bool:
@@ -75,6 +91,10 @@ def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None,
         raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
 
 
+def _one_type(columns: list[pa.ChunkedArray]) -> bool:
+    return len({str(c.type) for c in columns}) <= 1
+
+
 def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]]:
     from streamer.table.log_format import read_log_file
 
@@ -90,13 +110,65 @@ def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]
 
 
 def _projection(spec: SliceReadSpec) -> list[str] | None:
-    """The columns a slice read needs: the query's plus what merging needs (key,
-    ordering value, delete marker, commit time for incremental queries). ``None`` (all)
-    with a filter: its columns are not known here, and it runs after the merge."""
-    if spec.columns is None or spec.filter is not None:
+    """The columns a slice read needs: the query's, the filter's (it runs after the
+    merge), and what merging needs (key, ordering value, delete marker, commit time for
+    incremental queries). ``None`` (all) when a filter's columns are not known."""
+    if spec.columns is None or (spec.filter is not None and spec.filter_columns is None):
         return None
     extra = [COMMIT_TIME] if spec.incremental else []
-    return list(dict.fromkeys([*spec.columns, *spec.merge.needed_columns(), *extra]))
+    return list(dict.fromkeys([*spec.columns, *(spec.filter_columns or ()), *spec.merge.needed_columns(), *extra]))
+
+
+def _key_column(spec: SliceReadSpec) -> str | None:
+    """The stored column the merge keys on, when there is one (composite keys have none)."""
+    keys = spec.merge.key_columns()
+    return keys[0] if len(keys) == 1 else None
+
+
+def _read_base_pruned(fs: FileSystem, path: str, spec: SliceReadSpec, columns: list[str] | None,
+                      log_keys: pa.ChunkedArray | None, stats: ScanStats) -> pa.Table:
+    """The base rows the merge needs under ``spec.filter`` (the rule in the module doc):
+    row groups whose statistics rule the filter out and whose key range holds no log key
+    are not read; of the rest, rows the filter rules out and no log record names are
+    dropped."""
+    key = _key_column(spec)
+    try:
+        frag = next(iter(ds.dataset(path, format=_VERIFYING_PARQUET, filesystem=fs.arrow).get_fragments()))
+        names = set(frag.physical_schema.names)
+        if key is None or key not in names or not set(spec.filter_columns or ()) <= names:
+            return _read_base(fs, path, None, columns)
+        if columns is not None:
+            columns = [c for c in columns if c in names]
+        groups = frag.row_groups
+        maybe = {rg.id for rg in frag.subset(spec.filter).row_groups}
+        keep = [rg.id for rg in groups if rg.id in maybe or _keys_in_range(log_keys, rg.statistics.get(key))]
+        stats.base_row_groups_pruned += len(groups) - len(keep)
+        if not keep:
+            return frag.physical_schema.empty_table().select(columns) if columns else frag.physical_schema.empty_table()
+        if len(keep) < len(groups):
+            frag = frag.subset(row_group_ids=keep)
+        rows = spec.filter if log_keys is None or not len(log_keys) else (
+            spec.filter | pc.field(key).isin(log_keys.combine_chunks()))
+        table = frag.to_table(filter=rows, columns=columns)
+        stats.base_rows_pruned += sum(groups[i].num_rows for i in keep) - len(table)
+        return table
+    except FileNotFoundError as e:
+        raise MissingFileError("base file missing", path) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
+
+
+def _keys_in_range(keys: pa.ChunkedArray | None, key_stats: dict | None) -> bool:
+    """Whether some log key may fall in a row group (no statistics: assume so)."""
+    if keys is None or not len(keys):
+        return False
+    if not key_stats or key_stats.get("min") is None or key_stats.get("max") is None:
+        return True
+    try:
+        inside = pc.and_(pc.greater_equal(keys, key_stats["min"]), pc.less_equal(keys, key_stats["max"]))
+        return bool(pc.any(inside).as_py())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        return True
 
 
 def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> tuple[pa.Table | None, ScanStats]:
@@ -105,15 +177,25 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
     logs = fslice.log_files if spec.include_logs else ()
     pushdown = spec.filter if (not logs and not spec.add_partition_columns) else None
     project = _projection(spec)
-    base = _read_base(fs, fslice.base_file.path, pushdown, project) if fslice.base_file else None
     blocks: list[tuple[str, pa.Table]] = []
-    if logs:
+    if logs:  # the logs first: their keys say which base rows pruning must keep
         for b in effective_blocks(_log_blocks(fs, [lf.path for lf in logs]), spec.completed, stats):
             code = block_type_code(b)
             if code == DELETE:
                 blocks.append(("delete", b.deletes()))
             elif code in DATA_TYPES:
                 blocks.append(("data", b.records(project, missing_ok=True)))
+    base = None
+    if fslice.base_file is not None:
+        path = fslice.base_file.path
+        if pushdown is None and spec.filter is not None and spec.prune and not spec.add_partition_columns:
+            key = _key_column(spec)
+            named = [t.column(key) for kind, t in blocks if kind == "data" and key in t.column_names]
+            log_keys = pa.chunked_array([c for k in named for c in k.chunks], named[0].type) if named else None
+            if len(named) == sum(kind == "data" for kind, _ in blocks) and _one_type(named):
+                base = _read_base_pruned(fs, path, spec, project, log_keys, stats)
+        if base is None:
+            base = _read_base(fs, path, pushdown, project)
     table = merge_records(base, blocks, spec.merge)
     if table is None:
         return None, stats

@@ -8,11 +8,13 @@ locally or on Spark executors by :mod:`streamer.read.spark_source`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import operator
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -46,6 +48,7 @@ CORRUPT_BLOCKS_METADATA_KEY = b"morstreamer.corrupt_blocks"
 _NULL_PROPAGATING = frozenset({
     "invert", "negate", "negate_checked", "add", "add_checked", "subtract", "subtract_checked",
     "multiply", "multiply_checked", "divide", "divide_checked", "cast", "abs", "abs_checked",
+    "is_nan", "is_inf", "is_finite", "starts_with", "ends_with", "match_substring",
 })
 
 
@@ -186,7 +189,10 @@ class Table:
         Apache Hudi (``TimelineUtils.validateTimestampAsOf``) refuses an instant at or
         after the first pending write (its files may still change) and one before the
         latest clean's ``earliestCommitToRetain`` (the file versions it needs were
-        cleaned): answering anyway would return a silently incomplete table.
+        cleaned): answering anyway would return a silently incomplete table. An instant
+        before the first commit is refused too (naming that commit): its empty answer
+        would be indistinguishable from an empty table. The CLI, the library and
+        ``format("morhudi")`` all go through here.
         """
         from streamer.table.metadata import CleanMetadata
 
@@ -198,22 +204,28 @@ class Table:
                 f"{pending[0].timestamp} of {self.base_path}"
             )
         cleans = [i for i in tl.completed() if i.action == "clean"]
-        if not cleans:
-            return
-        meta = CleanMetadata.from_bytes(tl.read_details(cleans[-1]), tl.path_of(cleans[-1]))
-        retain = meta.earliest_commit_to_retain
-        if retain and as_of < retain:
-            raise QueryError(
-                f"time travel to {as_of}: clean {cleans[-1].timestamp} removed the file versions "
-                f"before {retain} of {self.base_path}; retain more commits for time travel"
-            )
-        if not retain:
-            writes = tl.completed_writes()
-            if writes and as_of < writes[0].timestamp:
+        writes = tl.completed_writes()
+        if cleans:
+            meta = CleanMetadata.from_bytes(tl.read_details(cleans[-1]), tl.path_of(cleans[-1]))
+            retain = meta.earliest_commit_to_retain
+            if retain and as_of < retain:
+                raise QueryError(
+                    f"time travel to {as_of}: clean {cleans[-1].timestamp} removed the file versions "
+                    f"before {retain} of {self.base_path}; retain more commits for time travel"
+                )
+            if not retain and writes and as_of < writes[0].timestamp:
                 raise QueryError(
                     f"time travel to {as_of}: earlier than the first retained write "
                     f"{writes[0].timestamp} of {self.base_path} (cleaned or archived)"
                 )
+        if writes and as_of < writes[0].timestamp:
+            # an empty answer would look like an empty table: say why there is none
+            if self.fs.list_dir(f"{self.base_path}/.hoodie/archived"):
+                raise QueryError(
+                    f"time travel to {as_of}: before {writes[0].timestamp}, the first commit on the active "
+                    f"timeline of {self.base_path}; older instants are archived and cannot be read as of")
+            raise QueryError(f"time travel to {as_of}: before the first commit {writes[0].timestamp} of "
+                             f"{self.base_path}: the table did not exist yet")
 
     def plan(
         self,
@@ -223,10 +235,18 @@ class Table:
         begin: str | None = None,
         end: str | None = None,
         columns: list[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | Sequence[pc.Expression] | None = None,
     ) -> ReadPlan:
+        """Which slices the query reads, and how.
+
+        ``filter``: an Arrow expression, or a sequence of them meaning their AND. Each
+        one prunes partitions on its own, so a conjunct the partition check cannot see
+        through (``fare IS NOT NULL``, which Spark adds to ``fare > 50``) does not stop
+        ``city = 'sf'`` from pruning.
+        """
         if query not in QUERIES:
             raise QueryError(f"unknown query {query!r}; expected one of {', '.join(QUERIES)}")
+        filter, conjuncts = _conjuncts(filter)
         for ts, what in ((as_of, "as_of"), (begin, "begin"), (end, "end")):
             self._check_instant(ts, what)
         props = self.properties
@@ -254,9 +274,15 @@ class Table:
             selected = self._incremental_instants(tl, begin, end)
             commit_times = frozenset(i.timestamp for i in selected)
             slices = _written_in(slices, [view.commit_metadata(inst) for inst in selected])
-        schema = self.schema() if (filter is not None and props.partition_fields) else None
+        schema = self.schema() if filter is not None else None
         if filter is not None and props.partition_fields:
-            slices = [s for s in slices if self._partition_may_match(s.partition_path, filter, schema)]
+            verdicts: dict[str, bool] = {}  # one evaluation per partition, not per slice
+            for s in slices:
+                if s.partition_path not in verdicts:
+                    verdicts[s.partition_path] = all(
+                        self._partition_may_match(s.partition_path, c, schema) for c in conjuncts)
+            slices = [s for s in slices if verdicts[s.partition_path]]
+        filter_columns = _filter_columns(filter, schema, props.partition_fields) if filter is not None else None
         spec = SliceReadSpec(
             merge=self.merge_spec(),
             completed=completed,
@@ -268,6 +294,7 @@ class Table:
             hive_style=props.hive_style_partitioning,
             add_partition_columns=props.drop_partition_columns,
             url_encode=props.url_encode_partitioning,
+            filter_columns=filter_columns,
         )
         return ReadPlan(slices, spec, schema)
 
@@ -330,7 +357,7 @@ class Table:
         begin: str | None = None,
         end: str | None = None,
         columns: list[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | Sequence[pc.Expression] | None = None,
         max_workers: int = defaults.LOCAL_THREADS,
         allow_corrupt: bool = False,
     ) -> ReadResult:
@@ -382,7 +409,7 @@ class Table:
         begin: str | None = None,
         end: str | None = None,
         columns: list[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | Sequence[pc.Expression] | None = None,
         allow_corrupt: bool = False,
     ) -> pa.Table:
         """Query the table; see :meth:`scan` for the read's statistics (also ``last_stats``)
@@ -395,6 +422,41 @@ class Table:
         if columns:
             schema = pa.schema([schema.field(c) for c in columns if c in schema.names])
         return schema.empty_table()
+
+
+def _conjuncts(filter: pc.Expression | Sequence[pc.Expression] | None
+               ) -> tuple[pc.Expression | None, list[pc.Expression]]:
+    """``(the filter as one expression, its conjuncts)``."""
+    if filter is None or isinstance(filter, pc.Expression):
+        return filter, [filter] if filter is not None else []
+    parts = list(filter)
+    if not parts:
+        return None, []
+    return functools.reduce(operator.and_, parts), parts
+
+
+def _filter_columns(expr: pc.Expression, schema: pa.Schema | None,
+                    partition_fields: Iterable[str] = ()) -> tuple[str, ...] | None:
+    """The columns ``expr`` reads, so a filtered read can still project (``None``: unknown).
+
+    Arrow expressions do not list their fields; binding the filter to an empty table
+    without a column fails exactly when the filter reads that column.
+    """
+    if schema is None:
+        return None
+    fields = list(schema) + [pa.field(n, pa.string()) for n in partition_fields if n not in schema.names]
+    full = pa.schema(fields)
+
+    def binds(s: pa.Schema) -> bool:
+        try:
+            s.empty_table().filter(expr)
+            return True
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, TypeError):
+            return False
+
+    if not binds(full):
+        return None
+    return tuple(f.name for i, f in enumerate(full) if not binds(full.remove(i)))
 
 
 def _written_in(slices: list[FileSlice], metas: list) -> list[FileSlice]:

@@ -61,3 +61,12 @@ def test_cli_reports_error_with_path(tmp_path, capsys):
 
     assert main(["read", str(tmp_path)]) == 2
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_time_travel_before_the_first_commit_names_it(hudi_fixtures_dir):
+    """An empty answer would look like an empty table; the library says why there is none."""
+    t = Table.open(table_path(hudi_fixtures_dir, "quickstart_trips_table__mor__avro__v6_trips_8i1u"))
+    first = t.timeline.completed_writes()[0].timestamp
+    with pytest.raises(QueryError, match=f"before the first commit {first} .*did not exist yet"):
+        t.read(as_of="20000101000000000")
+    assert t.read(as_of=first).num_rows > 0
