@@ -9,6 +9,15 @@ Options: ``path`` (a path or URI: ``/abs``, ``file:/abs``, ``s3://...``), ``quer
 (snapshot | read_optimized | incremental), ``as_of`` (alias ``as.of.instant``), ``begin``,
 ``end``, ``columns`` (comma-separated).
 
+Filters: Spark pushes ``WHERE`` conjuncts (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``,
+``IS [NOT] NULL``, ``LIKE 'a%'``/``'%a'``/``'%a%'``, ``NOT``) on top-level columns to
+:meth:`MorHudiPushdownReader.pushFilters`; the ones :mod:`streamer.read.spark_filters`
+can translate exactly become the read's filter (partition pruning on the driver, then
+statistics and row pruning in each slice, the filter applied to the merged rows), the rest
+stay with Spark. :func:`register` turns on ``spark.sql.python.filterPushdown.enabled``
+(off by default in Spark 4.1) where that is safe - see its doc for the Spark versions
+that leak a pushed-down plan into later scans of the same DataFrame.
+
 Spark SQL: ``CREATE TABLE t USING morhudi LOCATION '/abs'`` works too. Spark hands a
 Python data source the location (as ``path`` and ``location``, a ``file:`` URI) only when the table is
 created, and no options at all when the catalog table is read later; so the schema given
@@ -22,6 +31,7 @@ import json
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from streamer.fs import FileSystem
@@ -34,9 +44,45 @@ SHORT_NAME = "morhudi"
 OPTIONS_METADATA_KEY = "morhudi.options"
 
 
-def register(spark) -> None:
-    """Make ``format("morhudi")`` available in this session."""
+#: Spark's switch for ``pushFilters`` of Python data sources (4.1+).
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_PROVIDER = "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
+
+
+def register(spark, *, pushdown: bool | None = None) -> None:
+    """Make ``format("morhudi")`` available in this session.
+
+    ``pushdown``: whether the source takes Spark's filters. ``None`` (auto) means yes
+    unless the session turned :data:`PUSHDOWN_CONF` off or this Spark has the read-info
+    leak (:func:`spark_leaks_pushdown`): there a DataFrame read once with pushed filters
+    and again without any (``df.where(...).count()`` then ``df.count()``) silently reads
+    the first scan's pruned slices again. ``True`` turns the switch on and accepts that.
+    Spark refuses a reader implementing ``pushFilters`` while the switch is off, so a
+    source without it is registered whenever pushdown is not used.
+    """
+    if pushdown is None:
+        setting = spark.conf.get(PUSHDOWN_CONF, None)
+        off = setting is not None and str(setting).strip().lower() != "true"
+        pushdown = not off and not spark_leaks_pushdown(spark)
+    if not pushdown:
+        spark.dataSource.register(MorHudiDataSourceNoPushdown)
+        return
+    spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(MorHudiDataSource)
+
+
+def spark_leaks_pushdown(spark) -> bool:
+    """Whether this Spark keeps the read planned by a filter pushdown on the shared data
+    source object (``PythonDataSourceV2.setReadInfo``), so that a later scan of the same
+    relation without pushable filters reuses it (later Spark keeps it per scan). When it
+    cannot be told (no JVM at hand, e.g. Spark Connect), assume it does."""
+    try:
+        jvm = spark._jvm
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        cls = jvm.java.lang.Class.forName(_PROVIDER, False, loader)
+        return any(m.getName() == "setReadInfo" for m in cls.getMethods())
+    except Exception:  # noqa: BLE001 - any failure to look means "cannot tell"
+        return True
 
 
 class SlicePartition(InputPartition):
@@ -55,31 +101,39 @@ def _opt(options: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
+def _plan(options: Mapping[str, str], filter: list[pc.Expression] | None = None):
+    """``(filesystem, ReadPlan, Arrow schema)`` of a read with these options."""
+    from streamer.read.table import Table
+
+    path = _opt(options, "path", "location")
+    if not path:
+        raise ValueError("morhudi: load(path), option('path', ...) or a table LOCATION is required")
+    table = Table.open(path)
+    columns = _opt(options, "columns")
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    plan = table.plan(
+        query=_opt(options, "query", "hoodie.datasource.query.type") or "snapshot",
+        as_of=_opt(options, "as_of", "as.of.instant"),
+        begin=_opt(options, "begin", "hoodie.datasource.read.begin.instanttime"),
+        end=_opt(options, "end", "hoodie.datasource.read.end.instanttime"),
+        columns=cols,
+        filter=filter,
+    )
+    schema = table.schema() or pa.schema([])
+    if cols:
+        schema = pa.schema([schema.field(c) for c in cols if c in schema.names])
+    return table.fs, plan, schema
+
+
 class MorHudiDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return SHORT_NAME
 
-    def _plan(self, options: Mapping[str, str]):
-        from streamer.read.table import Table
+    _reader_class: type = None  # MorHudiPushdownReader, set below
 
-        path = _opt(options, "path", "location")
-        if not path:
-            raise ValueError("morhudi: load(path), option('path', ...) or a table LOCATION is required")
-        table = Table.open(path)
-        columns = _opt(options, "columns")
-        cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-        plan = table.plan(
-            query=_opt(options, "query", "hoodie.datasource.query.type") or "snapshot",
-            as_of=_opt(options, "as_of", "as.of.instant"),
-            begin=_opt(options, "begin", "hoodie.datasource.read.begin.instanttime"),
-            end=_opt(options, "end", "hoodie.datasource.read.end.instanttime"),
-            columns=cols,
-        )
-        schema = table.schema() or pa.schema([])
-        if cols:
-            schema = pa.schema([schema.field(c) for c in cols if c in schema.names])
-        return table.fs, plan, schema
+    def _plan(self, options: Mapping[str, str]):
+        return _plan(options)
 
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -102,7 +156,7 @@ class MorHudiDataSource(DataSource):
         wanted = [f.name for f in schema.fields] if schema is not None else []
         if wanted and all(n in arrow_schema.names for n in wanted):
             arrow_schema = pa.schema([arrow_schema.field(n) for n in wanted])
-        return MorHudiReader(fs, plan.slices, plan.spec, arrow_schema)
+        return self._reader_class(fs, plan.slices, plan.spec, arrow_schema, options)
 
 
 #: The options a catalog table keeps (``path`` is Spark's name for its LOCATION).
@@ -121,11 +175,15 @@ def _options_from_schema(schema) -> dict[str, str]:
 
 
 class MorHudiReader(DataSourceReader):
-    def __init__(self, fs: FileSystem, slices: list[FileSlice], spec: SliceReadSpec, schema: pa.Schema) -> None:
+    """Reads the planned slices; pushes no filters (see :class:`MorHudiPushdownReader`)."""
+
+    def __init__(self, fs: FileSystem, slices: list[FileSlice], spec: SliceReadSpec, schema: pa.Schema,
+                 options: Mapping[str, str] | None = None) -> None:
         self.fs = fs
         self.slices = slices
         self.spec = spec
         self.arrow_schema = schema
+        self.options = dict(options or {})
 
     def partitions(self) -> list[InputPartition]:
         return [SlicePartition(s) for s in self.slices]
@@ -140,4 +198,35 @@ class MorHudiReader(DataSourceReader):
         yield from table.to_batches(max_chunksize=64 * 1024)
 
 
-__all__ = ["OPTIONS_METADATA_KEY", "MorHudiDataSource", "MorHudiReader", "SHORT_NAME", "register"]
+class MorHudiPushdownReader(MorHudiReader):
+    """A reader that takes the filters it can apply exactly and plans again with them."""
+
+    def pushFilters(self, filters: list) -> list:  # noqa: N802 - Spark's name
+        """Keep what translates exactly (:func:`streamer.read.spark_filters.to_expression`),
+        plan again with it (fewer slices), hand the rest back to Spark."""
+        from streamer.read.spark_filters import to_expression
+
+        taken: list[pc.Expression] = []
+        rest = []
+        for f in filters:
+            expr = to_expression(f, self.arrow_schema)
+            if expr is None:
+                rest.append(f)  # Spark evaluates it after the scan
+            else:
+                taken.append(expr)
+        if taken:
+            self.fs, plan, _ = _plan(self.options, taken)  # conjuncts: each prunes on its own
+            self.slices, self.spec = plan.slices, plan.spec
+        return rest
+
+
+class MorHudiDataSourceNoPushdown(MorHudiDataSource):
+    """``format("morhudi")`` for a session that turned :data:`PUSHDOWN_CONF` off."""
+
+    _reader_class = MorHudiReader
+
+
+MorHudiDataSource._reader_class = MorHudiPushdownReader
+
+__all__ = ["OPTIONS_METADATA_KEY", "PUSHDOWN_CONF", "spark_leaks_pushdown", "MorHudiDataSource", "MorHudiPushdownReader", "MorHudiReader",
+           "SHORT_NAME", "register"]
