@@ -2,10 +2,12 @@
 
 For every file group of the partitions a batch touches:
 
-1. read the one footer that summarises the whole slice (newest Parquet block's
-   cumulative bloom/range, or the base file's footer) and keep the keys it may hold;
+1. read the footers that summarise the whole slice (the base file's bloom/range and the
+   newest Parquet block's range of the slice's log blocks - or, in older blocks, their
+   cumulative filter) and keep the keys they may hold;
 2. only if some survive, read the footers of the slice's members (base file, blocks)
-   and keep, per member, the keys its own range and bloom admit;
+   and keep, per member, the keys its own range and bloom admit (footers and parsed
+   filters of these immutable files are kept per process: ``footer_cache``);
 3. only members left with candidates are opened, and then for the key column alone;
    an exact match makes the key an update of that file group.
 
@@ -73,7 +75,7 @@ def _find_in_slice(
     if not members or len(keys) == 0:
         return found
     index = slice_summary(members, stats)
-    if seeds is not None and index.logs is not None and index.logs.bloom is not None:
+    if seeds is not None and index.logs is not None and index.logs.min_key is not None:
         seeds[slice_key(file_slice)] = index.logs
     summary = index.lookup
     candidates = summary.candidates(keys) if summary is not None else np.ones(len(keys), bool)
@@ -89,7 +91,7 @@ def _find_in_slice(
                 gone = _present(cand_keys, m.keys(stats)).to_numpy(zero_copy_only=False)
                 live &= ~gone
             continue
-        own = _member_candidates(m, cand_keys, stats)
+        own = _member_candidates(m, cand_keys, stats, index.filtered)
         if own is None or not own.any():
             continue
         present = _present(cand_keys.filter(pa.array(own)), m.keys(stats))
@@ -113,18 +115,22 @@ def _present(keys: pa.Array, member_keys: pa.Array) -> pa.Array:
 #: (and fewer than :data:`BLOOM_SKIP_MIN_KEYS`) are in its key range; from there on,
 #: reading its key column (needed to confirm any hit) and matching it once is cheaper
 #: than hashing every candidate up to ``k`` times. Measured on the 1M-upsert benchmark:
-#: after the slice summary's filter the candidates are mostly real keys of the slice, so
-#: a member probe costs ~1.4 us per candidate against ~0.1 us per row to read and match.
+#: after a slice filter (older blocks' cumulative one) the candidates are mostly real
+#: keys of the slice, so a member probe costs ~1.4 us per candidate against ~0.1 us per
+#: row to read and match. Without one (the current format: a key range only) most
+#: candidates are not in the member and leave its filter after a hash or two: the
+#: filter is always probed.
 BLOOM_SKIP_FRACTION = 0.1
 BLOOM_SKIP_MIN_KEYS = 1_000
 
 
-def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats) -> np.ndarray | None:
+def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats,
+                       filtered: bool = True) -> np.ndarray | None:
     """Which ``keys`` the member's own footer admits (all of them when it has no index).
 
-    The key range is checked first; the bloom filter is parsed and probed only when the
-    range leaves few candidates relative to the member's rows (see
-    :data:`BLOOM_SKIP_FRACTION`).
+    The key range is checked first; the bloom filter is parsed and probed unless
+    ``filtered`` (the keys passed a filter over the whole slice) and the range leaves
+    many candidates relative to the member's rows (see :data:`BLOOM_SKIP_FRACTION`).
     """
     if m.kind == "avro":
         return np.ones(len(keys), dtype=bool)
@@ -136,7 +142,8 @@ def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats) -> np.ndar
     n_cand = int(np.count_nonzero(mask))
     rows = m.num_rows
     if n_cand == 0 or (
-        rows is not None and n_cand >= max(BLOOM_SKIP_MIN_KEYS, math.ceil(BLOOM_SKIP_FRACTION * rows))
+        filtered and rows is not None
+        and n_cand >= max(BLOOM_SKIP_MIN_KEYS, math.ceil(BLOOM_SKIP_FRACTION * rows))
     ):
         return mask
     s = m.summary(stats)

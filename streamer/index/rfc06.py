@@ -5,20 +5,35 @@ other Hudi readers ignore):
 
 * for the block itself, Hudi's own base-file keys: ``org.apache.hudi.bloomfilter``,
   ``hoodie_bloom_filter_type_code``, ``hoodie_min_record_key``, ``hoodie_max_record_key``
-  — so the block is indexable exactly like a base file;
-* for the slice's log blocks so far (every block up to this one), the same three facts
-  under ``mor_streamer.logs.*`` — so the *newest* block's footer and the base file's
-  own footer answer "could this file group hold key k?", as the RFC proposes.
+  - so the block is indexable exactly like a base file (its filter sized to its keys);
+* for the slice's log blocks so far, their key *range* only, under
+  ``mor_streamer.logs.min_record_key`` / ``max_record_key``: two strings.
 
-The cumulative filter is the previous cumulative filter plus this block's keys (no
-filter union needed). It can only over-approximate: keys later deleted, or added by a
-block that was rolled back, stay in it. That costs a false positive, never a miss.
+Why no cumulative filter any more (issue 13): a filter of every log key of the slice,
+rewritten into each new block, costs O(blocks^2) bytes per slice. Measured with
+``benchmarks/bench_bytes.py`` (a 100k upsert, whose rows are 2.9 MB as plain Parquet):
+the cumulative filters were 0.77 MB of the 5.95 MB it wrote at 1M rows and 9.6 MB of
+14.8 MB at 3M, growing with the table, while each block's own filter is written once
+(O(keys) bytes). A summary written only at doubling points (Fenwick-style, O(log n)
+footers per lookup) still writes each key's bits ~log2(n)/2 times. What the cumulative
+filter saved - reading each block's footer - a lookup mostly pays anyway: with updates
+spread over the table every slice has candidates, and then every member's footer was
+read to find which member holds them. And immutable footers are read and parsed once
+per process (:mod:`streamer.index.footer_cache`), so a warm lookup probes the blocks'
+parsed filters without I/O (the benchmark prints the warm upsert's cost beside the
+bytes). The cumulative key range is kept because it is free (two keys): keys outside
+it (time-ordered keys, a cold file group) still cost only the newest block's footer
+and the base file's.
 
-Why the logs only: the base file already carries its own filter, and a cumulative filter
-that also held the base file's keys grew to the slice's full size (623 KB for a 1M-row
-group) and was rewritten into *every* block - 13x the bytes of the data it indexed. The
-base file's footer is immutable, so a lookup parses it once. Blocks written before this
-change carry ``mor_streamer.slice.*`` (base keys included); they are still read as such.
+Blocks' own filters use ``BloomParams.block_fpp`` (1e-6, 29 bits per key), base files
+Hudi's ``fpp`` (1e-9): Hudi's bloom index reads our base files' filters, nobody but us
+reads a block's, and a false positive costs one key-column read of that block.
+
+Older formats stay readable and indexable: blocks that carry a cumulative filter of the
+logs (``mor_streamer.logs.bloomfilter``) or of the whole slice (``mor_streamer.slice.*``,
+base keys included) are looked up by it as before; the next block written after them
+carries the range only. Summaries can only over-approximate (keys later deleted, or in
+a rolled-back block, stay in): that costs a false positive, never a miss.
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.table.bloom import BloomFilter, hash_chain
+from streamer.table.bloom import BloomFilter
 
 BLOOM_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
@@ -62,12 +77,11 @@ def _kv_names(slice_level: bool, logs_level: bool) -> tuple[str, str, str, str]:
 class BloomParams:
     """Sizing of the filters we write.
 
-    Per-file filters (base files, blocks) use Hudi's false-positive rate but are sized
-    to the keys they hold (capped at Hudi's ``num_entries``), so a small block does not
-    carry a 300 KB footer. The slice's cumulative filter is re-written with every
-    block, so it is a bounded dynamic filter that grows a row per ``slice_num_entries``
-    keys up to ``slice_max_entries`` (then shares rows, trading false positives for a
-    bounded footer, as Hudi's bounded dynamic filter does).
+    Per-file filters are sized to the keys they hold (capped at Hudi's ``num_entries``),
+    so a small block does not carry a 300 KB footer: base files at Hudi's false-positive
+    rate ``fpp``, log blocks at ``block_fpp`` (see the module docstring). The
+    ``slice_*`` fields sized the cumulative filter older blocks carried; it is only
+    rebuilt now for tests and tools that write the old format.
     """
 
     num_entries: int = 60_000
@@ -76,10 +90,17 @@ class BloomParams:
     slice_num_entries: int = 5_000
     slice_fpp: float = 1e-6
     slice_max_entries: int = 200_000
+    block_fpp: float = 1e-6
 
     def sized_for(self, n: int) -> BloomFilter:
+        """A base file's filter for ``n`` keys."""
         entries = max(128, min(n, self.num_entries))
         return BloomFilter.new_dynamic(entries, self.fpp, max(entries, self.max_entries))
+
+    def block_sized_for(self, n: int) -> BloomFilter:
+        """A log block's own filter for ``n`` keys."""
+        entries = max(128, min(n, self.num_entries))
+        return BloomFilter.new_dynamic(entries, self.block_fpp, max(entries, self.max_entries))
 
     def new_slice(self) -> BloomFilter:
         return BloomFilter.new_dynamic(self.slice_num_entries, self.slice_fpp, self.slice_max_entries)
@@ -175,24 +196,19 @@ class KeySummary:
         return cls(mm["min"].as_py(), mm["max"].as_py(), bloom)
 
 
-def extend(
-    prev: KeySummary | None, keys: pa.Array, params: BloomParams, chain: np.ndarray | None = None
-) -> KeySummary:
-    """The cumulative summary after adding ``keys`` (a new block) to ``prev``."""
-    if prev is None or prev.bloom is None:
-        return KeySummary.of_keys(keys, params.new_slice(), chain)
+def extend(prev: KeySummary | None, keys: pa.Array) -> KeySummary:
+    """The log blocks' cumulative key range after adding ``keys`` (a new block) to ``prev``
+    (whose filter, if an older block carried one, is dropped: see the module docstring)."""
     if len(keys) == 0:
-        return prev
-    if chain is not None and chain.shape[0] >= prev.bloom.nb_hash:
-        prev.bloom.add_hashes(chain)
-    else:
-        prev.bloom.add_many(keys)
+        return KeySummary(prev.min_key, prev.max_key, None) if prev is not None else KeySummary(None, None, None)
     mm = pc.min_max(keys)
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if prev is None:
+        return KeySummary(lo, hi, None)
     return KeySummary(
         lo if prev.min_key is None else min(prev.min_key, lo, key=_utf8),
         hi if prev.max_key is None else max(prev.max_key, hi, key=_utf8),
-        prev.bloom,
+        None,
     )
 
 
@@ -221,17 +237,11 @@ class UnionSummary:
 def block_metadata(
     sorted_keys: pa.Array, prev_logs: KeySummary | None, params: BloomParams, base_instant: str
 ) -> dict[str, str]:
-    """Parquet KV metadata for a new data block: its own index plus the slice's log blocks'
-    (``prev_logs`` = the summary of the slice's earlier blocks, ``None`` for the first)."""
-    own_bloom = params.sized_for(len(sorted_keys))
-    slice_bloom = prev_logs.bloom if prev_logs is not None and prev_logs.bloom is not None else None
-    k = max(own_bloom.nb_hash, (slice_bloom if slice_bloom is not None else params.new_slice()).nb_hash)
-    # both filters hash the same keys: one hash chain serves both (positions differ only
-    # by each filter's vector size and number of hashes)
-    chain = hash_chain(sorted_keys, k) if len(sorted_keys) else None
-    own = KeySummary.of_keys(sorted_keys, own_bloom, chain)
-    cumulative = extend(prev_logs, sorted_keys, params, chain)
+    """Parquet KV metadata for a new data block: its own index plus the key range of the
+    slice's log blocks (``prev_logs`` = the range of the slice's earlier blocks, ``None``
+    for the first). The block's footer does not grow with the slice's earlier blocks."""
+    own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)))
     kv = own.to_kv(slice_level=False)
-    kv.update(cumulative.to_kv(slice_level=False, logs_level=True))
+    kv.update(extend(prev_logs, sorted_keys).to_kv(slice_level=False, logs_level=True))
     kv[SLICE_BASE_INSTANT_KEY] = base_instant
     return kv

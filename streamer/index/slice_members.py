@@ -16,6 +16,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,6 +31,7 @@ from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
 
 RECORD_KEY = meta_fields.RECORD_KEY
+T = TypeVar("T")
 
 
 @dataclass
@@ -69,7 +71,9 @@ class Member:
     path: str
     instant: str
     block: LogBlock | None = None
-    size: int = 0  # base files: bytes and modification time on storage (the cache key)
+    #: base files: bytes and modification time on storage (the cache key); blocks: their
+    #: log file's bytes (see :meth:`cache_id`)
+    size: int = 0
     mtime_ns: int = 0
     _kv: dict[bytes, bytes] | None = field(default=None, repr=False)
     _kv_read: bool = field(default=False, repr=False)
@@ -79,6 +83,19 @@ class Member:
     def member_id(self) -> str:
         return self.path if self.block is None else f"{self.path}@{self.block.offset}"
 
+    def _cached(self, kind: str, load: Callable[[], tuple[T, int]]) -> T:
+        """``load()`` once per process for this immutable member (see :mod:`footer_cache`).
+
+        A base file is identified by path, size and modification time. A block by its log
+        file's path and size, its offset and its instant: log files are never rewritten in
+        place (a new write is a new version; an append by another writer changes the size),
+        and the listing gives log files no modification time. Unknown size: not cached.
+        """
+        if self.block is None:
+            return CACHE.get_or_load(kind, self.path, self.size, self.mtime_ns, load)
+        return CACHE.get_or_load(kind, f"{self.member_id}#{self.instant}", self.size,
+                                 1 if self.size > 0 else 0, load)
+
     def footer_kv(self, stats: LookupStats | None) -> dict[bytes, bytes] | None:
         """Parquet KV metadata (base file or Parquet block); ``None`` for Avro blocks."""
         if self._kv_read:
@@ -86,24 +103,21 @@ class Member:
         self._kv_read = True
         if self.kind in ("avro", "delete"):
             return None
-        if self.kind == "base":
-            def load() -> tuple[tuple[dict[bytes, bytes], int], int]:
-                if stats is not None:
-                    stats.footer(self.member_id)
+
+        def load() -> tuple[tuple[dict[bytes, bytes], int], int]:
+            if stats is not None:
+                stats.footer(self.member_id)
+            if self.kind == "base":
                 with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
                     md = pq.read_metadata(f)
-                kv = dict(md.metadata or {})
-                return (kv, md.num_rows), sum(len(k) + len(v) for k, v in kv.items()) + 200
+            else:
+                assert self.block is not None
+                # the same footer read as LogBlock.parquet_metadata(), keeping the row count too
+                md = self.block._parquet_file().metadata
+            kv = dict(md.metadata or {})
+            return (kv, md.num_rows), sum(len(k) + len(v) for k, v in kv.items()) + 200
 
-            self._kv, self._num_rows = CACHE.get_or_load("footer", self.path, self.size, self.mtime_ns, load)
-            return self._kv
-        if stats is not None:
-            stats.footer(self.member_id)
-        assert self.block is not None
-        # the same footer read as LogBlock.parquet_metadata(), keeping the row count too
-        md = self.block._parquet_file().metadata
-        self._kv = dict(md.metadata or {})
-        self._num_rows = md.num_rows
+        self._kv, self._num_rows = self._cached("footer", load)
         return self._kv
 
     @property
@@ -112,40 +126,40 @@ class Member:
         return self._num_rows
 
     def summary(self, stats: LookupStats | None) -> KeySummary | None:
-        """The member's own key range and bloom filter (a base file's: parsed once per process)."""
-        if self.kind == "base":
-            def load() -> tuple[KeySummary | None, int]:
-                s = KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
-                bits = sum(r.bits.nbytes for r in s.bloom.rows) if s is not None and s.bloom is not None else 0
-                return s, bits + 200
+        """The member's own key range and bloom filter (parsed once per process)."""
+        def load() -> tuple[KeySummary | None, int]:
+            s = KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
+            bits = sum(r.bits.nbytes for r in s.bloom.rows) if s is not None and s.bloom is not None else 0
+            return s, bits + 200
 
-            return CACHE.get_or_load("summary", self.path, self.size, self.mtime_ns, load)
-        return KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
+        return self._cached("summary", load)
 
     def slice_summary(self, stats: LookupStats | None) -> KeySummary | None:
         """The whole-slice summary of blocks written before the logs-only one."""
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=True)
 
     def logs_summary(self, stats: LookupStats | None) -> KeySummary | None:
-        """The summary of the slice's log blocks up to this one (see ``rfc06``)."""
+        """The summary of the slice's log blocks up to this one (see ``rfc06``): their key
+        range, and in blocks of an older format a cumulative filter too."""
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=False, logs_level=True)
 
     def keys(self, stats: LookupStats | None) -> pa.Array:
         """Only the record-key column."""
         if stats is not None:
             stats.keys(self.member_id)
-        if self.kind == "base":
-            def load() -> tuple[pa.Array, int]:
+
+        def load() -> tuple[pa.Array, int]:
+            if self.kind == "base":
                 with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
                     t = pq.ParquetFile(f, page_checksum_verification=True).read(columns=[RECORD_KEY])
                 arr = t.column(0).combine_chunks()
-                return arr, arr.nbytes
+            else:
+                assert self.block is not None
+                arr = (self.block.deletes().column(RECORD_KEY).combine_chunks() if self.kind == "delete"
+                       else self.block.record_keys())
+            return arr, arr.nbytes
 
-            return CACHE.get_or_load("keys", self.path, self.size, self.mtime_ns, load)
-        assert self.block is not None
-        if self.kind == "delete":
-            return self.block.deletes().column(RECORD_KEY).combine_chunks()
-        return self.block.record_keys()
+        return self._cached("keys", load)
 
 
 def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Callable[[str], bool]:
@@ -191,6 +205,7 @@ def slice_members(
         b = file_slice.base_file
         members.append(Member(fs, "base", b.path, b.instant_time, size=b.size, mtime_ns=b.mtime_ns))
     blocks: list[tuple[str, LogBlock]] = []
+    sizes = {lf.path: lf.size for lf in file_slice.log_files}
     for lf in file_slice.log_files:
         try:
             blocks.extend((lf.path, blk) for blk in read_log_file(fs, lf.path, lazy=True))
@@ -209,7 +224,8 @@ def slice_members(
         kind = kinds.get(blk.block_type)
         if kind is None or (kind == "delete" and not with_deletes):
             continue
-        members.append(Member(fs, kind, blk.log_path, blk.instant_time or "", blk))
+        members.append(Member(fs, kind, blk.log_path, blk.instant_time or "", blk,
+                              size=sizes.get(blk.log_path, 0)))
     return members
 
 
@@ -222,30 +238,39 @@ class SliceIndex:
     whole-slice summary); ``None`` when neither is available (Avro blocks newest, or a
     block without the index): callers check members one by one. ``logs``: the log blocks'
     cumulative summary the next block extends; ``source``: the newest member read.
+    ``filtered``: the lookup holds a filter over every member's keys (older formats; the
+    current one has the log blocks' key range only), so the keys it admits are mostly in
+    the slice - what decides whether probing a member's own filter is worth it.
     """
 
     lookup: KeySummary | UnionSummary | None
     source: Member | None
     logs: KeySummary | None = None
+    filtered: bool = False
 
 
 def slice_summary(members: list[Member], stats: LookupStats | None) -> SliceIndex:
-    """The slice's index, from at most two footers: the newest block's and the base file's."""
+    """The slice's index, from at most two footers: the newest block's and the base file's
+    (the base file's parsed once per process)."""
     members = [m for m in members if m.kind != "delete"]
     if not members:
         return SliceIndex(None, None)
     newest = members[-1]
     base = members[0] if members[0].kind == "base" else None
     if newest.kind == "base":
-        return SliceIndex(newest.summary(stats), newest)
+        own = newest.summary(stats)
+        return SliceIndex(own, newest, filtered=own is not None and own.bloom is not None)
     if newest.kind == "parquet":
         logs = newest.logs_summary(stats)
         if logs is not None:
+            filtered = logs.bloom is not None
             if base is None:
-                return SliceIndex(logs, newest, logs)
+                return SliceIndex(logs, newest, logs, filtered)
             own = base.summary(stats)
-            return SliceIndex(UnionSummary((own, logs)) if own is not None else None, newest, logs)
+            if own is None:
+                return SliceIndex(None, newest, logs)
+            return SliceIndex(UnionSummary((own, logs)), newest, logs, filtered and own.bloom is not None)
         whole = newest.slice_summary(stats)  # written before the logs-only summary
         if whole is not None:
-            return SliceIndex(whole, newest)
+            return SliceIndex(whole, newest, filtered=whole.bloom is not None)
     return SliceIndex(None, None)

@@ -5,8 +5,9 @@ Given a file group and the rows routed to it (inserts, updates, deletes), it
 * opens a *new* file group with a base file (RFC-06: a group always starts with one),
   carrying Hudi's footer index (bloom, min/max key); or
 * appends to an existing group one new log file version holding data blocks sorted by
-  key — Parquet blocks whose footers have the block's and the slice's cumulative index;
-  several when the data exceeds ``log_block_max_size`` — and a delete block,
+  key — Parquet blocks whose footers have the block's index and the key range of the
+  slice's log blocks; several when the data exceeds ``log_block_max_size`` — and a
+  delete block,
 
 and returns the Hudi write stat the driver puts in the commit metadata. Every data file
 is preceded by its marker and written atomically (temp + fsync + rename), so a crash
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 
 from streamer import defaults
 from streamer.fs import FileSystem
-from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata
+from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata, extend
 from streamer.index.slice_members import is_committed_fn, slice_members
 from streamer.table import meta_fields
 from streamer.table.base_file import parquet_bytes
@@ -77,7 +78,7 @@ class WriteContext:
     #: a file group's data in one commit is split into blocks of about this many bytes
     #: (``WriteOptions.log_block_max_size``, Hudi's ``hoodie.logfile.data.block.max.size``)
     log_block_max_size: int = defaults.LOG_BLOCK_MAX_SIZE
-    #: local engine only: each looked-up slice's cumulative key summary as the index read
+    #: local engine only: each looked-up slice's log-blocks key range as the index read
     #: it, keyed by (partition, file id, base instant), so appending does not read and
     #: parse the newest block's footer again (never shipped to Spark executors)
     slice_seeds: Mapping[tuple[str, str, str], KeySummary] | None = field(
@@ -201,19 +202,21 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
 
 # ----------------------------------------------------------------------------- appends
 def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
-    """The summary of the slice's log blocks before this write (RFC-06 chaining).
+    """The key range of the slice's log blocks before this write (what the next block's
+    ``mor_streamer.logs.*`` extends; see ``rfc06``).
 
-    Taken from the newest committed block's footer; ``None`` for the slice's first block.
-    After stitched, Avro, foreign or older-format blocks it is rebuilt from the distinct
-    keys of the log blocks still in effect (never the base file's: its footer answers for
-    it), so the filter grows with the keys the logs hold, not with the slice.
+    Taken from the newest committed block's footer (as the index read it, or read
+    again); ``None`` for the slice's first block. After stitched, Avro, foreign or
+    older-format blocks it is rebuilt from the log blocks still in effect: a Parquet
+    block's own footer range, an Avro block's keys (never the base file's: its footer
+    answers for it).
     """
     if task.slice is None:
         return None
     if ctx.slice_seeds:
         s = task.slice
         seed = ctx.slice_seeds.get((s.partition_path, s.file_id, s.base_instant))
-        if seed is not None and seed.bloom is not None:
+        if seed is not None and seed.min_key is not None:
             return seed
     members = slice_members(ctx.fs, task.slice, is_committed_fn(ctx.completed, ctx.first_active))
     logs = [m for m in members if m.kind in ("parquet", "avro")]
@@ -221,10 +224,16 @@ def _slice_seed(ctx: WriteContext, task: FileGroupTask) -> KeySummary | None:
         return None
     if logs[-1].kind == "parquet" and logs[-1] is members[-1]:
         summary = logs[-1].logs_summary(None)
-        if summary is not None and summary.bloom is not None:
+        if summary is not None and summary.min_key is not None:
             return summary
-    keys = pc.unique(pa.concat_arrays([m.keys(None).cast(pa.string()) for m in logs]))
-    return KeySummary.of_keys(keys, ctx.bloom.new_slice())
+    rebuilt: KeySummary | None = None
+    for m in logs:
+        own = KeySummary.from_kv(m.footer_kv(None), slice_level=False, with_bloom=False)
+        if own is not None and own.min_key is not None and own.max_key is not None:
+            rebuilt = extend(rebuilt, pa.array([own.min_key, own.max_key], pa.string()))
+        else:
+            rebuilt = extend(rebuilt, m.keys(None).cast(pa.string()))
+    return rebuilt
 
 
 def block_row_ranges(rows: pa.Table, max_bytes: int) -> list[tuple[int, int]]:
@@ -252,8 +261,8 @@ def _parsed_schema(text: str) -> dict:
 def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header: dict) -> list[bytes]:
     """The framed data blocks of ``data`` (sorted by key), split by ``ctx.log_block_max_size``.
 
-    Parquet blocks chain the slice's cumulative index: each block's slice summary is the
-    previous block's plus its own keys, so the newest block always summarises the slice.
+    Parquet blocks chain the log blocks' cumulative key range: each block's is the
+    previous block's plus its own keys, so the newest block's covers the slice's logs.
     """
     ranges = block_row_ranges(data, ctx.log_block_max_size)
     if ctx.block_format is not LogBlockFormat.PARQUET:
@@ -276,7 +285,7 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
         if i + 1 < len(ranges):
             # the next block chains on exactly what this one's footer says
             seed = KeySummary.from_kv(
-                {k.encode(): v.encode() for k, v in kv.items()}, slice_level=True
+                {k.encode(): v.encode() for k, v in kv.items()}, slice_level=False, logs_level=True
             )
     return blocks
 

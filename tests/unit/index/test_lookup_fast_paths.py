@@ -126,21 +126,21 @@ def test_shared_hash_chain_builds_the_same_filters():
     assert small.nb_hash < k and small.serialize() == ref.serialize()
 
 
-def test_block_metadata_matches_separately_built_filters():
-    params = BloomParams(slice_num_entries=500)
+def test_block_metadata_is_the_blocks_own_filter_and_the_logs_range():
+    params = BloomParams()
     first = pa.array(sorted(f"k{i:05d}" for i in range(0, 3000, 3)))
     second = pa.array(sorted(f"k{i:05d}" for i in range(1, 3000, 3)))
     kv1 = block_metadata(first, None, params, "001")
     prev = KeySummary.from_kv({k.encode(): v.encode() for k, v in kv1.items()}, slice_level=False,
                               logs_level=True)
     kv2 = block_metadata(second, prev, params, "001")
-    own = KeySummary.of_keys(second, params.sized_for(len(second)))
-    cumulative = params.new_slice()
-    cumulative.add_many(first)
-    cumulative.add_many(second)
+    own = KeySummary.of_keys(second, params.block_sized_for(len(second)))
     assert kv2["org.apache.hudi.bloomfilter"] == own.bloom.serialize()
-    assert kv2["mor_streamer.logs.bloomfilter"] == cumulative.serialize()
-    assert "mor_streamer.slice.bloomfilter" not in kv2  # no longer repeats the whole slice
+    assert (kv2["mor_streamer.logs.min_record_key"], kv2["mor_streamer.logs.max_record_key"]) == (
+        "k00000", "k02998")
+    # no cumulative filter: the footer does not grow with the slice's earlier blocks
+    assert "mor_streamer.logs.bloomfilter" not in kv2 and "mor_streamer.slice.bloomfilter" not in kv2
+    assert sum(map(len, kv2.values())) == sum(map(len, kv1.values()))
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,10 +1,13 @@
-"""Log blocks carry a summary of the slice's log blocks only; older blocks stay indexable.
+"""Log blocks carry their own filter and the key range of the slice's log blocks; blocks
+of both older formats stay indexable.
 
-Blocks written before issue 13 carry ``mor_streamer.slice.*``: a cumulative summary of
-the whole slice (base file keys included), rewritten into every block. New blocks carry
-``mor_streamer.logs.*`` (their slice's log keys) and the lookup adds the base file's own
-footer. A table whose newest blocks are of the old format is looked up by their summary,
-and the next write switches it to the new one - updates land in place either way.
+Blocks written before issue 13 carry ``mor_streamer.slice.*``: a cumulative filter of
+the whole slice (base file keys included), rewritten into every block; the next format
+carried ``mor_streamer.logs.bloomfilter``, a cumulative filter of the slice's log keys.
+New blocks carry only ``mor_streamer.logs.min/max_record_key`` beside their own filter,
+and the lookup probes each member's filter. A table whose newest blocks are of an older
+format is looked up by their summary, and the next write switches it to the new one -
+updates land in place either way.
 """
 
 from __future__ import annotations
@@ -26,11 +29,19 @@ def _rows(ids, ts):
 
 
 def _old_format(sorted_keys, prev, params, base_instant, *, base_keys):
-    """What the previous version wrote: the whole slice (base keys too) under slice.*"""
+    """What the first version wrote: the whole slice (base keys too) under slice.*"""
     kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant)
     whole = rfc06.KeySummary.of_keys(pa.concat_arrays([base_keys, sorted_keys]), params.new_slice())
     kv = {k: v for k, v in kv.items() if not k.startswith(rfc06.LOGS_PREFIX)}
     kv.update(whole.to_kv(slice_level=True))
+    return kv
+
+
+def _logs_filter_format(sorted_keys, prev, params, base_instant, *, log_keys):
+    """What the second version wrote: a cumulative filter of the slice's log keys."""
+    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant)
+    logs = rfc06.KeySummary.of_keys(pa.concat_arrays([log_keys, sorted_keys]), params.new_slice())
+    kv.update(logs.to_kv(slice_level=False, logs_level=True))
     return kv
 
 
@@ -62,22 +73,43 @@ def test_old_whole_slice_summaries_still_index_and_new_blocks_switch(tmp_path, m
     ids = t.read().column("id").to_pylist()
     assert sorted(ids) == list(range(250)), "an update became a second copy"
     newest = _footer_keys(p)[-1]
-    assert rfc06.LOGS_BLOOM_KEY in newest and rfc06.SLICE_BLOOM_KEY not in newest
+    assert rfc06.LOGS_MIN_KEY in newest and rfc06.SLICE_BLOOM_KEY not in newest
+    assert rfc06.LOGS_BLOOM_KEY not in newest
 
 
-def test_new_blocks_summarise_log_keys_only(tmp_path):
+def test_logs_filter_blocks_still_index_and_new_blocks_switch(tmp_path, monkeypatch):
+    p = str(tmp_path / "t")
+    w = HudiWriter.create(p, TableConfig("t", ("id",), (), "ts"), schema=SCHEMA, options=OPTS)
+    w.upsert(_rows(range(200), 0))
+    with monkeypatch.context() as m:
+        m.setattr(filegroup, "block_metadata",
+                  lambda k, prev, params, bi: _logs_filter_format(k, None, params, bi,
+                                                                  log_keys=pa.array([], pa.string())))
+        w.upsert(_rows(range(150, 250), 1))
+    assert all(rfc06.LOGS_BLOOM_KEY in k for k in _footer_keys(p))
+    w.upsert(_rows(range(0, 20), 2))  # base-only keys, looked up through the old-format block
+    w.upsert(_rows(range(230, 240), 3))  # keys only the old block holds
+    assert sorted(Table.open(p).read().column("id").to_pylist()) == list(range(250))
+    newest = _footer_keys(p)[-1]
+    assert rfc06.LOGS_BLOOM_KEY not in newest and rfc06.LOGS_MIN_KEY in newest
+
+
+def test_block_footers_do_not_grow_with_the_slices_earlier_blocks(tmp_path):
     p = str(tmp_path / "t")
     w = HudiWriter.create(p, TableConfig("t", ("id",), (), "ts"), schema=SCHEMA, options=OPTS)
     w.upsert(_rows(range(5000), 0))
-    w.upsert(_rows(range(10), 1))
-    w.upsert(_rows(range(10, 20), 2))
+    for i in range(1, 9):  # eight blocks of 100 new keys each
+        w.upsert(_rows(range(5000 + i * 100, 5100 + i * 100), i))
     t = Table.open(p)
     [s] = t.fsview.latest_merged_slices()
     blocks = [b for lf in s.log_files for b in read_log_file(t.fs, lf.path, lazy=False)]
-    summary = rfc06.KeySummary.from_kv(blocks[-1].parquet_metadata(), slice_level=False, logs_level=True)
-    assert len(summary.bloom.rows) == 1  # 20 log keys, not the base file's 5000
-    assert summary.bloom.might_contain_many(pa.array([str(i) for i in range(20)])).all()
-    # bytes: each block's footer is sized to the logs, not to the 5000-key slice
-    assert max(b.size for b in blocks) < 8_000
-    w.upsert(_rows(range(4990, 5000), 3))  # base-only keys: found through the base footer
-    assert sorted(Table.open(p).read().column("id").to_pylist()) == list(range(5000))
+    kvs = [b.parquet_metadata() for b in blocks]
+    sizes = [sum(len(k) + len(v) for k, v in kv.items()) for kv in kvs]
+    assert len(set(sizes)) == 1, sizes  # the 8th block's footer is the 1st's size
+    newest = rfc06.KeySummary.from_kv(kvs[-1], slice_level=False, logs_level=True)
+    assert newest.bloom is None
+    log_keys = [str(k) for k in range(5100, 5900)]
+    assert (newest.min_key, newest.max_key) == (min(log_keys), max(log_keys))
+    # a lookup still finds keys of every block and of the base file only
+    w.upsert(_rows([4990, 5150, 5850], 9))
+    assert sorted(Table.open(p).read().column("id").to_pylist()) == [*range(5000), *range(5100, 5900)]

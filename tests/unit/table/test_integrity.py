@@ -10,7 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamer.cli import main as cli
-from streamer.index.rfc06 import BLOOM_KEY, BLOOM_TYPE_KEY, LOGS_BLOOM_KEY, LOGS_BLOOM_TYPE_KEY
+from streamer.index.rfc06 import (
+    BLOOM_KEY,
+    BLOOM_TYPE_KEY,
+    LOGS_BLOOM_KEY,
+    LOGS_BLOOM_TYPE_KEY,
+    LOGS_MAX_KEY,
+)
 from streamer.read import Table
 from streamer.table.bloom import BloomFilter
 from streamer.table.log_format import read_log_file
@@ -51,11 +57,20 @@ def test_check_reports_a_bloom_filter_that_misses_its_keys(tmp_path, capsys):
     assert cli(["check", root, "--quick"]) == 0  # footers parse: only the deep check reads keys
 
 
+def _shrink_logs_range(path: Path, kv: dict[bytes, bytes]) -> None:
+    """The log blocks' key range (issue 13: what a block's slice summary now is) made to
+    end below every key: ``max_record_key`` becomes zeros of the same length."""
+    value = kv[LOGS_MAX_KEY.encode()]
+    data = path.read_bytes()
+    at = data.index(value, data.index(LOGS_MAX_KEY.encode()))
+    path.write_bytes(data[:at] + b"0" * len(value) + data[at + len(value):])
+
+
 def test_check_reports_a_slice_summary_that_misses_keys(tmp_path, capsys):
     root = str(tmp_path / "t")
     tg.build(root, 6)
     path, block = _newest_block(root)
-    _zero_bloom(path, block.parquet_metadata(), LOGS_BLOOM_KEY)
+    _shrink_logs_range(path, block.parquet_metadata())
     assert cli(["check", root]) == 1
     out = capsys.readouterr().out
     assert path.name in out and "slice's key index" in out

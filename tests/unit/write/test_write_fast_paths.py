@@ -58,8 +58,8 @@ def test_sorted_by_key_detects_disorder():
     assert _sorted_by_key(pa.table({RECORD_KEY_COL: pa.array([], pa.string())}))
 
 
-def _slice_blooms(path: str) -> list[str]:
-    """Every Parquet block's cumulative (log blocks) filter in the table, sorted."""
+def _slice_blooms(path: str) -> list[tuple[str, str]]:
+    """Every Parquet block's cumulative (log blocks) key range in the table, sorted."""
     from streamer.read.table import Table
     from streamer.table.log_format import BlockType, read_log_file
 
@@ -69,7 +69,9 @@ def _slice_blooms(path: str) -> list[str]:
         for lf in s.log_files:
             for b in read_log_file(t.fs, lf.path):
                 if b.block_type == BlockType.PARQUET_DATA:
-                    out.append(b.parquet_metadata()[b"mor_streamer.logs.bloomfilter"].decode())
+                    kv = b.parquet_metadata()
+                    out.append((kv[b"mor_streamer.logs.min_record_key"].decode(),
+                                kv[b"mor_streamer.logs.max_record_key"].decode()))
     return sorted(out)
 
 
