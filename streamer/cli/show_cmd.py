@@ -64,9 +64,20 @@ def format_sample(snapshot, limit: int, columns: list[str] | None = None) -> lis
     return ["  " + ", ".join(f"{k}={v}" for k, v in row.items()) for row in sample]
 
 
+def _index_line(table) -> str:
+    from streamer.write.config import table_index
+
+    return f"  index: {table_index(table.properties.raw).describe()}"
+
+
 def _handover_line(table, path: str) -> str:
     from streamer.services.handover import log_insert_groups
+    from streamer.write.config import table_index
 
+    index = table_index(table.properties.raw)
+    if index.is_bucket:  # Hudi's writers resolve the same file groups when configured alike
+        opts = " ".join(f"{k}={v}" for k, v in index.hudi_write_options().items())
+        return f"  Hudi writers: can continue this table when configured with {opts}"
     groups = log_insert_groups(table)
     if not groups:
         return "  Hudi writers: can continue this table (every key is in a base file)"
@@ -88,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for line in table_stats(table, snapshot).lines():
         out.write(line + "\n")
+    out.write(_index_line(table) + "\n")
     out.write(_handover_line(table, args.path) + "\n")
     cols = args.columns.split(",") if args.columns else None
     out.write(f"sample ({min(args.limit, snapshot.num_rows)} of {snapshot.num_rows} rows):\n")
