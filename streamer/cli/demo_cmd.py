@@ -54,10 +54,16 @@ def run(args: argparse.Namespace) -> int:
     from streamer.cli.show_cmd import format_sample, table_stats
     from streamer.cli.timeline_cmd import rows as timeline_rows
     from streamer.config import load_pipelines
+    from streamer.errors import ConfigError
+    from streamer.fs import location_key
     from streamer.pipeline.multi import run_pipelines
     from streamer.read import Table
 
-    lake = Path(args.lake).resolve()
+    lake_key = location_key(args.lake)  # `--lake file:/x` is the local folder /x
+    if "://" in lake_key:
+        raise ConfigError(f"demo --lake {args.lake}: the demo writes a local folder; "
+                          "point a pipeline's target.path at object storage instead")
+    lake = Path(lake_key)
     cfg = _relocate(load_pipelines(args.config)[0], lake)
     src = cfg.source
     print("mor-streamer demo")

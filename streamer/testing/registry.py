@@ -89,7 +89,7 @@ class RegistryClient:
 
 def apicurio_home() -> Path:
     """Where ``make jars`` unpacks Apicurio (``$MOR_STREAMER_JVM_DIR/apicurio`` if set)."""
-    return jvm_dir() / "apicurio"
+    return jvm_dir("apicurio") / "apicurio"
 
 
 def _runner_jar(home: Path) -> Path:

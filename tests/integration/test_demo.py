@@ -10,7 +10,7 @@ pytestmark = pytest.mark.integration
 
 def test_demo_runs_the_demo_pipeline_and_explains_it(spark, tmp_path, capsys):
     lake = tmp_path / "lake"
-    assert main(["demo", "--lake", str(lake), "--batches", "2"]) == 0
+    assert main(["demo", "--lake", f"file:{lake}", "--batches", "2"]) == 0  # a Hadoop URI names the folder
     out = capsys.readouterr().out
     # What a newcomer needs to see: the batches, the timeline, the snapshot.
     assert "batch 0: in 5000 -> written 5000" in out
