@@ -5,14 +5,15 @@ One core, two engines (DESIGN §2). The core is three plain functions —
 :func:`~streamer.write.prepare.latest_per_key` (combine) and
 :func:`~streamer.write.filegroup.write_file_group` (one file group's files) — and an
 engine only decides *where* they run: a thread pool on the driver, or Spark executors.
-The driver does the rest in both cases (index lookup on collected keys, routing,
-commit), so the files written are the same either way.
+The local engine looks keys up and routes them on the driver; the Spark engine tags
+rows on executors and hands the driver counts to plan from (:meth:`Engine.plan`). The
+driver commits in both cases, and the rows written are the same either way.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -21,20 +22,26 @@ from streamer.table.metadata import WriteStat
 from streamer.write.filegroup import WriteContext
 from streamer.write.plan import WritePlan
 from streamer.write.prepare import PrepareSpec
+from streamer.write.tagging import Planned, PlanRequest, plan_on_driver
 
 
 @dataclass
 class Prepared:
     """A batch after keys/schema/combine: its key columns on the driver, data wherever."""
 
-    keys: pa.Table  # _hoodie_record_key, _hoodie_partition_path, _mor_is_delete
+    #: _hoodie_record_key, _hoodie_partition_path, _mor_is_delete on the driver; ``None``
+    #: when the engine tags rows where they are (the driver never holds them)
+    keys: pa.Table | None
     input_rows: int
     handle: Any  # engine-private: an Arrow table (local) or a cached DataFrame (spark)
+    #: more engine-private cached data of this batch (the Spark engine's tagged keys)
+    cached: list[Any] = field(default_factory=list)
 
     def release(self) -> None:
-        unpersist = getattr(self.handle, "unpersist", None)
-        if unpersist is not None:
-            unpersist()
+        for obj in [self.handle, *self.cached]:
+            unpersist = getattr(obj, "unpersist", None)
+            if unpersist is not None:
+                unpersist()
 
 
 class Engine(ABC):
@@ -43,6 +50,12 @@ class Engine(ABC):
     @abstractmethod
     def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
         """Build keys, conform to the schema and combine duplicates."""
+
+    def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
+        """Tag the batch's rows (index lookup or bucket hash) and decide the commit's tasks.
+        Default: on the driver, from ``prepared.keys``."""
+        assert prepared.keys is not None, f"the {self.name} engine kept no keys on the driver"
+        return plan_on_driver(prepared.keys, request)
 
     @abstractmethod
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,11 +44,17 @@ class SizingPolicy:
 @dataclass
 class WritePlan:
     tasks: dict[int, FileGroupTask]
-    assignment: pa.Table  # record key, partition path, _mor_task, _mor_op (aligned with keys)
+    #: record key, partition path, _mor_task, _mor_op (aligned with keys); ``None`` when
+    #: the rows were tagged where they are (Spark): then ``rows`` is the engine's
+    #: per-row assignment (row id, task, op), never brought to the driver
+    assignment: pa.Table | None
     new_partitions: list[str]
+    rows: Any = None
 
     @property
     def num_rows(self) -> int:
+        if self.assignment is None:
+            raise ValueError("the assignment of this plan lives with the rows, not on the driver")
         return int(pc.sum(pc.not_equal(self.assignment.column(OP_COL), OP_DROP)).as_py() or 0)
 
 

@@ -6,9 +6,12 @@ One commit, in order (each step's reason in brackets):
    wait or fail, not interleave];
 2. check the batch's schema against the table's [refuse before writing anything];
 3. roll back failed writes [their files must not leak into this commit's view];
-4. prepare (keys, schema, combine), look keys up in the bloom index, route inserts
-   [decided on the driver from keys only]; with the bucket index, hash each key to its
-   bucket's file group instead [no lookup: O(batch), whatever the table's size];
+4. prepare (keys, schema, combine), look keys up in the bloom index, route inserts;
+   with the bucket index, hash each key to its bucket's file group instead [no lookup:
+   O(batch), whatever the table's size]. The engine decides where: the local engine on
+   the driver from the keys; the Spark engine tags rows on executors and the driver
+   plans from counts per file group and partition [the driver never holds the batch's
+   keys: :mod:`streamer.write.tagging`];
 5. ``deltacommit.requested`` → ``.inflight``, markers + data files via the engine;
 6. the completed instant with Hudi commit metadata, written atomically after every
    data file is durable [readers trust completed instants only]; markers dropped.
@@ -33,10 +36,8 @@ from streamer.errors import (
     StreamerError,
 )
 from streamer.fs import FileSystem, resolve
-from streamer.index.bloom_index import BloomIndex
-from streamer.index.bucket import bucket_ids, bucket_layout, misplaced_key
+from streamer.index.bucket import bucket_layout, misplaced_key
 from streamer.index.rfc06 import BloomParams
-from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro
 from streamer.table.instant import Action
 from streamer.table.integrity import read_damage
@@ -57,7 +58,7 @@ from streamer.write.config import IndexConfig, TableConfig, WriteOptions, table_
 from streamer.write.filegroup import WriteContext
 from streamer.write.lock import WriterLock
 from streamer.write.markers import delete_markers
-from streamer.write.plan import SizingPolicy, build_bucket_plan, build_plan
+from streamer.write.plan import SizingPolicy
 from streamer.write.prepare import PrepareSpec
 from streamer.write.repair import empty_clean_inflights, repair_table_format
 from streamer.write.requirements import ExpectCheckpoint
@@ -65,6 +66,7 @@ from streamer.write.result import CommitResult
 from streamer.write.rollback import rollback_all_failed
 from streamer.write.schema import META_COLUMNS, data_schema, reconcile
 from streamer.write.state import TableState
+from streamer.write.tagging import EngineStats, PlanRequest
 
 OPERATIONS = {
     "upsert": "UPSERT",
@@ -88,6 +90,8 @@ class HudiWriter:
         self.config = config
         self.options = options
         self.last_lookup = None
+        #: where the last commit's plan was decided and what the driver held for it
+        self.last_engine_stats: EngineStats | None = None
         self._snapshot: TableSnapshot | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -294,23 +298,9 @@ class HudiWriter:
             combine = op in ("upsert", "delete") or self.options.combine_before_insert
             prepared = engine.prepare(data, spec, combine)
             try:
-                file_ids = None
-                lookup = None
-                seeds = None
                 index_cfg = cfg.index
                 if op in ("upsert", "delete") and not index_cfg.is_bucket:
                     state = _intact(state)
-                    index = BloomIndex(
-                        self.fs, state.slices, state.is_committed(), self.options.parallelism,
-                        on_corrupt=_refuse_corrupt(state),
-                    )
-                    res = index.lookup(
-                        prepared.keys.column(meta_fields.RECORD_KEY),
-                        prepared.keys.column(meta_fields.PARTITION_PATH),
-                    )
-                    file_ids, lookup = res.file_ids, res.stats
-                    seeds = index.slice_seeds
-                self.last_lookup = lookup
                 instant = state.timeline.new_instant_time()
                 sizing = SizingPolicy(
                     self.options.small_file_limit,
@@ -318,21 +308,19 @@ class HudiWriter:
                     state.avg_record_size(self.options.default_record_size),
                     use_small_files=(op != "bulk_insert"),
                 )
-                if index_cfg.is_bucket:
-                    buckets = bucket_ids(
-                        prepared.keys.column(meta_fields.RECORD_KEY),
-                        index_cfg.num_buckets,
-                        index_cfg.hash_fields,
-                    )
-                    plan = build_bucket_plan(
-                        prepared.keys, buckets, index_cfg.num_buckets, state.slices,
-                        state.log_versions, instant, self.base_path, append_to=state.append_slices,
-                    )
-                else:
-                    plan = build_plan(
-                        prepared.keys, file_ids, state.slices, state.log_versions, instant, sizing,
-                        append_to=state.append_slices,
-                    )
+                request = PlanRequest(
+                    op=op, index=index_cfg, fs=self.fs, base_path=self.base_path,
+                    slices=state.slices, log_versions=state.log_versions,
+                    append_to=state.append_slices, is_committed=state.is_committed(),
+                    on_corrupt=_refuse_corrupt(state), instant=instant, sizing=sizing,
+                    parallelism=self.options.parallelism,
+                )
+                planned = engine.plan(prepared, request)
+                plan, lookup, seeds = planned.plan, planned.lookup, planned.seeds
+                self.last_lookup = lookup
+                self.last_engine_stats = EngineStats(
+                    engine.name, planned.driver_keys, planned.driver_summary_rows
+                )
                 requested = state.timeline.create_requested(Action.DELTA_COMMIT, instant)
                 faults.step("requested")
                 lock.start_instant(instant)
