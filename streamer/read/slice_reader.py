@@ -154,8 +154,10 @@ def _read_base_pruned(fs: FileSystem, path: str, spec: SliceReadSpec, columns: l
         return table
     except FileNotFoundError as e:
         raise MissingFileError("base file missing", path) from e
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError):
+        # a filter Arrow cannot apply here, or damage: the plain read names damage as
+        # such, and the filter then fails (or not) on the merged rows as without pruning
+        return _read_base(fs, path, None, columns)
 
 
 def _keys_in_range(keys: pa.ChunkedArray | None, key_stats: dict | None) -> bool:

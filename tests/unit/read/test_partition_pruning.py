@@ -47,3 +47,21 @@ def test_pruning_keeps_exactly_the_partitions_that_can_match(table, expr, partit
     whole = table.read()
     expected = tg.canon(whole.filter(expr))
     assert tg.canon(table.read(filter=expr)) == expected
+
+
+def test_the_benchmark_query_plans_only_its_partition(tmp_path):
+    """Acceptance 3 of issue 13, at a small size: ``city = 'sf' AND fare > 50`` over the
+    benchmark's table plans the ``sf`` slices only, and projects to the 2 columns asked."""
+    from benchmarks.bench_read_filtered import COLUMNS, generate, query
+
+    path = str(tmp_path / "t")
+    generate(path, 16_000, 8_000, 1, upsert_rows=2_000, deletes=200)
+    t = Table.open(path)
+    every = t.fsview.latest_merged_slices()
+    sf = [s for s in every if s.partition_path == "sf"]
+    planned = t.plan("snapshot", columns=COLUMNS, filter=query()).slices
+    assert {s.partition_path for s in planned} == {"sf"} and len(planned) == len(sf) < len(every)
+    result = t.scan(columns=COLUMNS, filter=query())
+    assert result.stats.file_slices == len(sf) and result.table.column_names == COLUMNS
+    expected = t.read().filter(query()).select(COLUMNS)
+    assert sorted(result.table.to_pylist(), key=lambda r: r["id"]) == sorted(expected.to_pylist(), key=lambda r: r["id"])

@@ -9,6 +9,7 @@ than the base's (they lose the merge), so a pruned base row that wins would show
 
 from __future__ import annotations
 
+import datetime
 import glob
 import os
 
@@ -145,3 +146,12 @@ def test_no_key_statistics_keeps_the_row_group(tmp_path):
                             pa.chunked_array([pa.array([3], pa.int64())]), stats)
     assert got.column("k").to_pylist() == [3]
     assert stats.base_row_groups_pruned == 0  # unknown key ranges: both groups read
+
+
+def test_a_filter_arrow_cannot_apply_is_not_called_corruption(grown):
+    """A type-mismatched filter fails as a query error would, not as a damaged base file."""
+    from streamer.errors import CorruptDataError
+
+    with pytest.raises(Exception) as e:
+        grown.read(columns=["id"], filter=pc.field("fare") > pa.scalar(datetime.date(2024, 1, 1)))
+    assert not isinstance(e.value, CorruptDataError)
