@@ -37,6 +37,7 @@ from streamer.index.slice_members import (
     slice_summary,
 )
 from streamer.table import meta_fields
+from streamer.table.bloom import PreparedKeys
 from streamer.table.fsview import FileSlice
 
 RECORD_KEY = meta_fields.RECORD_KEY
@@ -84,6 +85,7 @@ def _find_in_slice(
     cand_idx = np.flatnonzero(candidates)
     cand_keys = keys.take(pa.array(cand_idx))
     live = np.zeros(len(cand_keys), dtype=bool)
+    prepared = _Prepared(cand_keys)
     for m in members:
         if m.kind == "delete":
             # a key deleted after its last write here is no longer in this group
@@ -91,7 +93,7 @@ def _find_in_slice(
                 gone = _present(cand_keys, m.keys(stats)).to_numpy(zero_copy_only=False)
                 live &= ~gone
             continue
-        own = _member_candidates(m, cand_keys, stats, index.filtered)
+        own = _member_candidates(m, cand_keys, stats, index.filtered, prepared)
         if own is None or not own.any():
             continue
         present = _present(cand_keys.filter(pa.array(own)), m.keys(stats))
@@ -124,8 +126,21 @@ BLOOM_SKIP_FRACTION = 0.1
 BLOOM_SKIP_MIN_KEYS = 1_000
 
 
+class _Prepared:
+    """The slice's candidates prepared for probing once, on the first member that needs it."""
+
+    def __init__(self, keys: pa.Array) -> None:
+        self.keys = keys
+        self._prepared: PreparedKeys | None = None
+
+    def subset(self, idx: np.ndarray) -> PreparedKeys:
+        if self._prepared is None:
+            self._prepared = PreparedKeys(self.keys)
+        return self._prepared.subset(idx)
+
+
 def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats,
-                       filtered: bool = True) -> np.ndarray | None:
+                       filtered: bool = True, prepared: _Prepared | None = None) -> np.ndarray | None:
     """Which ``keys`` the member's own footer admits (all of them when it has no index).
 
     The key range is checked first; the bloom filter is parsed and probed unless
@@ -150,7 +165,8 @@ def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats,
     if s is None or s.bloom is None:
         return mask
     idx = np.flatnonzero(mask)
-    hit = s.bloom.might_contain_many(keys.take(pa.array(idx)))
+    probe = prepared.subset(idx) if prepared is not None else keys.take(pa.array(idx))
+    hit = s.bloom.might_contain_many(probe)
     mask[idx[~hit]] = False
     return mask
 
