@@ -1,20 +1,28 @@
-"""Streamer: end-to-end freshness and sustained throughput of the Kafka JSON pipeline.
+"""Streamer: sustained throughput against the plain-Spark ceiling, available_now, freshness.
 
-Both run the real thing: a Kafka broker (``KAFKA_BOOTSTRAP_SERVERS``, else a local
-KRaft broker started here), the continuous pipeline (Structured Streaming +
-``foreachBatch``) and the MOR writer, in one process with one SparkSession.
+All run the real thing: a Kafka broker (``KAFKA_BOOTSTRAP_SERVERS``, else a local
+KRaft broker started here), Spark Structured Streaming + ``foreachBatch`` and the MOR
+writer, in one process with one SparkSession, on the **same topic**.
 
+* **Ceiling**: the same Kafka source, ``from_json`` and ``df.write.parquet`` in
+  ``foreachBatch`` (no keys, no merge, no exactly-once bookkeeping): what Spark alone
+  does with these records on this machine.
 * **Throughput**: ``--records`` JSON upserts (30% updates) are produced first, then the
-  pipeline ingests them with ``--batch`` records per micro-batch; records/s over the
-  whole run and "sustained" (first micro-batch, which pays JIT warm-up, excluded).
+  continuous pipeline ingests them with ``--batch`` records per micro-batch, once per
+  engine in ``--engines``; records/s "sustained" excludes the first micro-batch (JIT
+  warm-up) in every pipeline, ceiling included.
+* **available_now**: the same backlog into a fresh table, ``trigger.mode: available_now``
+  in batches of ``--batch``; the run returns by itself; a second run commits nothing.
 * **Freshness**: while a background producer keeps ``--background-rps`` records/s
   flowing into another topic, ``--probes`` probe records are produced one at a time; the
   latency of each is from the broker's ack to the first snapshot read (our reader) that
-  returns it, with a ``--trigger`` trigger. p50/p95/max are reported.
+  returns it, with a ``--trigger`` trigger and the default policies (services running).
 
-Measures, never asserts.
+CPU seconds (driver Python process and the JVM, from /proc) are reported beside wall
+time: the machine's 2 cores are shared, so ratios between runs of one process are the
+figures to compare. Measures, never asserts.
 
-    .venv/bin/python -m benchmarks.bench_streamer [--records 200000] [--probes 20] [--write-results]
+    .venv/bin/python -m benchmarks.bench_streamer [--records 300000] [--batch 100000] [--write-results]
 """
 
 from __future__ import annotations
@@ -36,18 +44,22 @@ SCHEMA = "uuid STRING, ts BIGINT, city STRING, fare DOUBLE, _hoodie_is_deleted B
 CITIES = ("sf", "nyc", "ams", "chennai")
 
 
-def pipeline(name: str, bootstrap: str, topic: str, lake: str, batch: int, trigger: str):
+SERVICES_OFF = "{log_compaction: {mode: off}, compaction: {mode: off}, clean: {mode: off}, archive: {mode: off}}"
+
+
+def pipeline(name: str, bootstrap: str, topic: str, lake: str, batch: int, trigger: str,
+             engine: str = "auto", policies: str | None = SERVICES_OFF, mode: str = "continuous"):
     from streamer.config import parse_pipelines
 
+    policy_line = f"\n    policies: {policies}" if policies else ""
     yaml = f"""
 pipelines:
   - name: {name}
     source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic: {topic}, format: json,
               schema: "{SCHEMA}", max_records_per_batch: {batch}}}
-    target: {{path: {lake}/{name}, record_key: [uuid], partition_by: [city], ordering_field: ts}}
-    policies: {{log_compaction: {{mode: off}}, compaction: {{mode: off}}, clean: {{mode: off}}, archive: {{mode: off}}}}
-    trigger: {{mode: continuous, interval: {trigger}}}
-    engine: auto
+    target: {{path: {lake}/{name}, record_key: [uuid], partition_by: [city], ordering_field: ts}}{policy_line}
+    trigger: {{mode: {mode}, interval: {trigger}}}
+    engine: {engine}
 """
     (config,), problems = parse_pipelines(yaml)
     if problems:
@@ -85,26 +97,122 @@ def run_until(runner, stop_when, timeout_s: float) -> None:
         raise failure[0]
 
 
-def throughput(kafka, spark, lake: str, n: int, batch: int, trigger: str) -> dict:
-    from streamer.pipeline.runner import PipelineRunner
+class CpuClock:
+    """CPU seconds of this Python process and of the Spark JVM (user + system, /proc)."""
 
+    def __init__(self, spark) -> None:
+        self.jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def _jvm(self) -> float:
+        try:
+            with open(f"/proc/{self.jvm_pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / self.tick
+        except OSError:
+            return float("nan")
+
+    def now(self) -> tuple[float, float]:
+        return time.process_time(), self._jvm()
+
+    def since(self, start: tuple[float, float]) -> tuple[float, float]:
+        py, jvm = self.now()
+        return py - start[0], jvm - start[1]
+
+
+def produce_backlog(kafka, n: int) -> tuple[str, float]:
     topic = kafka.create_topic("bench-throughput", partitions=3)
     rng = random.Random(1)
     t0 = time.monotonic()
     for start in range(0, n, 20_000):
         kafka.produce(topic, records(rng, min(20_000, n - start), start, key_space=n))
-    produce_s = time.monotonic() - t0
+    return topic, time.monotonic() - t0
+
+
+def _rates(stamps: list[tuple[float, int]], started: float) -> tuple[float, float, float]:
+    """(total seconds, records/s overall, records/s sustained: first batch excluded)."""
+    total_s = stamps[-1][0] - started
+    n = sum(r for _, r in stamps)
+    steady = sum(r for _, r in stamps[1:]) / (stamps[-1][0] - stamps[0][0]) if len(stamps) > 1 else float("nan")
+    return total_s, n / total_s, steady
+
+
+def ceiling(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, trigger: str) -> dict:
+    """Plain Spark: same source and decoding, ``df.write.parquet`` in ``foreachBatch``."""
+    from pyspark.sql import functions as F
+
+    end = sum(kafka.end_offsets(topic).values())
+    out = os.path.join(lake, "ceiling")
     stamps: list[tuple[float, int]] = []
-    runner = PipelineRunner(pipeline("throughput", kafka.bootstrap_servers, topic, lake, batch, trigger), spark=spark,
+    batch_s: list[float] = []
+
+    def write(df, batch_id: int) -> None:
+        t0 = time.monotonic()
+        df.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("j")).select("j.*") \
+            .write.mode("append").parquet(out)
+        done = time.monotonic()
+        batch_s.append(done - t0)
+        stamps.append((done, -1))  # row counts from the query's progress (no extra job)
+
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(batch)).load())
+    c0, started = cpu.now(), time.monotonic()
+    query = (reader.writeStream.foreachBatch(write).option("checkpointLocation", os.path.join(lake, "ceiling_ckpt"))
+             .trigger(processingTime=pipeline("x", "h", "t", lake, batch, trigger).trigger.spark_processing_time())
+             .start())
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+        if rows >= end:
+            break
+        time.sleep(0.2)
+    query.stop()
+    py_s, jvm_s = cpu.since(c0)
+    counts = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    stamps = [(t, n) for (t, _), n in zip(stamps, counts, strict=False)]
+    total_s, rps, steady = _rates(stamps, started)
+    return {"pipeline": "plain Spark (ceiling)", "records": sum(n for _, n in stamps), "batches": len(stamps),
+            "total_s": total_s, "rps_total": rps, "rps_sustained": steady,
+            "batch_s": statistics.median(batch_s[1:] or batch_s), "py_cpu_s": py_s, "jvm_cpu_s": jvm_s}
+
+
+def throughput(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, trigger: str, engine: str) -> dict:
+    from streamer.pipeline.runner import PipelineRunner
+
+    stamps: list[tuple[float, int]] = []
+    config = pipeline(f"throughput_{engine}", kafka.bootstrap_servers, topic, lake, batch, trigger, engine)
+    runner = PipelineRunner(config, spark=spark,
                             on_report=lambda r: stamps.append((time.monotonic(), r.read)) if not r.skipped else None)
     end = sum(kafka.end_offsets(topic).values())
-    started = time.monotonic()
+    c0, started = cpu.now(), time.monotonic()
     run_until(runner, lambda: sum(r for _, r in stamps) >= end, timeout_s=900)
-    total_s = stamps[-1][0] - started
-    steady = sum(r for _, r in stamps[1:]) / (stamps[-1][0] - stamps[0][0]) if len(stamps) > 1 else float("nan")
-    return {"records": sum(r for _, r in stamps), "batches": len(stamps), "produce_s": produce_s,
-            "total_s": total_s, "rps_total": sum(r for _, r in stamps) / total_s, "rps_sustained": steady,
-            "batch_s": statistics.median([r.latency_s for r in runner.reports if not r.skipped])}
+    py_s, jvm_s = cpu.since(c0)
+    total_s, rps, steady = _rates(stamps, started)
+    done = [r for r in runner.reports if not r.skipped]
+    return {"pipeline": f"mor-streamer, {engine} engine", "records": sum(r for _, r in stamps),
+            "batches": len(stamps), "total_s": total_s, "rps_total": rps, "rps_sustained": steady,
+            "batch_s": statistics.median([r.latency_s for r in done[1:] or done]),
+            "py_cpu_s": py_s, "jvm_cpu_s": jvm_s}
+
+
+def available_now(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int) -> dict:
+    """The backlog into a fresh table with ``trigger.mode: available_now``, then once more."""
+    from streamer.pipeline.multi import run_pipelines
+
+    config = pipeline("available_now", kafka.bootstrap_servers, topic, lake, batch, "1s", "local",
+                      policies=None, mode="available_now")
+    first: list = []
+    c0, started = cpu.now(), time.monotonic()
+    run_pipelines([config], once=False, spark=spark, on_report=first.append)
+    wall = time.monotonic() - started
+    py_s, jvm_s = cpu.since(c0)
+    second: list = []
+    run_pipelines([config], once=False, spark=spark, on_report=second.append)
+    return {"records": sum(r.written for r in first), "batches": len(first),
+            "commits": sum(1 for r in first if r.instant), "wall_s": wall, "py_cpu_s": py_s, "jvm_cpu_s": jvm_s,
+            "second_run": [r.status for r in second],
+            "services": sorted({f"{s.action} {s.outcome}" for r in first for s in r.services})}
 
 
 def freshness(kafka, spark, lake: str, probes: int, background_rps: int, trigger: str) -> dict:
@@ -114,7 +222,7 @@ def freshness(kafka, spark, lake: str, probes: int, background_rps: int, trigger
     from streamer.read import Table
 
     topic = kafka.create_topic("bench-freshness", partitions=3)
-    config = pipeline("freshness", kafka.bootstrap_servers, topic, lake, 50_000, trigger)
+    config = pipeline("freshness", kafka.bootstrap_servers, topic, lake, 50_000, trigger, policies=None)
     runner = PipelineRunner(config, spark=spark)
     stop_bg = threading.Event()
     sent = [0]
@@ -171,61 +279,94 @@ def freshness(kafka, spark, lake: str, probes: int, background_rps: int, trigger
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--batch", type=int, default=50_000, help="max_records_per_batch of the throughput run")
+    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--batch", type=int, default=100_000, help="max_records_per_batch of the throughput runs")
+    ap.add_argument("--engines", default="local,spark", help="engines of the throughput runs (comma-separated)")
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--background-rps", type=int, default=1_000)
     ap.add_argument("--trigger", default="1s")
+    ap.add_argument("--skip", default="", help="parts to skip: ceiling,throughput,available_now,freshness")
     ap.add_argument("--write-results", action="store_true", help="replace our section of benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
 
     from streamer.spark import get_spark
     from streamer.testing.kafka import KafkaClient, LocalKafkaBroker
 
+    runs: list[dict] = []
+    avail = fr = None
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="bench-streamer-") as tmp:
         if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
             kafka = KafkaClient(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
         else:
             kafka = stack.enter_context(LocalKafkaBroker())
         spark = get_spark(app_name="bench-streamer")
+        cpu = CpuClock(spark)
         lake = str(Path(tmp) / "lake")
-        tp = throughput(kafka, spark, lake, args.records, args.batch, args.trigger)
-        print("throughput:", json.dumps(tp), flush=True)
-        fr = freshness(kafka, spark, lake, args.probes, args.background_rps, args.trigger)
-        print("freshness:", json.dumps(fr), flush=True)
+        topic, produce_s = produce_backlog(kafka, args.records)
+        print(f"produced {args.records:,} records in {produce_s:.1f}s", flush=True)
+        if "ceiling" not in skip:
+            runs.append(ceiling(kafka, spark, cpu, topic, lake, args.batch, args.trigger))
+            print("throughput:", json.dumps(runs[-1]), flush=True)
+        if "throughput" not in skip:
+            for engine in filter(None, args.engines.split(",")):
+                runs.append(throughput(kafka, spark, cpu, topic, lake, args.batch, args.trigger, engine))
+                print("throughput:", json.dumps(runs[-1]), flush=True)
+        if "available_now" not in skip:
+            avail = available_now(kafka, spark, cpu, topic, lake, args.batch)
+            print("available_now:", json.dumps(avail), flush=True)
+        if "freshness" not in skip:
+            fr = freshness(kafka, spark, lake, args.probes, args.background_rps, args.trigger)
+            print("freshness:", json.dumps(fr), flush=True)
         spark.stop()
     if args.write_results:
-        write_results(args, tp, fr)
+        write_results(args, runs, avail, fr)
     return 0
 
 
-def write_results(args, tp: dict, fr: dict) -> None:
+def write_results(args, runs: list[dict], avail: dict | None, fr: dict | None) -> None:
     from benchmarks.results import machine_line, write_section
 
     cmd = " ".join(["python", "-m", "benchmarks.bench_streamer", *sys.argv[1:]])
-    load = os.getloadavg()[0]
-    write_section(HEADING, [
+    load = os.getloadavg()
+    ceiling_rps = next((r["rps_sustained"] for r in runs if r["pipeline"].startswith("plain")), None)
+    body = [
         f"Command: `.venv/bin/{cmd}`  ",
-        f"{machine_line()} Local KRaft broker, 3-partition topics, JSON records, local filesystem, "
-        f"SparkSession `local[*]`, engine `auto`, table services off. Load average at the end: {load:.1f} "
-        "(the 2 cores are shared with other jobs: treat absolute numbers as noisy).",
+        f"{machine_line()} Local KRaft broker, 3-partition topic, {args.records:,} JSON records (30% updates) "
+        f"produced before the runs, micro-batches of <= {args.batch:,}, local filesystem, SparkSession `local[*]`, "
+        "one process and one run. Throughput runs: table services off. Load average (1/5/15 min) at the end: "
+        f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}: the 2 cores are shared with other jobs, so compare the ratios "
+        "and CPU seconds of one run, not absolute rates across runs.",
         "",
-        "| measure | value |",
-        "|---|---:|",
-        f"| records ingested (throughput run) | {tp['records']:,} in {tp['batches']} micro-batches of <= {args.batch:,} |",
-        f"| records/s, whole run (incl. first-batch warm-up) | {tp['rps_total']:,.0f} |",
-        f"| records/s, sustained (first micro-batch excluded) | {tp['rps_sustained']:,.0f} |",
-        f"| per micro-batch, transform + split + commit (decode excluded), median (s) | {tp['batch_s']:.2f} |",
-        f"| freshness probes seen / sent | {fr['seen']} / {fr['probes']} |",
-        f"| freshness p50 (s), trigger {args.trigger} | {fr['p50']:.2f} |",
-        f"| freshness p95 (s) | {fr['p95']:.2f} |",
-        f"| freshness max (s) | {fr['max']:.2f} |",
-        "",
-        "Freshness is broker ack -> first snapshot read (our reader) returning the probe, with "
-        f"~{args.background_rps:,} records/s of background upserts on the same topic. It is bounded below by the "
-        "trigger wait (up to one interval) plus one micro-batch: decode + offsets job, Arrow collect, "
-        "the commit (bloom lookup, log blocks, completed instant).",
-    ])
+        "| pipeline | sustained rec/s | vs ceiling | median batch (s) | wall (s) | driver CPU (s) | JVM CPU (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        ratio = f"{r['rps_sustained'] / ceiling_rps:.2f}x" if ceiling_rps else "-"
+        body.append(f"| {r['pipeline']} | {r['rps_sustained']:,.0f} | {ratio} | {r['batch_s']:.2f} | "
+                    f"{r['total_s']:.1f} | {r['py_cpu_s']:.1f} | {r['jvm_cpu_s']:.1f} |")
+    if avail is not None:
+        body += ["", f"`trigger.mode: available_now` over the same backlog into a fresh table (local engine, default "
+                 f"policies, inline): {avail['records']:,} records in {avail['batches']} batches "
+                 f"({avail['commits']} commits), returned by itself after {avail['wall_s']:.1f}s wall "
+                 f"({avail['py_cpu_s']:.1f}s driver CPU, {avail['jvm_cpu_s']:.1f}s JVM CPU); services: "
+                 f"{', '.join(avail['services']) or 'none due'}. A second run: {', '.join(avail['second_run'])} "
+                 "(no commit)."]
+    if fr is not None:
+        body += [
+            "",
+            "| freshness (trigger " + args.trigger + ", default policies) | value |",
+            "|---|---:|",
+            f"| probes seen / sent | {fr['seen']} / {fr['probes']} |",
+            f"| p50 (s) | {fr['p50']:.2f} |",
+            f"| p95 (s) | {fr['p95']:.2f} |",
+            f"| max (s) | {fr['max']:.2f} |",
+            "",
+            "Freshness is broker ack -> first snapshot read (our reader) returning the probe, with "
+            f"~{args.background_rps:,} records/s of background upserts on the same topic, compaction and log "
+            "compaction in the pipeline's background service thread (the continuous default).",
+        ]
+    write_section(HEADING, body)
 
 
 if __name__ == "__main__":
