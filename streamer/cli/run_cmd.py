@@ -3,6 +3,10 @@
 A pipeline that fails does not stop the others (see ``pipeline.multi``): its failure
 is printed at once as one line naming it, and the exit code is 1 when any failed.
 
+``--available-now`` (or ``trigger.mode: available_now``): each pipeline reads what its
+source holds when the run starts, in capped batches, runs its services inline and
+exits - the mode for scheduled jobs (cron, Airflow). ``--once``: one batch each.
+
 Ctrl-C (or SIGTERM, as sent by container runtimes) once: finish the running
 micro-batch, commit it, stop. Ctrl-C twice: abandon it; the next run rolls its
 inflight commit back, so nothing half-written is ever read.

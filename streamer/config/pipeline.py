@@ -34,10 +34,6 @@ class TriggerConfig(StrictModel):
     #: Time between batch starts in ``continuous`` mode.
     interval: Duration = Field(default="10s")
 
-    @property
-    def continuous(self) -> bool:
-        return self.mode == "continuous"
-
     def spark_processing_time(self) -> str:
         """The ``processingTime`` string for ``DataStreamWriter.trigger``."""
         return f"{round(self.interval.total_seconds() * 1000)} milliseconds"

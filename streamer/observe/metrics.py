@@ -65,10 +65,10 @@ class PipelineMetrics:
         self.last_commit = gauge("streamer_last_commit_timestamp_seconds", "When the last data commit completed")
         self.lag = gauge("streamer_source_lag_records", "Records available after the committed position",
                          ("partition",))
-        self.service_runs = counter("streamer_table_service_runs", "Table services run inline after commits",
+        self.service_runs = counter("streamer_table_service_runs", "Table services run after commits (inline, or by the pipeline's background service thread)",
                                     ("action", "outcome"))
         self.service_duration = histogram("streamer_table_service_duration_seconds",
-                                          "Seconds of an inline table service step", ("action",))
+                                          "Seconds of a table service step (inline or background)", ("action",))
         self.pending_compactions = gauge("streamer_table_pending_compactions", "Compactions scheduled, not done")
         self.pending_log_compactions = gauge("streamer_table_pending_log_compactions",
                                              "Log compactions scheduled, not done")
