@@ -33,6 +33,12 @@ class TriggerConfig(StrictModel):
     mode: Literal["once", "available_now", "continuous"] = "once"
     #: Time between batch starts in ``continuous`` mode.
     interval: Duration = Field(default="10s")
+    #: How a continuous pipeline over a streaming source (Kafka) gets its micro-batches:
+    #: ``stream``: a Spark Structured Streaming query (``foreachBatch``); ``poll``: every
+    #: ``interval`` the driver plans the batch's end offsets (capped by the batch size) and
+    #: reads exactly that range, as ``once`` does - no end-offsets job per batch. Other
+    #: sources always poll.
+    read: Literal["stream", "poll"] = "stream"
 
     def spark_processing_time(self) -> str:
         """The ``processingTime`` string for ``DataStreamWriter.trigger``."""

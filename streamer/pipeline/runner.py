@@ -219,10 +219,11 @@ class PipelineRunner:
         """Run until ``stop`` is set, ``max_batches`` batches ran, or ``timeout_s`` passed.
 
         A :class:`~sources.base.StreamingSource` runs as Spark Structured Streaming
-        (``foreachBatch``); other sources poll with one :meth:`run_once` per interval.
+        (``foreachBatch``) unless ``trigger.read`` is ``poll``; other sources poll with
+        one :meth:`run_once` per interval.
         """
         stop = stop or threading.Event()
-        if isinstance(self.source, StreamingSource):
+        if isinstance(self.source, StreamingSource) and self.config.trigger.read == "stream":
             run_stream(self, stop, max_batches, timeout_s)
         else:
             run_polling(self, stop, max_batches, timeout_s)

@@ -69,3 +69,10 @@ def test_the_pipeline_package_names_no_source():
         if imports or re.search(r"\.type == \"(kafka|files|generator)\"", code):
             named[path.name] = imports
     assert not named
+
+
+def test_trigger_read_poll_or_stream():
+    assert _config("{mode: continuous, interval: 1s}").trigger.read == "stream"
+    assert _config("{mode: continuous, interval: 1s, read: poll}").trigger.read == "poll"
+    (_, problems) = parse_pipelines(YAML.format(trigger="{mode: continuous, read: pull}", policies=""), file="p.yaml")
+    assert problems and "p.yaml:" in str(problems[0])
