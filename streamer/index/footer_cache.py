@@ -1,12 +1,15 @@
-"""What immutable base files say, kept between lookups: footers, parsed filters, key columns.
+"""What immutable files say, kept between lookups: footers, parsed filters, key columns.
 
-A base file never changes once written, so a long-running pipeline (and the services in
-its process) need not re-read and re-parse it every micro-batch: the footer's key-value
-metadata and row count, its bloom filter unpacked for probing, and its record-key column
-stay here, least recently used first out, bounded in bytes.
+A base file or a log block never changes once written, so a long-running pipeline (and
+the services in its process) need not re-read and re-parse it every micro-batch: the
+footer's key-value metadata and row count, its bloom filter unpacked for probing, and
+its record-key column stay here, least recently used first out, bounded in bytes. Since
+log blocks carry only their own filter (issue 13, ``streamer.index.rfc06``), a lookup
+probes every block of a slice: this is what keeps that to parsing each footer once.
 
 Keyed by (path, size, modification time) from the listing: a file rolled back and
-written again under the same name is another entry.
+written again under the same name is another entry. A log block: by its log file's path
+and size, its offset and instant (``slice_members.Member._cached``).
 """
 
 from __future__ import annotations
