@@ -5,11 +5,11 @@ same moment (RFC-48 scenario 1), and two processes appending to one file would
 interleave bytes. A new version under a process-unique write token cannot collide; the
 reader places a stitched block where the blocks it replaces were, wherever its file sorts.
 
-Why only the block's own index (bloom, min/max) and no cumulative slice summary in the
-Parquet footer: a writer may commit a block while we stitch, and a slice summary
+Why only the block's own index (bloom, min/max) and no key range of the slice's log
+blocks in the Parquet footer: a writer may commit a block while we stitch, and a range
 computed before it would, if our file sorted last, hide that block's keys from the
 index. Without one, the index checks members one by one - slower, never wrong - and the
-next write rebuilds the cumulative summary.
+next write carries the slice's range again.
 """
 
 from __future__ import annotations

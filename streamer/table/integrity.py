@@ -179,8 +179,9 @@ def slice_damage(fs: FileSystem, view: FileSystemView, timeline: Timeline, fslic
 
 
 def _slice_index_damage(fs: FileSystem, timeline: Timeline, fslice: FileSlice) -> list[Damage]:
-    """The slice summary the index reads first (the newest Parquet block's cumulative
-    filter and range, RFC-06) must admit every key the slice holds."""
+    """The slice summary the index reads first (the newest Parquet block's key range of
+    the slice's log blocks - and, in blocks of the older formats, their cumulative filter;
+    RFC-06) must admit every key the slice holds."""
     from streamer.index.slice_members import is_committed_fn, slice_members, slice_summary
 
     members = slice_members(fs, fslice, is_committed_fn(timeline.completed_timestamps(), None))
