@@ -15,6 +15,7 @@ import contextlib
 import os
 import posixpath
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from streamer.errors import MissingFileError, StorageError
+from streamer.fs_s3 import Conditional, S3Settings
+
+_S3_READ_ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -37,11 +41,26 @@ class FileStatus:
         return posixpath.basename(self.path)
 
 
-class FileSystem:
-    """A thin, typed wrapper over a :class:`pyarrow.fs.FileSystem`."""
+@dataclass(frozen=True)
+class Tagged:
+    """A file's bytes and the store's version of them (an S3 ETag), for compare-and-swap.
 
-    def __init__(self, fs: pafs.FileSystem | None = None) -> None:
+    ``tag`` is None where the store offers no conditional replace (local disk, HDFS)."""
+
+    data: bytes
+    tag: str | None = None
+
+
+class FileSystem:
+    """A thin, typed wrapper over a :class:`pyarrow.fs.FileSystem`.
+
+    ``conditional``: S3's conditional PUTs (:class:`streamer.fs_s3.Conditional`), which
+    pyarrow cannot send; set by :func:`resolve` for ``s3://`` locations.
+    """
+
+    def __init__(self, fs: pafs.FileSystem | None = None, conditional: Conditional | None = None) -> None:
         self.arrow: pafs.FileSystem = fs if fs is not None else pafs.LocalFileSystem()
+        self.conditional = conditional
 
     # -- construction -------------------------------------------------------------
     @property
@@ -84,11 +103,22 @@ class FileSystem:
                 yield FileStatus(i.path, i.size or 0, False, i.mtime_ns)
 
     def read_bytes(self, path: str) -> bytes:
-        try:
-            with self.arrow.open_input_stream(path) as f:
-                return f.read()
-        except FileNotFoundError as e:
-            raise MissingFileError("file not found", path) from e
+        """The whole file. On S3 a failed read is retried (bounded): an object replaced or
+        deleted while it streams (a lock released, a heartbeat) can cut a response short
+        on S3-compatible servers backed by a filesystem; the retry then sees the new
+        version or its absence."""
+        attempts = _S3_READ_ATTEMPTS if self.conditional is not None else 1
+        for attempt in range(attempts):
+            try:
+                with self.arrow.open_input_stream(path) as f:
+                    return f.read()
+            except FileNotFoundError as e:
+                raise MissingFileError("file not found", path) from e
+            except OSError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
@@ -150,11 +180,16 @@ class FileSystem:
         ``path`` - atomic, fails if ``path`` exists, and the file is never seen empty;
         where hard links are unsupported, ``os.open(O_CREAT | O_EXCL)`` then write (a
         reader may briefly see it empty: lock readers treat a fresh unreadable lock as held).
-        Other stores: pyarrow has no conditional create (S3 needs ``If-None-Match`` PUT,
-        HDFS ``create(overwrite=false)``), so this is *best effort*: check, write, read
-        back. Two callers racing within one round trip may both see ``True``; run one
-        writer per table there, or put an external lock in front.
+        S3: a conditional PUT (``If-None-Match: *``) confirmed by a read-back, after
+        checking once per bucket that the store honours it (else :class:`StorageError`,
+        see :mod:`streamer.fs_s3`).
+        Other stores: pyarrow has no conditional create (HDFS needs
+        ``create(overwrite=false)``), so this is *best effort*: check, write, read back.
+        Two callers racing within one round trip may both see ``True``; run one writer
+        per table there, or put an external lock in front.
         """
+        if self.conditional is not None and self.conditional.require(path):
+            return self.conditional.create(path, data)
         parent = posixpath.dirname(path)
         if parent:
             self.mkdirs(parent)
@@ -184,6 +219,32 @@ class FileSystem:
         except MissingFileError:
             return False
 
+    def read_tagged(self, path: str) -> Tagged | None:
+        """The file's bytes and version tag (``None``: absent), for :meth:`replace_if`."""
+        if self.conditional is not None and self.conditional.honoured(path):
+            return self._tagged_get(path)
+        try:
+            return Tagged(self.read_bytes(path))
+        except MissingFileError:
+            return None
+
+    def _tagged_get(self, path: str) -> Tagged | None:
+        assert self.conditional is not None
+        got = self.conditional.get(path)
+        return None if got is None else Tagged(*got)
+
+    def replace_if(self, path: str, data: bytes, tag: str | None) -> bool:
+        """Replace ``path`` only if it still is the version ``tag`` names; ``True`` if we did.
+
+        S3: ``If-Match: <etag>``, so a lock holder that stalled past its expiry cannot
+        overwrite its successor's lock. Without a tag (local disk, HDFS): an atomic write,
+        the caller having just re-read the file (a race of one round trip remains).
+        """
+        if tag is not None and self.conditional is not None:
+            return self.conditional.put(path, data, if_match=tag) is not None
+        self.write_atomic(path, data)
+        return True
+
     @staticmethod
     def _create_exclusive_open(path: str, data: bytes) -> bool:
         try:
@@ -212,6 +273,9 @@ class FileSystem:
             # retry loop over arrow's delete_dir could lose every round to the other one
             shutil.rmtree(path, onerror=_ignore_vanished)
             return
+        if self.conditional is not None:
+            self._delete_objects(path)
+            return
         attempts = 20
         for attempt in range(attempts):
             if not self.exists(path):
@@ -223,6 +287,23 @@ class FileSystem:
                 # a child (or the folder) vanished under us: look again
                 if attempt == attempts - 1 and self.exists(path):
                     raise
+
+    def _delete_objects(self, path: str) -> None:
+        """S3: each object, then the folder markers deepest first.
+
+        One request per object, not pyarrow's bulk DeleteObjects of files and markers
+        together: S3-compatible servers on a filesystem (s3proxy) fail a bulk delete that
+        removes a folder marker before its children, and pyarrow's delete_dir refuses a
+        folder they list but cannot HEAD. Objects another deleter removed meanwhile are
+        skipped (an S3 DELETE of an absent key succeeds)."""
+        infos = self.arrow.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        for i in infos:
+            if i.type == pafs.FileType.File:
+                self.delete_file(i.path)
+        folders = [i.path for i in infos if i.type == pafs.FileType.Directory] + [path]
+        assert self.conditional is not None
+        for folder in sorted(folders, key=lambda f: f.count("/"), reverse=True):
+            self.conditional.delete(folder.rstrip("/") + "/")  # the marker; absent is fine
 
     def rename(self, src: str, dst: str) -> None:
         self.arrow.move(src, dst)
@@ -260,7 +341,9 @@ def resolve(uri: str) -> tuple[FileSystem, str]:
     ``LOCATION`` over as such a URI), ``s3://``/``s3a://``/``s3n://bucket/key`` (pyarrow's
     S3 filesystem; the region comes from ``?region=``, ``AWS_REGION`` or
     ``AWS_DEFAULT_REGION`` - only without any of them is the bucket asked over the
-    network), and anything else pyarrow resolves (``hdfs://``, ``gs://``...).
+    network; an S3-compatible endpoint from ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
+    or ``?endpoint_override=host:port&scheme=http``, see docs/object-storage.md), and
+    anything else pyarrow resolves (``hdfs://``, ``gs://``...).
     """
     scheme, rest = _split_scheme(uri)
     if scheme is None:
@@ -320,8 +403,10 @@ def _local(path: str) -> str:
 def _resolve_s3(uri: str, rest: str) -> tuple[FileSystem, str]:
     location, _, query = rest.partition("?")
     location = location.lstrip("/").rstrip("/")
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if query or not region:  # options in the URI, or the region must be looked up: pyarrow's way
+    settings = S3Settings.from_env(query)
+    conditional = Conditional(settings)
+    if not settings.endpoint and (query or not settings.region):
+        # other options in the URI, or the region must be looked up: pyarrow's way
         fs, path = pafs.FileSystem.from_uri(f"s3://{location}" + (f"?{query}" if query else ""))
-        return FileSystem(fs), path.rstrip("/")
-    return FileSystem(pafs.S3FileSystem(region=region)), location
+        return FileSystem(fs, conditional), path.rstrip("/")
+    return FileSystem(settings.arrow(), conditional), location

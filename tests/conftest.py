@@ -36,6 +36,21 @@ def kafka() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def local_s3() -> Iterator[object]:
+    """A real S3-compatible server (s3proxy, bucket ``lake-bucket``), one per session.
+
+    While it runs, the AWS variables point this process and its children at it
+    (``AWS_ENDPOINT_URL``, keys, region): ``s3://lake-bucket/...`` then resolves there."""
+    import os
+    from unittest import mock
+
+    from streamer.testing.s3 import LocalS3
+
+    with LocalS3() as server, mock.patch.dict(os.environ, server.environ()):
+        yield server
+
+
+@pytest.fixture(scope="session")
 def hudi_fixtures_dir(tmp_path_factory) -> Path:
     """All Hudi-written fixture tables unzipped once: <dir>/<zip stem>/<table folder>."""
     if not FIXTURES.is_dir():

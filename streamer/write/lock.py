@@ -21,10 +21,13 @@ deletes it and creates its own. Only then does the lock count as held.
 * :class:`streamer.services.lock.PlanLock` - the same lock on ``.hoodie/.aux/.locks/<name>``
   (one runner per plan).
 
-Limits: on stores without an exclusive create (S3 without conditional PUT) the create
-is best effort (see :meth:`FileSystem.create_exclusive`). A holder stalled past
-``expiry_s`` (not dead) loses the lock; its heartbeat thread notices and stops, and
-callers re-check :meth:`FileLock.still_owner` before publishing.
+On S3 the exclusive create is a conditional PUT (``If-None-Match: *``) and a heartbeat
+replaces the lock only if it is still the version the holder read (``If-Match``), so a
+stalled holder cannot overwrite its successor; a store that honours neither is refused
+(see :mod:`streamer.fs_s3`). Limits: on HDFS the create is best effort (see
+:meth:`FileSystem.create_exclusive`). A holder stalled past ``expiry_s`` (not dead) loses
+the lock; its heartbeat thread notices and stops, and callers re-check
+:meth:`FileLock.still_owner` before publishing.
 """
 
 from __future__ import annotations
@@ -218,9 +221,12 @@ class FileLock:
         interval = max(0.2, self.expiry_s / 5)
         while not self._stop.wait(interval):
             try:
-                if not self.still_owner():
+                seen = self.fs.read_tagged(self.path)
+                info = None if seen is None else LockInfo.from_bytes(seen.data)
+                if info is None or info.owner != self.owner:
                     return  # taken over after a stall: stop pretending to own it
-                self.fs.write_atomic(self.path, self._me())
+                if not self.fs.replace_if(self.path, self._me(), seen.tag if seen else None):
+                    return  # replaced since we read it (S3 If-Match): a successor owns it
                 self._on_beat()
             except OSError:
                 # A missed beat is not fatal; the next one (or expiry) settles it.

@@ -1,0 +1,201 @@
+"""S3 and S3-compatible stores: where the filesystem seam differs from a local disk.
+
+Reads, writes, listings and deletes go through :class:`pyarrow.fs.S3FileSystem` like any
+other store; what an object store cannot do the local way gets its own path here:
+
+* **Atomic files** (completed instants, properties, log files): one PUT is atomic - the
+  object appears whole or not at all - so no temp file and no rename (an S3 "rename" is a
+  copy plus a delete, visible half-done).
+* **Exclusive create** (the writer lock, plan locks, the pipeline lease): a conditional
+  PUT, ``If-None-Match: *``, through boto3 - pyarrow cannot send one. Exactly one of many
+  concurrent creators gets 200; the others get ``412 PreconditionFailed``.
+* **Compare-and-swap** (a lock's heartbeat): ``If-Match: <etag>``, so a holder that stalled
+  past its expiry cannot overwrite the lock its successor took.
+
+A store that ignores conditional headers would let two writers both take a lock. The
+first exclusive create per bucket therefore probes it (two conditional PUTs of one new
+key: the second must fail) and, if the store does not honour them, refuses with an error
+naming :data:`UNSAFE_ENV` - the operator's statement that only one writer ever runs.
+
+Settings come from the usual AWS chain: ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` for an
+S3-compatible endpoint, ``AWS_REGION``/``AWS_DEFAULT_REGION``, and credentials from the
+environment, ``~/.aws`` profiles or instance roles (read by pyarrow and boto3 themselves:
+nothing here stores or prints a secret).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pyarrow.fs as pafs
+
+from streamer.errors import StorageError
+
+#: Set to 1 to run on a store without conditional writes, promising a single writer.
+UNSAFE_ENV = "MOR_STREAMER_S3_SINGLE_WRITER_UNSAFE"
+
+#: Pause before an exclusive create reads its object back (see :meth:`Conditional.create`).
+CONFIRM_S = 0.1
+
+#: Without these, pyarrow's AWS SDK (>= 1.11.4xx) sends streaming checksums that several
+#: S3-compatible servers (s3proxy, older MinIO) reject with XAmzContentSHA256Mismatch.
+#: AWS itself is fine either way; only set for a custom endpoint, and only if unset.
+_CHECKSUM_ENV = {"AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
+                 "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED"}
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where the S3 API answers: ``endpoint`` None means AWS itself."""
+
+    endpoint: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def from_env(cls, query: str = "") -> S3Settings:
+        """From ``?endpoint_override=&scheme=&region=`` of a URI, else the AWS variables."""
+        q = {k: v[-1] for k, v in parse_qs(query).items()}
+        endpoint = q.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL_S3") \
+            or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and "://" not in endpoint:
+            endpoint = f"{q.get('scheme', 'https')}://{endpoint}"
+        region = q.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        return cls(endpoint or None, region or None)
+
+    def arrow(self) -> pafs.S3FileSystem:
+        """pyarrow's S3 filesystem for these settings (credentials: the default AWS chain)."""
+        kwargs: dict[str, Any] = {}
+        if self.region:
+            kwargs["region"] = self.region
+        if self.endpoint:
+            for key, value in _CHECKSUM_ENV.items():
+                os.environ.setdefault(key, value)  # read when the AWS SDK first initialises
+            url = urlsplit(self.endpoint)
+            kwargs["endpoint_override"] = url.netloc
+            kwargs["scheme"] = url.scheme or "https"
+            # path-style addressing for S3-compatible servers (no per-bucket DNS names)
+            kwargs["force_virtual_addressing"] = False
+            kwargs.setdefault("region", "us-east-1")
+        return pafs.S3FileSystem(**kwargs)
+
+
+def _split(path: str) -> tuple[str, str]:
+    bucket, _, key = path.lstrip("/").partition("/")
+    if not bucket or not key:
+        raise StorageError("an S3 path needs a bucket and a key", path)
+    return bucket, key
+
+
+class Conditional:
+    """Conditional PUTs on one store (boto3: pyarrow has none), probed once per bucket."""
+
+    _probed: dict[tuple[str | None, str], bool] = {}
+    _probe_lock = threading.Lock()
+
+    def __init__(self, settings: S3Settings) -> None:
+        self.settings = settings
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError as e:  # pragma: no cover - a dependency of the project
+                raise StorageError("exclusive creates on S3 need boto3 (pip install boto3)", "s3://") from e
+            config = Config(retries={"max_attempts": 3, "mode": "standard"},
+                            s3={"addressing_style": "path"} if self.settings.endpoint else {})
+            self._client = boto3.client("s3", endpoint_url=self.settings.endpoint,
+                                        region_name=self.settings.region or "us-east-1", config=config)
+        return self._client
+
+    def put(self, path: str, data: bytes, *, if_none_match: bool = False,
+            if_match: str | None = None) -> str | None:
+        """PUT ``data``; the new ETag, or ``None`` if the condition failed."""
+        from botocore.exceptions import ClientError
+
+        bucket, key = _split(path)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": data}
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        try:
+            return str(self.client.put_object(**kwargs)["ETag"])
+        except ClientError as e:
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            code = e.response.get("Error", {}).get("Code")
+            # 412: the condition failed; 409: a concurrent conditional write to the key won
+            if status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return None
+            if code in ("NoSuchKey", "404") or status == 404:
+                return None  # If-Match on a key deleted meanwhile
+            raise StorageError(f"S3 PUT failed ({code or status})", path) from e
+
+    def create(self, path: str, data: bytes) -> bool:
+        """Exclusive create: ``If-None-Match: *``, then confirmed by reading it back.
+
+        Why the read-back: AWS and MinIO decide the condition atomically, but some
+        S3-compatible servers check-then-write (s3proxy 3.0: two racing creators can both
+        get 200, the later body wins). Reading the object back after any write that
+        passed the same check has landed (:data:`CONFIRM_S`) leaves one winner there too;
+        on AWS it costs one GET and that pause per lock taken.
+        """
+        etag = self.put(path, data, if_none_match=True)
+        if etag is None:
+            return False
+        time.sleep(CONFIRM_S)
+        got = self.get(path)
+        return got is not None and got[1] == etag
+
+    def get(self, path: str) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag (``None``: absent)."""
+        from botocore.exceptions import ClientError
+
+        bucket, key = _split(path)
+        try:
+            r = self.client.get_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise StorageError("S3 GET failed", path) from e
+        return r["Body"].read(), str(r["ETag"])
+
+    def delete(self, path: str) -> None:
+        bucket, key = _split(path)
+        self.client.delete_object(Bucket=bucket, Key=key)
+
+    def honoured(self, path: str) -> bool:
+        """Whether this store rejects a second ``If-None-Match: *`` PUT (cached per bucket)."""
+        bucket, _ = _split(path)
+        cache_key = (self.settings.endpoint, bucket)
+        with self._probe_lock:
+            if cache_key not in self._probed:
+                probe = f"{bucket}/.mor-streamer-probe/{uuid.uuid4().hex}"
+                try:
+                    first = self.put(probe, b"1", if_none_match=True)
+                    second = self.put(probe, b"2", if_none_match=True)
+                finally:
+                    self.delete(probe)
+                self._probed[cache_key] = first is not None and second is None
+            return self._probed[cache_key]
+
+    def require(self, path: str) -> bool:
+        """``True`` if conditional writes work; raise unless the operator vouched for one writer."""
+        if self.honoured(path):
+            return True
+        if os.environ.get(UNSAFE_ENV) == "1":
+            return False
+        where = self.settings.endpoint or "AWS S3"
+        raise StorageError(
+            f"the S3 store at {where} does not honour conditional writes (If-None-Match: *), so "
+            "two writers could both take the table's lock; use a store that does (AWS S3, MinIO, "
+            f"s3proxy >= 3.0), or set {UNSAFE_ENV}=1 if you guarantee that only one writer, "
+            "service runner and pipeline instance ever runs per table", path)

@@ -1,0 +1,114 @@
+"""The filesystem seam on a real S3-compatible server (s3proxy, started once per session).
+
+What differs from a local disk is checked where it differs: atomic files are one PUT,
+exclusive create is a conditional PUT (``If-None-Match: *``), a lock's refresh is
+``If-Match`` on the ETag it read, and folders are only key prefixes (deleting one must
+not depend on the order a server deletes markers in).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from streamer.errors import MissingFileError, StorageError
+from streamer.fs import location_key, resolve
+from streamer.fs_s3 import UNSAFE_ENV, Conditional, S3Settings
+
+pytestmark = [pytest.mark.s3, pytest.mark.integration]
+
+
+@pytest.fixture
+def s3(local_s3):
+    """A fresh folder in the session's bucket: (fs, path inside it)."""
+    fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}")
+    yield fs, path
+    fs.delete_dir(path)
+
+
+def test_uri_spellings_resolve_to_the_local_endpoint(local_s3):
+    for scheme in ("s3", "s3a", "s3n"):
+        fs, path = resolve(f"{scheme}://lake-bucket/x/")
+        assert path == "lake-bucket/x" and fs.conditional is not None
+        assert fs.conditional.settings == S3Settings(local_s3.endpoint, "us-east-1")
+    assert location_key("s3a://lake-bucket/x/") == "s3://lake-bucket/x"
+
+
+def test_files_round_trip_and_list(s3):
+    fs, p = s3
+    fs.write_atomic(f"{p}/.hoodie/20240101.deltacommit", b"{}")
+    fs.write_bytes(f"{p}/city=sf/a.parquet", b"x" * 10)
+    with fs.open_output_stream(f"{p}/city=sf/big.log") as f:  # a multipart upload
+        f.write(b"y" * (9 << 20))
+    assert fs.read_bytes(f"{p}/.hoodie/20240101.deltacommit") == b"{}"
+    assert fs.status(f"{p}/city=sf/big.log").size == 9 << 20
+    with fs.open_input_file(f"{p}/city=sf/a.parquet") as f:  # random access (footers)
+        f.seek(8)
+        assert f.read() == b"xx"
+    assert {s.name for s in fs.list_dir(p)} == {".hoodie", "city=sf"}
+    assert fs.is_dir(f"{p}/city=sf") and not fs.is_dir(f"{p}/city=sf/a.parquet")
+    assert sorted(s.name for s in fs.walk_files(p)) == ["20240101.deltacommit", "a.parquet", "big.log"]
+    assert fs.list_dir(f"{p}/nothing") == []
+    with pytest.raises(MissingFileError):
+        fs.read_bytes(f"{p}/nothing")
+
+
+def test_delete_dir_removes_nested_folders(s3):
+    fs, p = s3
+    for key in ("a/b/c/1", "a/b/2", "a/3", "4"):
+        fs.write_bytes(f"{p}/{key}", b"1")
+    fs.delete_dir(f"{p}/a")
+    assert not fs.exists(f"{p}/a") and fs.exists(f"{p}/4")
+    fs.delete_dir(f"{p}/a")  # absent: nothing to do
+
+
+def test_create_exclusive_has_one_winner(s3):
+    fs, p = s3
+    path = f"{p}/lock"
+    wins: list[bool] = []
+    barrier = threading.Barrier(6)
+
+    def go(i: int) -> None:
+        barrier.wait()
+        wins.append(fs.create_exclusive(path, f"owner-{i}".encode()))
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 5 + [True]
+    assert fs.read_bytes(path).startswith(b"owner-")
+
+
+def test_replace_if_is_compare_and_swap(s3):
+    fs, p = s3
+    path = f"{p}/lock"
+    assert fs.create_exclusive(path, b"1")
+    seen = fs.read_tagged(path)
+    assert seen is not None and seen.data == b"1" and seen.tag
+    assert fs.replace_if(path, b"2", seen.tag)
+    assert not fs.replace_if(path, b"3", seen.tag)  # replaced since: refused
+    assert fs.read_bytes(path) == b"2"
+    assert fs.read_tagged(f"{p}/absent") is None
+
+
+def test_a_store_ignoring_conditional_writes_is_refused(local_s3, monkeypatch):
+    """A store whose probe failed (s3proxy 2.x ignores If-None-Match) must not run locks."""
+    settings = S3Settings("http://127.0.0.1:1", "us-east-1")  # never contacted: the probe is cached
+    monkeypatch.setitem(Conditional._probed, (settings.endpoint, "lake-bucket"), False)
+    cond = Conditional(settings)
+    with pytest.raises(StorageError) as e:
+        cond.require("lake-bucket/t/.hoodie/.streamer_writer.lock")
+    assert UNSAFE_ENV in str(e.value) and "If-None-Match" in str(e.value)
+    monkeypatch.setenv(UNSAFE_ENV, "1")
+    assert cond.require("lake-bucket/t/.hoodie/.streamer_writer.lock") is False
+
+
+def test_secrets_are_never_in_errors(local_s3):
+    fs, _ = resolve("s3://lake-bucket/x")
+    with pytest.raises(StorageError) as e:
+        fs.conditional.require("no-such-bucket-here/x")  # the probe's PUT fails
+    assert local_s3.environ()["AWS_SECRET_ACCESS_KEY"] not in str(e.value)
