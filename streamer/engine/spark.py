@@ -1,21 +1,22 @@
 """Spark engine: the same core functions, on executors; the driver sees counts, not keys.
 
 * ``mapInArrow(prepare_rows)`` builds keys and conforms the schema batch by batch;
-* ``groupBy(bucket).applyInArrow(latest_per_key)`` combines duplicates (a key's rows
-  all hash to one bucket); each row gets an id and the batch is cached;
-* tagging runs on executors (:mod:`streamer.write.tagging`): the bloom index looks a
-  whole partition's keys up at once (``groupBy(partition).applyInArrow``: the executor
-  reads the footers and key columns it needs from the table's storage; the file
-  listing travels in the task), or the bucket index hashes each key (``mapInArrow``);
+* tagging runs on executors (:mod:`streamer.write.tagging`), on the whole rows (no
+  join back: a row carries its tag): with the bloom index (or none),
+  ``groupBy(partition).applyInArrow`` combines duplicates (a key's rows share its
+  partition), looks the partition's keys up at once - the executor reads the footers
+  and key columns it needs from the table's storage, the file listing travels in the
+  task - and ranks the inserts in key order; with the bucket index,
+  ``groupBy(hash).applyInArrow(latest_per_key)`` combines and ``mapInArrow`` hashes each
+  key to its bucket. The tagged batch is cached;
 * the driver collects counts per (partition, file group, operation) and plans from
   them: the tasks and, per partition, how many inserts each insert bucket takes;
-* executors turn the plan into each row's task (an insert's rank in its partition's
-  key order picks its bucket), the rows are joined to it by id and
-  ``groupBy(task).applyInArrow(write_file_group)`` writes each file group, returning
-  its Hudi write stat as JSON; the driver commits.
+* ``mapInArrow`` gives each row its task from that plan (an insert's rank picks its
+  bucket) and ``groupBy(task).applyInArrow(write_file_group)`` writes each file group,
+  returning its Hudi write stat as JSON; the driver commits.
 
 ``tag_on_executors=False`` keeps the earlier path (keys collected, looked up and
-planned on the driver) for comparison in benchmarks.
+planned on the driver, the plan joined back) for comparison in benchmarks.
 """
 
 from __future__ import annotations
@@ -41,13 +42,12 @@ from streamer.write.prepare import (
     prepared_schema,
 )
 from streamer.write.tagging import (
-    ASSIGN_SCHEMA,
+    ASSIGN_COLUMNS,
     BUCKET_COL,
-    BUCKET_TAG_SCHEMA,
+    BUCKET_COLUMN,
     COUNT_COL,
     FILE_ID_COL,
-    ROW_COL,
-    TAG_SCHEMA,
+    TAG_COLUMNS,
     UPSERTS_COL,
     Planned,
     PlanRequest,
@@ -68,6 +68,13 @@ def _spark_schema(schema: pa.Schema):
     return from_arrow_schema(schema)
 
 
+def _with_fields(schema, fields) -> Any:
+    """A Spark schema plus Arrow ``fields`` (what a tagging step appends)."""
+    from pyspark.sql.types import StructType
+
+    return StructType(list(schema.fields) + list(_spark_schema(pa.schema(list(fields))).fields))
+
+
 def _per_batch(fn):
     """``fn(table) -> table`` as a ``mapInArrow`` function."""
 
@@ -84,6 +91,8 @@ class SparkEngine(Engine):
     def __init__(self, buckets: int | None = None, tag_on_executors: bool = True) -> None:
         self.buckets = buckets
         self.tag_on_executors = tag_on_executors
+        self._ordering: str | None = None
+        self._combine = False  # duplicates still to combine while tagging
 
     def _df(self, data: Any):
         if is_spark_dataframe(data):
@@ -97,12 +106,11 @@ class SparkEngine(Engine):
 
         df = self._df(data)
         out_schema = prepared_schema(spec)
-
-        def prep(t: pa.Table) -> pa.Table:
-            return prepare_rows(t, spec)
-
-        rows = df.mapInArrow(_per_batch(prep), _spark_schema(out_schema))
-        if combine:
+        rows = df.mapInArrow(_per_batch(lambda t: prepare_rows(t, spec)), _spark_schema(out_schema))
+        self._ordering = spec.cfg.ordering_field
+        # with the bloom index duplicates are combined where the partition is tagged
+        self._combine = combine and self.tag_on_executors and not spec.cfg.index.is_bucket
+        if combine and not self._combine:
             n = self.buckets or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
             ordering = spec.cfg.ordering_field
 
@@ -114,14 +122,12 @@ class SparkEngine(Engine):
                 .groupBy(_BUCKET)
                 .applyInArrow(combine_fn, _spark_schema(out_schema))
             )
-        # the id the plan is joined back by (keys may repeat in an uncombined insert);
-        # fixed once the batch is cached
-        rows = rows.withColumn(ROW_COL, F.monotonically_increasing_id()).persist()
         input_rows = df.count()
-        keys = None
-        if not self.tag_on_executors:
-            keys = rows.select(*KEY_COLUMNS).toArrow()
-            keys = keys.cast(pa.schema([out_schema.field(c) for c in KEY_COLUMNS]))
+        if self.tag_on_executors:
+            return Prepared(None, input_rows, rows)  # cached once tagged
+        rows = rows.persist()
+        keys = rows.select(*KEY_COLUMNS).toArrow()
+        keys = keys.cast(pa.schema([out_schema.field(c) for c in KEY_COLUMNS]))
         return Prepared(keys, input_rows, rows)
 
     def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
@@ -129,32 +135,38 @@ class SparkEngine(Engine):
             return super().plan(prepared, request)
         from pyspark.sql import functions as F
 
-        keys = prepared.handle.select(ROW_COL, RECORD_KEY_COL, PARTITION_PATH_COL, IS_DELETE_COL)
+        rows = prepared.handle
+        schema = rows.schema
         if request.index.is_bucket:
             index = request.index
-            tagged = keys.mapInArrow(_per_batch(lambda t: tag_buckets(t, index)),
-                                     _spark_schema(BUCKET_TAG_SCHEMA))
+            tagged = rows.mapInArrow(_per_batch(lambda t: tag_buckets(t, index)),
+                                     _with_fields(schema, [BUCKET_COLUMN])).persist()
+            prepared.cached.append(tagged)
             counts = tagged.groupBy(PARTITION_PATH_COL, BUCKET_COL).agg(
                 F.count(F.lit(1)).alias(COUNT_COL),
                 F.sum(F.when(F.col(IS_DELETE_COL), 0).otherwise(1)).cast("long").alias(UPSERTS_COL),
             ).toArrow()
             cplan = bucket_plan_from_counts(counts, request)
         else:
+            ordering, combine = self._ordering, self._combine
+
             def tag(t: pa.Table) -> pa.Table:
+                if combine:
+                    t = latest_per_key(t, ordering)
                 return tag_rows(t, lookup_partition(t, request))
 
-            tagged = keys.groupBy(PARTITION_PATH_COL).applyInArrow(tag, _spark_schema(TAG_SCHEMA))
-            tagged = tagged.persist()  # looked up once: counted, then assigned
+            tagged = rows.groupBy(PARTITION_PATH_COL).applyInArrow(
+                tag, _with_fields(schema, TAG_COLUMNS)).persist()  # looked up once
             prepared.cached.append(tagged)
             counts = tagged.groupBy(PARTITION_PATH_COL, FILE_ID_COL, OP_COL).count().toArrow()
             cplan = plan_from_counts(counts, request)
-        assigned = tagged.mapInArrow(_per_batch(cplan.assign), _spark_schema(ASSIGN_SCHEMA))
+        assigned = tagged.mapInArrow(_per_batch(cplan.assign), _with_fields(schema, ASSIGN_COLUMNS))
         return Planned(cplan.write_plan(assigned), driver_keys=0, driver_summary_rows=counts.num_rows)
 
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
         rows = prepared.handle
         if plan.rows is not None:
-            joined = rows.join(plan.rows, on=ROW_COL, how="inner")
+            joined = plan.rows
         else:
             assert plan.assignment is not None
             assignment = plan.assignment.filter(

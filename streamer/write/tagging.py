@@ -51,31 +51,24 @@ from streamer.write.plan import (
 from streamer.write.prepare import IS_DELETE_COL
 from streamer.write.routing import FileGroupSize, plan_inserts
 
-ROW_COL = "_mor_row"  # a row's id in the engine's cached batch (joins the plan back)
+ROW_COL = "_mor_row"  # a row's id (tests)
 FILE_ID_COL = "_mor_file_id"  # the file group an update/delete found (null: insert/drop)
 RANK_COL = "_mor_rank"  # an insert's position among its partition's inserts, in key order
 BUCKET_COL = "_mor_bucket_id"  # the bucket index's bucket of the row
 COUNT_COL = "count"
 UPSERTS_COL = "upserts"
 
-TAG_SCHEMA = pa.schema([
-    pa.field(ROW_COL, pa.int64()),
-    pa.field(PARTITION_PATH_COL, pa.string()),
+#: what :func:`tag_rows` appends (bloom index / no lookup)
+TAG_COLUMNS = (
     pa.field(FILE_ID_COL, pa.string()),
     pa.field(OP_COL, pa.int8()),
     pa.field(RANK_COL, pa.int64()),
-])
-BUCKET_TAG_SCHEMA = pa.schema([
-    pa.field(ROW_COL, pa.int64()),
-    pa.field(PARTITION_PATH_COL, pa.string()),
-    pa.field(BUCKET_COL, pa.int32()),
-    pa.field(IS_DELETE_COL, pa.bool_()),
-])
-ASSIGN_SCHEMA = pa.schema([
-    pa.field(ROW_COL, pa.int64()),
-    pa.field(TASK_COL, pa.int32()),
-    pa.field(OP_COL, pa.int8()),
-])
+)
+#: what :func:`tag_buckets` appends (bucket index)
+BUCKET_COLUMN = pa.field(BUCKET_COL, pa.int32())
+#: what :meth:`CountPlan.assign` appends, after dropping the tag columns
+ASSIGN_COLUMNS = (pa.field(TASK_COL, pa.int32()), pa.field(OP_COL, pa.int8()))
+_TAG_NAMES = (FILE_ID_COL, OP_COL, RANK_COL, BUCKET_COL)
 
 
 @dataclass(frozen=True)
@@ -162,11 +155,12 @@ def lookup_partition(keys: pa.Table, req: PlanRequest) -> pa.Array | None:
     return index.lookup(_str(keys.column(RECORD_KEY_COL)), _str(keys.column(PARTITION_PATH_COL))).file_ids
 
 
-def tag_rows(keys: pa.Table, file_ids: pa.Array | None) -> pa.Table:
-    """Operation and insert rank of each row of ONE partition (``ROW_COL``, key, partition,
-    is-delete columns in; :data:`TAG_SCHEMA` out). ``file_ids``: the index's answer."""
-    n = keys.num_rows
-    is_delete = pc.fill_null(keys.column(IS_DELETE_COL), False).to_numpy(zero_copy_only=False)
+def tag_rows(rows: pa.Table, file_ids: pa.Array | None) -> pa.Table:
+    """``rows`` of ONE partition (key, partition, is-delete columns, any others passed
+    through) with :data:`TAG_COLUMNS` appended: the file id the index found, the row's
+    operation and, for an insert, its rank among the partition's inserts in key order."""
+    n = rows.num_rows
+    is_delete = pc.fill_null(rows.column(IS_DELETE_COL), False).to_numpy(zero_copy_only=False)
     if file_ids is None:
         file_ids = pa.nulls(n, pa.string())
     found = pc.is_valid(file_ids).to_numpy(zero_copy_only=False)
@@ -177,37 +171,34 @@ def tag_rows(keys: pa.Table, file_ids: pa.Array | None) -> pa.Table:
     ops[inserts] = OP_INSERT
     rank = np.full(n, -1, dtype=np.int64)
     if len(inserts):
-        order = pc.sort_indices(_str(keys.column(RECORD_KEY_COL)).take(pa.array(inserts))).to_numpy()
+        order = pc.sort_indices(_str(rows.column(RECORD_KEY_COL)).take(pa.array(inserts))).to_numpy()
         rank[inserts[order]] = np.arange(len(inserts), dtype=np.int64)
-    return pa.Table.from_arrays(
-        [keys.column(ROW_COL), _str(keys.column(PARTITION_PATH_COL)), _str(file_ids),
-         pa.array(ops), pa.array(rank)],
-        schema=TAG_SCHEMA,
-    )
+    return (rows.append_column(TAG_COLUMNS[0], _str(file_ids))
+            .append_column(TAG_COLUMNS[1], pa.array(ops))
+            .append_column(TAG_COLUMNS[2], pa.array(rank)))
 
 
-def tag_buckets(keys: pa.Table, index: IndexConfig) -> pa.Table:
-    """Each row's bucket (:data:`BUCKET_TAG_SCHEMA`): a hash, computed wherever the row is."""
-    buckets = bucket_ids(_str(keys.column(RECORD_KEY_COL)), index.num_buckets, index.hash_fields)
-    return pa.Table.from_arrays(
-        [keys.column(ROW_COL), _str(keys.column(PARTITION_PATH_COL)), pa.array(buckets, pa.int32()),
-         pc.fill_null(keys.column(IS_DELETE_COL), False)],
-        schema=BUCKET_TAG_SCHEMA,
-    )
+def tag_buckets(rows: pa.Table, index: IndexConfig) -> pa.Table:
+    """``rows`` with each row's bucket appended (:data:`BUCKET_COLUMN`): a hash, computed
+    wherever the row is."""
+    buckets = bucket_ids(_str(rows.column(RECORD_KEY_COL)), index.num_buckets, index.hash_fields)
+    return rows.append_column(BUCKET_COLUMN, pa.array(buckets, pa.int32()))
 
 
 def count_tags(tagged: pa.Table) -> pa.Table:
     """The statistics the driver plans from: rows per (partition, file id, operation)."""
-    return tagged.group_by([PARTITION_PATH_COL, FILE_ID_COL, OP_COL]).aggregate(
-        [(ROW_COL, "count")]).rename_columns([PARTITION_PATH_COL, FILE_ID_COL, OP_COL, COUNT_COL])
+    keys = [PARTITION_PATH_COL, FILE_ID_COL, OP_COL]
+    out = tagged.select(keys).group_by(keys).aggregate([([], "count_all")])
+    return out.select([*keys, "count_all"]).rename_columns([*keys, COUNT_COL])
 
 
 def count_buckets(tagged: pa.Table) -> pa.Table:
     """Rows and upserts (non-deletes) per (partition, bucket)."""
-    t = tagged.append_column(UPSERTS_COL, pc.cast(pc.invert(tagged.column(IS_DELETE_COL)), pa.int64()))
-    return t.group_by([PARTITION_PATH_COL, BUCKET_COL]).aggregate(
-        [(ROW_COL, "count"), (UPSERTS_COL, "sum")]
-    ).rename_columns([PARTITION_PATH_COL, BUCKET_COL, COUNT_COL, UPSERTS_COL])
+    keys = [PARTITION_PATH_COL, BUCKET_COL]
+    upserts = pc.cast(pc.invert(pc.fill_null(tagged.column(IS_DELETE_COL), False)), pa.int64())
+    t = tagged.select(keys).append_column(UPSERTS_COL, upserts)
+    out = t.group_by(keys).aggregate([([], "count_all"), (UPSERTS_COL, "sum")])
+    return out.select([*keys, "count_all", f"{UPSERTS_COL}_sum"]).rename_columns([*keys, COUNT_COL, UPSERTS_COL])
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -226,7 +217,8 @@ class CountPlan:
     bucket: bool = False
 
     def assign(self, tagged: pa.Table) -> pa.Table:
-        """Task and operation per tagged row (:data:`ASSIGN_SCHEMA`), dropped rows left out."""
+        """The tagged rows without their tag columns, with their task and operation
+        (:data:`ASSIGN_COLUMNS`) appended; dropped rows left out."""
         return self._assign_buckets(tagged) if self.bucket else self._assign_tags(tagged)
 
     def _group_tids(self, parts: pa.Array, second: pa.Array) -> np.ndarray:
@@ -255,7 +247,7 @@ class CountPlan:
                 rows = ins[codes == code]
                 bounds, bucket_tids = self.inserts[part]
                 tids[rows] = bucket_tids[np.searchsorted(bounds, ranks[rows], side="right")]
-        return _assigned(tagged.column(ROW_COL), tids, ops)
+        return _assigned(tagged, tids, ops)
 
     def _assign_buckets(self, tagged: pa.Table) -> pa.Table:
         parts = _str(tagged.column(PARTITION_PATH_COL))
@@ -266,28 +258,24 @@ class CountPlan:
             keys = pc.binary_join_element_wise(parts, _str(buckets), "\x00")
             enc_new = pc.is_in(keys, value_set=pa.array(sorted(self.new_groups), pa.string())).to_numpy(
                 zero_copy_only=False)
-        is_delete = tagged.column(IS_DELETE_COL).to_numpy(zero_copy_only=False)
+        is_delete = pc.fill_null(tagged.column(IS_DELETE_COL), False).to_numpy(zero_copy_only=False)
         ops = np.full(len(tids), OP_DROP, dtype=np.int8)
         found = tids >= 0
         ops[found & ~enc_new & ~is_delete] = OP_UPDATE
         ops[found & enc_new & ~is_delete] = OP_INSERT
         ops[found & ~enc_new & is_delete] = OP_DELETE
         keep = ops != OP_DROP
-        return _assigned(tagged.column(ROW_COL).filter(pa.array(keep)), tids[keep], ops[keep])
+        return _assigned(tagged.filter(pa.array(keep)), tids[keep], ops[keep])
 
     def write_plan(self, rows: Any = None) -> WritePlan:
         """The :class:`WritePlan` whose assignment lives with the rows (``rows``: engine's)."""
         return WritePlan(self.tasks, None, self.new_partitions, rows=rows)
 
 
-def _assigned(row_ids: Any, tids: np.ndarray, ops: np.ndarray) -> pa.Table:
-    return pa.Table.from_arrays([_int64(row_ids), pa.array(tids, pa.int32()), pa.array(ops, pa.int8())],
-                                schema=ASSIGN_SCHEMA)
-
-
-def _int64(col: Any) -> pa.Array:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return arr.cast(pa.int64())
+def _assigned(rows: pa.Table, tids: np.ndarray, ops: np.ndarray) -> pa.Table:
+    rows = rows.drop_columns([c for c in _TAG_NAMES if c in rows.column_names])
+    return (rows.append_column(ASSIGN_COLUMNS[0], pa.array(tids, pa.int32()))
+            .append_column(ASSIGN_COLUMNS[1], pa.array(ops, pa.int8())))
 
 
 def plan_from_counts(counts: pa.Table, req: PlanRequest) -> CountPlan:
