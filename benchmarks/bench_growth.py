@@ -27,7 +27,7 @@ and fully compacted at every recorded size, so each bucket is one base file), ``
 .when_not_matched_insert_all().execute()`` to upsert, predicate on id and city) and
 ``parquet`` (``pq.write_to_dataset`` of the rows, partitioned by city: no keys, the floor).
 Measures, never asserts. ``--profile`` adds a cProfile run of our upserts at the largest
-size (not counted in the medians).
+size (one thread: ``parallelism=1``; not counted in the medians).
 
     .venv/bin/python -m benchmarks.bench_growth [--sizes 0,1000000,3000000,10000000] [--repeat 3]
         [--buckets 2] [--work DIR] [--save run.json] [--profile] [--no-write]
@@ -94,10 +94,10 @@ def _status(field: str) -> int:
     return 0
 
 
-def _writer_options():
+def _writer_options(parallelism: int | None = None):
     from streamer.write import WriteOptions
 
-    return WriteOptions(engine="local", parallelism=os.cpu_count() or 2)
+    return WriteOptions(engine="local", parallelism=parallelism or os.cpu_count() or 2)
 
 
 def _table_config(sink: str, buckets: int):
@@ -190,7 +190,8 @@ def _one_upsert(sink: str, path: str, batch: pa.Table, size: int, profile: str |
     if sink in ("bloom", "bucket"):
         from streamer.write import HudiWriter
 
-        w = HudiWriter.open(path, options=_writer_options())
+        # profiled: one thread, so cProfile (which follows the main thread only) sees it all
+        w = HudiWriter.open(path, options=_writer_options(1 if prof else None))
         res = w.upsert(batch)
     elif sink == "delta":
         from deltalake import DeltaTable

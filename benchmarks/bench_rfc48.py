@@ -87,6 +87,7 @@ class Outcome:
     ingested: int = 0
     writer_bytes: int = 0
     service_bytes: int = 0
+    full_bytes: int = 0  # of service_bytes: full compactions
     compactions: int = 0
     log_compactions: int = 0
     units: list[int] = field(default_factory=list)  # log units merged per snapshot, after each commit
@@ -99,6 +100,7 @@ class Outcome:
     services_cpu: float = 0.0
     end_read: tuple[float, float] = (0.0, 0.0)
     end_hudi_rs: float = 0.0
+    end_hudi_rs_cpu: float = 0.0
     end_units: int = 0
     rows: int = 0
     slices: int = 1
@@ -168,6 +170,8 @@ def run_one(name: str, base: str, work: str, a: argparse.Namespace, log=print) -
         b = sum(s.total_write_bytes for s in t.fsview.commit_metadata(inst).write_stats())
         if inst.pending_action in ("compaction", "logcompaction"):
             o.service_bytes += b
+            if inst.pending_action == "compaction":
+                o.full_bytes += b
             o.compactions += inst.pending_action == "compaction"
             o.log_compactions += inst.pending_action == "logcompaction"
         else:
@@ -184,9 +188,10 @@ def run_one(name: str, base: str, work: str, a: argparse.Namespace, log=print) -
 
     hs = []
     for _ in range(3):
-        _, wall, _ = _timed(lambda: hudi.HudiTableBuilder.from_base_uri(path).build().read())
-        hs.append(wall)
-    o.end_hudi_rs = statistics.median(hs)
+        _, wall, cpu = _timed(lambda: hudi.HudiTableBuilder.from_base_uri(path).build().read())
+        hs.append((wall, cpu))
+    o.end_hudi_rs = statistics.median(x[0] for x in hs)
+    o.end_hudi_rs_cpu = statistics.median(x[1] for x in hs)
     shutil.rmtree(path, ignore_errors=True)
     return o
 
@@ -220,7 +225,7 @@ def lines_for(outs: list[Outcome], a: argparse.Namespace, command: str, before: 
         "| policy | bytes written / byte ingested | by the writer | by services | services run (full / log) "
         "| log units merged per slice (mean / max) | files opened per slice (mean / max) "
         "| log blocks scanned per slice (mean / max) | snapshot read, ours (s wall / CPU, mean of samples) "
-        "| end: ours (s, median of 3) | end: hudi-rs (s) | ingest wall / CPU (s) | services wall / CPU (s) |",
+        "| end: ours (s wall / CPU, median of 3) | end: hudi-rs (s wall / CPU) | ingest wall / CPU (s) | services wall / CPU (s) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for o in outs:
@@ -229,9 +234,10 @@ def lines_for(outs: list[Outcome], a: argparse.Namespace, command: str, before: 
         rc = statistics.mean(r[1] for r in o.reads) if o.reads else float("nan")
         lines.append(
             f"| {o.name} | {total / o.ingested:.2f} | {o.writer_bytes / o.ingested:.2f} | "
-            f"{o.service_bytes / o.ingested:.2f} | {o.compactions} / {o.log_compactions} | "
+            f"{o.service_bytes / o.ingested:.2f} ({o.full_bytes / o.ingested:.2f} + "
+            f"{(o.service_bytes - o.full_bytes) / o.ingested:.2f}) | {o.compactions} / {o.log_compactions} | "
             f"{per(o.units, o)} | {per(o.files, o)} | {per(o.blocks, o)} | {rw:.2f} / {rc:.2f} | "
-            f"{o.end_read[0]:.2f} | {o.end_hudi_rs:.2f} | {o.ingest_s:.1f} / {o.ingest_cpu:.1f} | "
+            f"{o.end_read[0]:.2f} / {o.end_read[1]:.2f} | {o.end_hudi_rs:.2f} / {o.end_hudi_rs_cpu:.2f} | {o.ingest_s:.1f} / {o.ingest_cpu:.1f} | "
             f"{o.services_s:.1f} / {o.services_cpu:.1f} |")
     lines += [
         "",
