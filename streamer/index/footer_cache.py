@@ -2,8 +2,11 @@
 
 A base file or a log block never changes once written, so a long-running pipeline (and
 the services in its process) need not re-read and re-parse it every micro-batch: the
-footer's key-value metadata and row count, its bloom filter unpacked for probing, and
-its record-key column stay here, least recently used first out, bounded in bytes. Since
+footer's key-value metadata and row count, its bloom filter parsed for probing (its bits
+kept packed, as serialized: an eighth of a byte per bit, so a 10M-row table's filters fit
+in ``defaults.FOOTER_CACHE_BYTES``; unpacked, they overflowed it and a warm lookup re-read
+its footers), and its record-key column stay here, least recently used first out,
+bounded in the bytes each entry's loader reports (the arrays' ``nbytes``). Since
 log blocks carry only their own filter (issue 13, ``streamer.index.rfc06``), a lookup
 probes every block of a slice: this is what keeps that to parsing each footer once.
 

@@ -233,19 +233,123 @@ def _as_binary(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 # -- filters ----------------------------------------------------------------------------------
+class PackedBits:
+    """A bit vector kept packed, 8 bits a byte in the serialized layout (bit ``i`` ->
+    byte ``i >> 3``, ``1 << (i & 7)``), indexed like the ``bool`` array it stands for.
+
+    Packed, a parsed filter takes an eighth of the memory of one byte per bit, so the
+    process's footer cache (:mod:`streamer.index.footer_cache`) holds eight times the
+    filters (issue 13). Tests gather the byte and shift; adds set bits in place.
+    """
+
+    __slots__ = ("packed", "size")
+
+    def __init__(self, size: int, packed: np.ndarray | None = None) -> None:
+        self.size = size
+        nbytes = (size + 7) // 8
+        if packed is None:
+            packed = np.zeros(nbytes, dtype=np.uint8)
+        elif packed.dtype != np.uint8 or packed.shape != (nbytes,):
+            raise ValueError(f"{size} bits need {nbytes} packed bytes, got {packed.shape} {packed.dtype}")
+        self.packed = packed
+
+    @classmethod
+    def from_bools(cls, bits: np.ndarray) -> PackedBits:
+        bits = np.asarray(bits, dtype=bool)
+        return cls(len(bits), np.packbits(bits, bitorder="little"))
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.nbytes
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.size,)
+
+    def unpacked(self) -> np.ndarray:
+        """The bits as a new ``bool`` array (one byte per bit)."""
+        return np.unpackbits(self.packed, count=self.size, bitorder="little").view(bool)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        u = self.unpacked()
+        return u if dtype is None else u.astype(dtype)
+
+    def _positions(self, idx) -> np.ndarray:
+        pos = np.asarray(idx)
+        if pos.dtype.kind not in "iu":
+            raise IndexError(f"bit positions must be integers, got {pos.dtype}")
+        if pos.dtype.kind == "i" and pos.size and pos.min() < 0:
+            pos = np.where(pos < 0, pos + self.size, pos)
+        if pos.size and (pos.min() < 0 or pos.max() >= self.size):
+            raise IndexError(f"bit position out of range for {self.size} bits")
+        return pos
+
+    def test(self, pos: np.ndarray) -> np.ndarray:
+        """``bool`` per position (any shape), positions known to be in range."""
+        return ((self.packed[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).view(bool)
+
+    def set(self, pos: np.ndarray) -> None:
+        """Set the bits at ``pos`` (positions known to be in range, repeats allowed)."""
+        pos = np.asarray(pos).ravel()
+        if len(pos) == 0:
+            return
+        if len(pos) * 8 >= self.size:  # many: one scatter into the unpacked bits is cheaper
+            u = np.unpackbits(self.packed, bitorder="little")
+            u[pos] = 1
+            self.packed[:] = np.packbits(u, bitorder="little")
+        else:
+            np.bitwise_or.at(self.packed, pos >> 3, np.left_shift(1, pos & 7).astype(np.uint8))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice) or idx is Ellipsis:
+            return self.unpacked()[idx]
+        pos = np.asarray(idx)
+        if pos.dtype == bool:
+            return self.unpacked()[pos]
+        out = self.test(self._positions(pos))
+        return bool(out) if out.ndim == 0 else out
+
+    def __setitem__(self, idx, value) -> None:
+        v = np.asarray(value)
+        if isinstance(idx, slice) or idx is Ellipsis or np.asarray(idx).dtype == bool or v.ndim:
+            u = self.unpacked()
+            u[idx] = value
+            self.packed[:] = np.packbits(u, bitorder="little")
+            return
+        pos = self._positions(idx)
+        if bool(v):
+            self.set(pos)
+        else:
+            pos = pos.ravel()
+            np.bitwise_and.at(self.packed, pos >> 3, ~np.left_shift(1, pos & 7).astype(np.uint8))
+
+    def any(self) -> bool:
+        return bool(self.packed.any())
+
+    def sum(self) -> int:
+        return int(np.unpackbits(self.packed).sum())
+
+
 @dataclass
 class _Row:
-    """One standard bloom filter: unpacked bits for fast set/test, packed on serialize."""
+    """One standard bloom filter: its bits packed (:class:`PackedBits`), as serialized."""
 
     vector_size: int
-    bits: np.ndarray = field(repr=False)
+    bits: PackedBits = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bits, PackedBits):  # a bool array (one byte per bit)
+            self.bits = PackedBits.from_bools(self.bits)
 
     @classmethod
     def empty(cls, vector_size: int) -> _Row:
-        return cls(vector_size, np.zeros(vector_size, dtype=bool))
+        return cls(vector_size, PackedBits(vector_size))
 
     def packed(self) -> bytes:
-        return np.packbits(self.bits, bitorder="little").tobytes()
+        return self.bits.packed.tobytes()
 
 
 class BloomFilter:
@@ -278,7 +382,6 @@ class BloomFilter:
         # Round-robin state once the row bound is reached (not serialized, as in Hudi).
         self._reached_max = False
         self._rr_index = 0
-        self._cols: tuple[int, list[np.ndarray]] | None = None  # see _columns
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -324,14 +427,14 @@ class BloomFilter:
             rows = []
             for _ in range(nrows):
                 _, _, rvs, pos = _read_filter_header(raw, pos)
-                rows.append(_Row(rvs, _unpack_bits(raw, pos, rvs)))
+                rows.append(_Row(rvs, _read_bits(raw, pos, rvs)))
                 pos += (rvs + 7) // 8
             f = cls(DYNAMIC_V0, vsize, nb_hash, hash_type, rows=rows, row_capacity=nr, current_count=cur)
             # Hudi does not serialize max entries; assume the default bound so adds keep
             # the same row growth a Hudi writer with default config would have.
             f.max_entries = max(DEFAULT_MAX_ENTRIES, nr * nrows)
         else:
-            f = cls(SIMPLE, vsize, nb_hash, hash_type, rows=[_Row(vsize, _unpack_bits(raw, pos, vsize))])
+            f = cls(SIMPLE, vsize, nb_hash, hash_type, rows=[_Row(vsize, _read_bits(raw, pos, vsize))])
             pos += (vsize + 7) // 8
         if pos != len(raw):
             raise ValueError(f"{len(raw) - pos} trailing bytes after the filter")
@@ -355,9 +458,8 @@ class BloomFilter:
         if n == 0:
             return
         pos = _positions(chain[: self.nb_hash], self.vector_size)  # (k, n)
-        self._cols = None
         if self.type_code == SIMPLE:
-            self.rows[0].bits[pos.ravel()] = True
+            self.rows[0].bits.set(pos)
             return
         start = 0
         while start < n:
@@ -367,10 +469,10 @@ class BloomFilter:
                 nrows = len(self.rows)
                 which = (self._rr_index + np.arange(take)) % nrows
                 for r in range(nrows):
-                    self.rows[r].bits[chunk[:, which == r].ravel()] = True
+                    self.rows[r].bits.set(chunk[:, which == r])
                 self._rr_index += take
             else:
-                self.rows[row].bits[chunk.ravel()] = True
+                self.rows[row].bits.set(chunk)
             self.current_count += take
             start += take
 
@@ -404,51 +506,35 @@ class BloomFilter:
         hit = np.zeros(n, dtype=bool)
         if n == 0:
             return hit
-        columns = self._columns()
+        packs = [r.bits.packed for r in self.rows]
         for g in groups:
             for lo in range(0, len(g.idx), _CHUNK):
                 part = g if len(g.idx) <= _CHUNK else g.take(np.arange(lo, min(lo + _CHUNK, len(g.idx))))
-                hit[part.idx] = self._test_group(part, columns)
+                hit[part.idx] = self._test_group(part, packs)
         return hit
 
-    def _columns(self) -> list[np.ndarray]:
-        """The rows' bits transposed: per bit position, a mask of the rows that set it.
+    @property
+    def nbytes(self) -> int:
+        """Memory the filter's bits take (packed: an eighth of a byte per bit)."""
+        return sum(r.bits.nbytes for r in self.rows)
 
-        One gather per key and hash then tests every row at once. Up to 64 rows share one
-        mask word (the narrowest unsigned type that fits); more rows take more words.
-        Cached until the next add.
-        """
-        if self._cols is not None and self._cols[0] == len(self.rows):
-            return self._cols[1]
-        out = []
-        for lo in range(0, len(self.rows), 64):
-            rows = self.rows[lo : lo + 64]
-            dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if np.dtype(t).itemsize * 8 >= len(rows))
-            if len(rows) == 1:
-                col = rows[0].bits.view(np.uint8)
-            else:
-                col = np.zeros(self.vector_size, dtype=dtype)
-                for r, row in enumerate(rows):
-                    col |= row.bits.astype(dtype) << dtype(r)
-            out.append(col)
-        self._cols = (len(self.rows), out)
-        return out
-
-    def _test_group(self, g: _LengthGroup, columns: list[np.ndarray]) -> np.ndarray:
+    def _test_group(self, g: _LengthGroup, packs: list[np.ndarray]) -> np.ndarray:
         m = len(g.idx)
         vsize = self.vector_size
-        acc = [np.full(m, np.iinfo(c.dtype).max, dtype=c.dtype) for c in columns]
+        acc = [np.ones(m, dtype=np.uint8) for _ in packs]  # per row: 1 while every bit so far is set
         where = np.arange(m, dtype=np.int64)  # current position -> position in g
         cur = g
         h = np.zeros(m, dtype=np.uint32)
         for _ in range(self.nb_hash):
             h = _murmur_next(h, cur)
             pos = _positions(h, vsize)
+            byte = pos >> np.uint32(3)
+            shift = (pos & np.uint32(7)).astype(np.uint8)
             alive = None
-            for a, col in zip(acc, columns, strict=True):
-                a &= col[pos]
-                nz = a != 0
-                alive = nz if alive is None else (alive | nz)
+            for a, packed in zip(acc, packs, strict=True):
+                a &= packed[byte] >> shift  # a is 0/1: keeps only the tested bit
+                alive = a if alive is None else (alive | a)
+            alive = alive.view(bool)
             n_alive = int(np.count_nonzero(alive))
             if n_alive == 0:
                 return np.zeros(m, dtype=bool)
@@ -458,11 +544,11 @@ class BloomFilter:
                 h = h[sel]
                 where = where[sel]
                 acc = [a[sel] for a in acc]
-        alive = np.zeros(len(h), dtype=bool)
-        for a in acc:
-            alive |= a != 0
+        alive = acc[0].copy()
+        for a in acc[1:]:
+            alive |= a
         out = np.zeros(m, dtype=bool)
-        out[where[alive]] = True
+        out[where[alive.view(bool)]] = True
         return out
 
     # -- bytes -----------------------------------------------------------------------------
@@ -495,9 +581,13 @@ def _read_filter_header(raw: bytes, pos: int) -> tuple[int, int, int, int]:
     return nb_hash, hash_type, vsize, pos + 13
 
 
-def _unpack_bits(raw: bytes, pos: int, vector_size: int) -> np.ndarray:
+def _read_bits(raw: bytes, pos: int, vector_size: int) -> PackedBits:
+    """The packed bit vector at ``pos``, copied (not a view of ``raw``); the last byte's
+    bits past ``vector_size`` cleared, as re-serializing an unpacked vector did."""
     nbytes = (vector_size + 7) // 8
     if pos + nbytes > len(raw):
         raise ValueError("bit vector runs past the end of the filter")
-    packed = np.frombuffer(raw, dtype=np.uint8, count=nbytes, offset=pos)
-    return np.unpackbits(packed, bitorder="little")[:vector_size].astype(bool)
+    packed = np.frombuffer(raw, dtype=np.uint8, count=nbytes, offset=pos).copy()
+    if vector_size & 7:
+        packed[-1] &= np.uint8((1 << (vector_size & 7)) - 1)
+    return PackedBits(vector_size, packed)

@@ -94,3 +94,37 @@ def test_empty_and_null_keys_rejected() -> None:
         bf.add("")
     with pytest.raises(ValueError):
         bf.add_many(pa.array(["a", None]))
+
+
+def test_bits_stay_packed_in_memory() -> None:
+    """Issue 13: a parsed filter keeps its bits packed, as serialized (an eighth of a byte
+    per bit), so the footer cache holds 8x the filters; adds and tests are unchanged."""
+    bf = BloomFilter.new_dynamic(num_entries=1_000, fpp=1e-6, max_entries=2_500)
+    keys = [f"key-{i}" for i in range(3_000)]
+    bf.add_many(keys[:5])  # few positions: set in place
+    bf.add_many(keys[5:])  # many: one scatter into the unpacked bits
+    back = BloomFilter.from_footer(bf.serialize(), DYNAMIC_V0)
+    assert back.serialize() == bf.serialize()
+    assert back.nbytes == sum((r.vector_size + 7) // 8 for r in back.rows) == len(back.rows) * ((bf.vector_size + 7) // 8)
+    assert back.might_contain_many(keys).all()
+    # a bool vector's row reads like one: position lookups, slices, numpy conversion
+    pos = hash_positions(keys[:50], bf.nb_hash, bf.vector_size)
+    row = back.rows[0]
+    assert row.bits[pos].shape == pos.shape
+    full = np.asarray(row.bits)
+    assert full.dtype == bool and len(full) == bf.vector_size
+    assert (row.bits[pos] == full[pos]).all() and row.bits[int(pos[0, 0])] == full[pos[0, 0]]
+    row.bits[pos[0]] = False
+    assert not row.bits[pos[0]].any()
+    row.bits[:] = False
+    assert not row.bits.any()
+
+
+def test_padding_bits_of_a_parsed_vector_are_cleared() -> None:
+    """Bits past the vector's size in its last byte re-serialize as zero (as before)."""
+    bf = BloomFilter.new_simple(num_entries=10, fpp=0.05)
+    assert bf.vector_size % 8
+    raw = bytearray(bf.to_bytes())
+    raw[-1] |= 0xFF
+    back = BloomFilter.from_footer(base64.b64encode(bytes(raw)).decode(), "SIMPLE")
+    assert back.to_bytes()[-1] == (1 << (bf.vector_size % 8)) - 1
