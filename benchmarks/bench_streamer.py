@@ -48,7 +48,8 @@ SERVICES_OFF = "{log_compaction: {mode: off}, compaction: {mode: off}, clean: {m
 
 
 def pipeline(name: str, bootstrap: str, topic: str, lake: str, batch: int, trigger: str,
-             engine: str = "auto", policies: str | None = SERVICES_OFF, mode: str = "continuous"):
+             engine: str = "auto", policies: str | None = SERVICES_OFF, mode: str = "continuous",
+             read: str = "stream"):
     from streamer.config import parse_pipelines
 
     policy_line = f"\n    policies: {policies}" if policies else ""
@@ -58,7 +59,7 @@ pipelines:
     source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic: {topic}, format: json,
               schema: "{SCHEMA}", max_records_per_batch: {batch}}}
     target: {{path: {lake}/{name}, record_key: [uuid], partition_by: [city], ordering_field: ts}}{policy_line}
-    trigger: {{mode: {mode}, interval: {trigger}}}
+    trigger: {{mode: {mode}, interval: {trigger}, read: {read}}}
     engine: {engine}
 """
     (config,), problems = parse_pipelines(yaml)
@@ -177,11 +178,15 @@ def ceiling(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, trig
             "batch_s": statistics.median(batch_s[1:] or batch_s), "py_cpu_s": py_s, "jvm_cpu_s": jvm_s}
 
 
-def throughput(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, trigger: str, engine: str) -> dict:
+def throughput(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, trigger: str, spec: str) -> dict:
+    """One continuous run; ``spec`` is ``ENGINE`` or ``ENGINE:poll`` (``trigger.read: poll``)."""
     from streamer.pipeline.runner import PipelineRunner
 
+    engine, _, read = spec.partition(":")
+    read = read or "stream"
     stamps: list[tuple[float, int]] = []
-    config = pipeline(f"throughput_{engine}", kafka.bootstrap_servers, topic, lake, batch, trigger, engine)
+    config = pipeline(f"throughput_{engine}_{read}", kafka.bootstrap_servers, topic, lake, batch, trigger, engine,
+                      read=read)
     runner = PipelineRunner(config, spark=spark,
                             on_report=lambda r: stamps.append((time.monotonic(), r.read)) if not r.skipped else None)
     end = sum(kafka.end_offsets(topic).values())
@@ -190,7 +195,7 @@ def throughput(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, t
     py_s, jvm_s = cpu.since(c0)
     total_s, rps, steady = _rates(stamps, started)
     done = [r for r in runner.reports if not r.skipped]
-    return {"pipeline": f"mor-streamer, {engine} engine", "records": sum(r for _, r in stamps),
+    return {"pipeline": f"mor-streamer, {engine} engine, read: {read}", "records": sum(r for _, r in stamps),
             "batches": len(stamps), "total_s": total_s, "rps_total": rps, "rps_sustained": steady,
             "batch_s": statistics.median([r.latency_s for r in done[1:] or done]),
             "py_cpu_s": py_s, "jvm_cpu_s": jvm_s}
@@ -215,14 +220,15 @@ def available_now(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int
             "services": sorted({f"{s.action} {s.outcome}" for r in first for s in r.services})}
 
 
-def freshness(kafka, spark, lake: str, probes: int, background_rps: int, trigger: str) -> dict:
+def freshness(kafka, spark, lake: str, topic: str, probes: int, background_rps: int, trigger: str,
+              read: str) -> dict:
     import pyarrow.compute as pc
 
     from streamer.pipeline.runner import PipelineRunner
     from streamer.read import Table
 
-    topic = kafka.create_topic("bench-freshness", partitions=3)
-    config = pipeline("freshness", kafka.bootstrap_servers, topic, lake, 50_000, trigger, policies=None)
+    config = pipeline(f"freshness_{read}", kafka.bootstrap_servers, topic, lake, 50_000, trigger, policies=None,
+                      read=read)
     runner = PipelineRunner(config, spark=spark)
     stop_bg = threading.Event()
     sent = [0]
@@ -281,10 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--batch", type=int, default=100_000, help="max_records_per_batch of the throughput runs")
-    ap.add_argument("--engines", default="local,spark", help="engines of the throughput runs (comma-separated)")
+    ap.add_argument("--engines", default="local,local:poll,spark",
+                    help="throughput runs, comma-separated: ENGINE (Structured Streaming) or ENGINE:poll "
+                    "(trigger.read: poll)")
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--background-rps", type=int, default=1_000)
     ap.add_argument("--trigger", default="1s")
+    ap.add_argument("--freshness-reads", default="stream,poll", help="trigger.read of the freshness runs")
     ap.add_argument("--skip", default="", help="parts to skip: ceiling,throughput,available_now,freshness")
     ap.add_argument("--write-results", action="store_true", help="replace our section of benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
@@ -294,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     from streamer.testing.kafka import KafkaClient, LocalKafkaBroker
 
     runs: list[dict] = []
-    avail = fr = None
+    avail = None
+    fresh: list[tuple[str, dict]] = []
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="bench-streamer-") as tmp:
         if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
             kafka = KafkaClient(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
@@ -304,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu = CpuClock(spark)
         lake = str(Path(tmp) / "lake")
         topic, produce_s = produce_backlog(kafka, args.records)
+        # created early: a topic's leaders must be settled before a pipeline asks for watermarks
+        fresh_topics = {read: kafka.create_topic(f"bench-freshness-{read}", partitions=3)
+                        for read in filter(None, args.freshness_reads.split(","))}
         print(f"produced {args.records:,} records in {produce_s:.1f}s", flush=True)
         if "ceiling" not in skip:
             runs.append(ceiling(kafka, spark, cpu, topic, lake, args.batch, args.trigger))
@@ -316,15 +329,17 @@ def main(argv: list[str] | None = None) -> int:
             avail = available_now(kafka, spark, cpu, topic, lake, args.batch)
             print("available_now:", json.dumps(avail), flush=True)
         if "freshness" not in skip:
-            fr = freshness(kafka, spark, lake, args.probes, args.background_rps, args.trigger)
-            print("freshness:", json.dumps(fr), flush=True)
+            for read, fresh_topic in fresh_topics.items():
+                fresh.append((read, freshness(kafka, spark, lake, fresh_topic, args.probes, args.background_rps,
+                                              args.trigger, read)))
+                print(f"freshness ({read}):", json.dumps(fresh[-1][1]), flush=True)
         spark.stop()
     if args.write_results:
-        write_results(args, runs, avail, fr)
+        write_results(args, runs, avail, fresh)
     return 0
 
 
-def write_results(args, runs: list[dict], avail: dict | None, fr: dict | None) -> None:
+def write_results(args, runs: list[dict], avail: dict | None, fresh: list[tuple[str, dict]]) -> None:
     from benchmarks.results import machine_line, write_section
 
     cmd = " ".join(["python", "-m", "benchmarks.bench_streamer", *sys.argv[1:]])
@@ -352,15 +367,12 @@ def write_results(args, runs: list[dict], avail: dict | None, fr: dict | None) -
                  f"({avail['py_cpu_s']:.1f}s driver CPU, {avail['jvm_cpu_s']:.1f}s JVM CPU); services: "
                  f"{', '.join(avail['services']) or 'none due'}. A second run: {', '.join(avail['second_run'])} "
                  "(no commit)."]
-    if fr is not None:
+    if fresh:
+        body += ["", f"| freshness (trigger {args.trigger}, default policies) | probes seen / sent | p50 (s) | "
+                 "p95 (s) | max (s) |", "|---|---:|---:|---:|---:|"]
+        body += [f"| read: {read} | {fr['seen']} / {fr['probes']} | {fr['p50']:.2f} | {fr['p95']:.2f} | "
+                 f"{fr['max']:.2f} |" for read, fr in fresh]
         body += [
-            "",
-            "| freshness (trigger " + args.trigger + ", default policies) | value |",
-            "|---|---:|",
-            f"| probes seen / sent | {fr['seen']} / {fr['probes']} |",
-            f"| p50 (s) | {fr['p50']:.2f} |",
-            f"| p95 (s) | {fr['p95']:.2f} |",
-            f"| max (s) | {fr['max']:.2f} |",
             "",
             "Freshness is broker ack -> first snapshot read (our reader) returning the probe, with "
             f"~{args.background_rps:,} records/s of background upserts on the same topic, compaction and log "
