@@ -132,6 +132,12 @@ class FileSystem:
 
     # -- writing ------------------------------------------------------------------
     def mkdirs(self, path: str) -> None:
+        """Create a folder. On S3 nothing: folders are key prefixes, and the empty marker
+        objects pyarrow would PUT cost requests on every write and show up as objects
+        (not prefixes) in some stores' listings (s3proxy's transient backend), hiding
+        partitions from readers such as hudi-rs."""
+        if self.conditional is not None:
+            return
         self.arrow.create_dir(path, recursive=True)
 
     def write_bytes(self, path: str, data: bytes) -> None:
@@ -259,6 +265,14 @@ class FileSystem:
         return True
 
     def delete_file(self, path: str, missing_ok: bool = True) -> None:
+        """Delete one file. On S3 one DELETE request: pyarrow's would also PUT an empty
+        marker for the parent "folder" so it stays visible, an object that some stores
+        then list instead of the prefix (see :meth:`mkdirs`)."""
+        if self.conditional is not None:
+            if not missing_ok and not self.exists(path):
+                raise FileNotFoundError(path)
+            self.conditional.delete(path)
+            return
         try:
             self.arrow.delete_file(path)
         except FileNotFoundError:

@@ -25,6 +25,7 @@ nothing here stores or prints a secret).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -169,8 +170,14 @@ class Conditional:
         return r["Body"].read(), str(r["ETag"])
 
     def delete(self, path: str) -> None:
+        """Delete one object (absent is fine, as S3 answers)."""
+        from botocore.exceptions import ClientError
+
         bucket, key = _split(path)
-        self.client.delete_object(Bucket=bucket, Key=key)
+        try:
+            self.client.delete_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            raise StorageError(f"S3 DELETE failed ({e.response.get('Error', {}).get('Code')})", path) from e
 
     def honoured(self, path: str) -> bool:
         """Whether this store rejects a second ``If-None-Match: *`` PUT (cached per bucket)."""
@@ -183,7 +190,8 @@ class Conditional:
                     first = self.put(probe, b"1", if_none_match=True)
                     second = self.put(probe, b"2", if_none_match=True)
                 finally:
-                    self.delete(probe)
+                    with contextlib.suppress(StorageError):
+                        self.delete(probe)
                 self._probed[cache_key] = first is not None and second is None
             return self._probed[cache_key]
 

@@ -4,9 +4,10 @@ Why a real server rather than a mock: what breaks on object stores is their sema
 no rename, no append, conditional PUTs (``If-None-Match: *``) the locks depend on, the
 AWS SDK's checksums and signing - and only a server speaking the S3 protocol exercises
 them. s3proxy (``org.gaul:s3proxy``, resolved from Maven Central by ``jvm/s3proxy/pom.xml``
-into ``.jvm/s3proxy``) serves a local folder (jclouds ``filesystem-nio2``: the plain
-``filesystem`` provider lists folders as 4096-byte files) on a free 127.0.0.1 port with
-fixed local credentials; nothing leaves the machine. 3.0.0 honours conditional PUTs.
+into ``.jvm/s3proxy``) keeps the objects in its memory (jclouds ``transient``; or a local
+folder with ``filesystem-nio2`` - the plain ``filesystem`` provider lists folders as
+4096-byte files) on a free 127.0.0.1 port with fixed local credentials; nothing leaves
+the machine. 3.0.0 honours conditional PUTs (check-then-write, see streamer/fs_s3.py).
 
 :meth:`LocalS3.environ` returns the variables that point our filesystem, boto3 and
 hudi-rs at it (``AWS_ENDPOINT_URL``, keys, region, ``AWS_ALLOW_HTTP``); every wait is
@@ -54,15 +55,21 @@ class LocalS3Error(StreamerError):
 
 @dataclass
 class LocalS3(ManagedProcess):
-    """s3proxy on a loopback port serving ``workdir/data``; a context manager.
+    """s3proxy on a loopback port; a context manager.
 
     ``buckets`` are created on start (bucket names must be DNS-valid: ``lake-bucket``).
+    ``backend``: jclouds ``transient`` (in the server's memory, the default) or
+    ``filesystem-nio2`` (``workdir/data``). Why in memory: s3proxy 3.0's filesystem
+    backend lists a folder inconsistently while objects are written into it (existing
+    files missing from a listing, as many as hundreds of 400), which a reader of a table
+    being written would take for lost files; AWS S3 lists consistently.
     """
 
     buckets: tuple[str, ...] = ("lake-bucket",)
+    backend: str = "transient"
     port: int = 0
     workdir: Path | None = None
-    heap: str = "256m"
+    heap: str = "768m"  # the transient backend holds every object
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _owns_workdir: bool = field(default=False, repr=False)
     _log_file: IO[bytes] | None = field(default=None, repr=False)
@@ -99,8 +106,7 @@ class LocalS3(ManagedProcess):
             self.workdir = Path(tempfile.mkdtemp(prefix="mor-s3-"))
             self._owns_workdir = True
         data = self.workdir / "data"
-        for bucket in self.buckets:  # a bucket is a folder of the filesystem backend
-            (data / bucket).mkdir(parents=True, exist_ok=True)
+        data.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         conf = self.workdir / "s3proxy.conf"
         conf.write_text("\n".join([
@@ -108,7 +114,7 @@ class LocalS3(ManagedProcess):
             "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={ACCESS_KEY}",
             f"s3proxy.credential={SECRET_KEY}",
-            "jclouds.provider=filesystem-nio2",
+            f"jclouds.provider={self.backend}",
             f"jclouds.identity={ACCESS_KEY}",
             f"jclouds.credential={SECRET_KEY}",
             f"jclouds.filesystem.basedir={data}",
@@ -123,6 +129,7 @@ class LocalS3(ManagedProcess):
         started = time.monotonic()
         self._spawn(cmd, cwd=self.workdir)
         self._wait_until_ready(timeout_s)
+        self._create_buckets()
         log.info("local S3 ready at %s in %.1fs", self.endpoint, time.monotonic() - started)
         return self
 
@@ -131,6 +138,14 @@ class LocalS3(ManagedProcess):
 
     def __enter__(self) -> LocalS3:
         return self.start()
+
+    def _create_buckets(self) -> None:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
+                              aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+        for bucket in self.buckets:
+            client.create_bucket(Bucket=bucket)
 
     def _wait_until_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
