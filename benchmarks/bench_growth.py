@@ -27,7 +27,7 @@ and fully compacted at every recorded size, so each bucket is one base file), ``
 .when_not_matched_insert_all().execute()`` to upsert, predicate on id and city) and
 ``parquet`` (``pq.write_to_dataset`` of the rows, partitioned by city: no keys, the floor).
 Measures, never asserts. ``--profile`` adds a cProfile run of our upserts at the largest
-size (one thread: ``parallelism=1``; not counted in the medians).
+size (one thread: ``parallelism=1``; CPU-time profile; not counted in the medians).
 
     .venv/bin/python -m benchmarks.bench_growth [--sizes 0,1000000,3000000,10000000] [--repeat 3]
         [--buckets 2] [--work DIR] [--save run.json] [--profile] [--no-write]
@@ -182,7 +182,7 @@ def _one_upsert(sink: str, path: str, batch: pa.Table, size: int, profile: str |
     if profile:
         import cProfile
 
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)  # CPU seconds: the machine's load does not count
     res = None
     cpu, t = time.process_time(), time.perf_counter()
     if prof:
