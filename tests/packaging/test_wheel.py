@@ -1,7 +1,9 @@
 """The wheel carries what an installed `streamer` needs and works away from the checkout.
 
 Built from a copy of the sources (the build must not leave ``build/`` in the tree),
-installed with ``pip --target`` (dependencies come from this virtualenv), then run from
+installed with ``pip install dist/*.whl`` into a fresh virtualenv (its dependencies
+resolved by pip as a user's would be; pip's cache makes this a copy, not a download, on a
+machine `make setup` ran on), then run through the installed ``streamer`` script from
 another folder, so nothing can be found beside the repository by accident.
 """
 
@@ -38,15 +40,29 @@ def installed(tmp_path_factory) -> Path:
                    "streamer/resources/maven/jvm/kafka-broker/pom.xml", "sources/__init__.py",
                    "transforms/__init__.py"):
         assert needed in names, f"{needed} missing from {wheel.name}"
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(tmp / "site"), str(wheel)], check=True, timeout=600)
-    return tmp / "site"
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "-q", "--disable-pip-version-check", "install",
+                    str(wheel)], check=True, timeout=900,
+                   cwd=tmp)  # not the checkout: its mor_streamer.egg-info would pass for installed
+    return venv
 
 
-def _python(site: Path, code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("MOR_STREAMER_JVM_DIR", "PYTHONPATH")}
-    environ.update(PYTHONPATH=str(site), **env)
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True,
-                          text=True, timeout=900)
+def _script(venv: Path, args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """The installed ``streamer`` command, as the README says to run it."""
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("MOR_STREAMER_JVM_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
+    environ.update(**env)
+    return subprocess.run([str(venv / "bin" / "streamer"), *args], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=900)
+
+
+def _python(venv: Path, code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("MOR_STREAMER_JVM_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
+    environ.update(**env)
+    return subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=900)
 
 
 def test_installed_package_runs_from_anywhere_and_finds_jars_as_documented(installed, tmp_path):
@@ -67,8 +83,9 @@ except StreamerError as e:
     assert "checkout None" in done.stdout
     assert "streamer setup-jvm" in done.stdout and "MOR_STREAMER_JVM_DIR" in done.stdout
 
-    version = _python(installed, "from streamer.cli import main; raise SystemExit(main(['--version']))", tmp_path)
-    assert version.returncode == 0 and version.stdout.startswith("mor-streamer ")
+    version = subprocess.run([str(installed / "bin" / "streamer"), "--version"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300)  # the console script pip installed
+    assert version.returncode == 0 and version.stdout.startswith("mor-streamer "), version.stderr
 
     found = _python(installed, "import streamer.jvm as j; print(len(j.classpath('spark')))", tmp_path,
                     MOR_STREAMER_JVM_DIR=str(REPO / ".jvm"))
@@ -81,12 +98,10 @@ def test_installed_setup_jvm_then_demo(installed, tmp_path):
     """The documented path: `streamer setup-jvm` (Maven offline: the local repository `make jars`
     filled), then `streamer demo`, both from the installed package."""
     cache = str(tmp_path / "cache")
-    setup = _python(installed, "from streamer.cli import main; raise SystemExit(main(['setup-jvm', '--offline']))",
-                    tmp_path, XDG_CACHE_HOME=cache)
+    setup = _script(installed, ["setup-jvm", "--offline"], tmp_path, XDG_CACHE_HOME=cache)
     assert setup.returncode == 0, setup.stdout + setup.stderr
     assert f"{cache}/mor-streamer/jvm/spark" in setup.stdout
-    demo = _python(installed, "from streamer.cli import main; raise SystemExit(main(['demo', '--batches', '2']))",
-                   tmp_path, XDG_CACHE_HOME=cache)
+    demo = _script(installed, ["demo", "--batches", "2"], tmp_path, XDG_CACHE_HOME=cache)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "What a snapshot query returns now" in demo.stdout
     assert (tmp_path / "lake" / "demo" / ".hoodie" / "hoodie.properties").is_file()
