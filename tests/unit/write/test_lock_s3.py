@@ -87,3 +87,21 @@ def test_dead_writer_is_taken_over_at_once(local_s3):
     fs.write_bytes(lock.path, LockInfo("ghost", lock.host, 2**22 + 12345, time.time(), "writer").to_bytes())
     with lock:
         assert lock.took_over is not None and lock.took_over.owner == "ghost"
+
+
+def test_pipeline_lease_on_s3_admits_one_instance(local_s3):
+    from streamer.errors import LeaseHeldError
+    from streamer.pipeline.lease import PipelineLease
+
+    folder = f"{_uri()}/_checkpoints/p"
+    first = PipelineLease(folder, "p")
+    assert first.acquire()
+    try:
+        with pytest.raises(LeaseHeldError) as e:
+            PipelineLease(folder, "p").acquire()
+        assert "already running" in str(e.value)
+    finally:
+        first.release()
+    second = PipelineLease(folder, "p")
+    assert second.acquire()  # released: the next instance takes it at once
+    second.release()
