@@ -21,12 +21,15 @@ planned on the driver, the plan joined back) for comparison in benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 
+from streamer import errors
 from streamer.data import is_spark_dataframe, to_arrow
 from streamer.engine.base import Engine, Prepared
 from streamer.table.metadata import WriteStat
@@ -66,6 +69,25 @@ def _spark_schema(schema: pa.Schema):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
+
+
+_WORKER_ERROR = re.compile(r"^streamer\.errors\.(\w+): (.*)$", re.MULTILINE)
+
+
+@contextlib.contextmanager
+def _worker_errors() -> Iterator[None]:
+    """Our error raised in a Python worker (a corrupt block met while tagging, a refused
+    write) reaches the driver as Spark's exception with the worker's traceback as text:
+    raise it again as the same :class:`StreamerError`, so callers see one error type
+    whichever engine ran."""
+    try:
+        yield
+    except Exception as e:
+        found = _WORKER_ERROR.findall(str(e))
+        cls = getattr(errors, found[-1][0], None) if found else None
+        if isinstance(cls, type) and issubclass(cls, errors.StreamerError):
+            raise cls(found[-1][1]) from e
+        raise
 
 
 def _with_fields(schema, fields) -> Any:
@@ -142,10 +164,11 @@ class SparkEngine(Engine):
             tagged = rows.mapInArrow(_per_batch(lambda t: tag_buckets(t, index)),
                                      _with_fields(schema, [BUCKET_COLUMN])).persist()
             prepared.cached.append(tagged)
-            counts = tagged.groupBy(PARTITION_PATH_COL, BUCKET_COL).agg(
-                F.count(F.lit(1)).alias(COUNT_COL),
-                F.sum(F.when(F.col(IS_DELETE_COL), 0).otherwise(1)).cast("long").alias(UPSERTS_COL),
-            ).toArrow()
+            with _worker_errors():
+                counts = tagged.groupBy(PARTITION_PATH_COL, BUCKET_COL).agg(
+                    F.count(F.lit(1)).alias(COUNT_COL),
+                    F.sum(F.when(F.col(IS_DELETE_COL), 0).otherwise(1)).cast("long").alias(UPSERTS_COL),
+                ).toArrow()
             cplan = bucket_plan_from_counts(counts, request)
         else:
             ordering, combine = self._ordering, self._combine
@@ -158,7 +181,8 @@ class SparkEngine(Engine):
             tagged = rows.groupBy(PARTITION_PATH_COL).applyInArrow(
                 tag, _with_fields(schema, TAG_COLUMNS)).persist()  # looked up once
             prepared.cached.append(tagged)
-            counts = tagged.groupBy(PARTITION_PATH_COL, FILE_ID_COL, OP_COL).count().toArrow()
+            with _worker_errors():
+                counts = tagged.groupBy(PARTITION_PATH_COL, FILE_ID_COL, OP_COL).count().toArrow()
             cplan = plan_from_counts(counts, request)
         assigned = tagged.mapInArrow(_per_batch(cplan.assign), _with_fields(schema, ASSIGN_COLUMNS))
         return Planned(cplan.write_plan(assigned), driver_keys=0, driver_summary_rows=counts.num_rows)
@@ -185,4 +209,6 @@ class SparkEngine(Engine):
             return pa.table({_STAT: [json.dumps(stat.to_dict())]})
 
         out = joined.groupBy(TASK_COL).applyInArrow(write_group, _spark_schema(stat_schema))
-        return [WriteStat.from_dict(json.loads(r[_STAT])) for r in out.collect()]
+        with _worker_errors():
+            collected = out.collect()
+        return [WriteStat.from_dict(json.loads(r[_STAT])) for r in collected]

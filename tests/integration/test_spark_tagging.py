@@ -122,3 +122,26 @@ def test_spark_upsert_keeps_the_driver_free_of_keys(spark, tmp_path, index):
     flagged = pc.and_(pc.equal(t.column("ts"), 2),
                       pc.equal(pc.subtract(t.column("id"), pc.multiply(pc.divide(t.column("id"), 97), 97)), 0))
     assert not pc.any(flagged).as_py()  # rows flagged deleted are gone (or never inserted)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_corrupt_committed_block_refuses_the_write_on_either_engine(spark, tmp_path, engine):
+    """Executors meet the damage while tagging; the driver raises our error, not Spark's."""
+    import glob
+
+    from streamer.errors import CorruptDataError
+
+    path = str(tmp_path / "t")
+    w = _table(path, "bloom", WriteOptions())
+    gen, model = BatchGen(3), Model()
+    for _ in range(3):
+        b = gen.upsert_batch(model, 50)
+        model.upsert(b)
+        w.upsert(b, engine="local")
+    log = sorted(glob.glob(f"{path}/*/.*.log.*"))[0]
+    with open(log, "r+b") as f:
+        f.seek(6)  # the first block's size: impossible now
+        f.write(b"\xff\xff\xff\x7f")
+    b = gen.upsert_batch(model, 50)
+    with pytest.raises(CorruptDataError, match="write refused: .*corrupt log block"):
+        w.upsert(spark.createDataFrame(b) if engine == "spark" else b, engine=engine)
