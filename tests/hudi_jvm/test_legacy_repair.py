@@ -67,7 +67,10 @@ def test_writer_repairs_on_open(tmp_path, hudi_sessions, caplog):
         w = HudiWriter.open(path, options=tg.SMALL)
     assert [r for r in caplog.records if "repaired" in r.getMessage() and LOG_FILE_FORMAT in r.getMessage()]
     assert not format_problems(load_properties(w.fs, path))
-    tg.step(w, tg.Gen(9, key_space=60), model)
+    # ordering values above the table's: a key deleted earlier and re-inserted here with a
+    # *lower* ordering value is where Hudi 0.15 and 1.0 disagree with each other (0.15
+    # lets the re-insert beat the delete, 1.0 does not) - not what this test is about
+    tg.step(w, tg.Gen(9, key_space=60, ts=1_000), model)
     assert_all_readers_agree(path, hudi_sessions)
 
 
