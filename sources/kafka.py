@@ -83,6 +83,11 @@ class KafkaSource:
             return []
         return self.client.lag(position)
 
+    def preflight(self) -> None:
+        """The topic's metadata within ``metadata_timeout``: an unreachable broker or a
+        missing topic is one :class:`SourceError` before any JVM starts."""
+        self.client.partitions(self.config.metadata_timeout.total_seconds())
+
     def on_table_commit(self, position: Position, instant: str) -> None:
         """Mirror the committed position into the consumer group (``commit_offsets``).
 

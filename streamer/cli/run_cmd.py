@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ConfigError(f"{args.file}: no pipeline named {', '.join(unknown)} (have: {', '.join(sorted(names))})")
         configs = [c for c in configs if c.name in args.pipeline]
+    _preflight(configs)
     for c in configs:
         log.info("pipeline %s", c.summary(), extra={"pipeline": c.name})
 
@@ -142,3 +143,22 @@ class _graceful_stop:  # noqa: N801 - used as a context manager like a function
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
+
+
+def _preflight(configs) -> None:
+    """Before any JVM starts: a missing source folder or an unreachable broker is one
+    clear error now, not "no new data" forever or a failure after Spark's start-up."""
+    from sources import build_source
+    from sources.base import Preflight
+    from streamer.config.preflight import require_source_folders
+
+    require_source_folders(configs)
+    for c in configs:
+        source = build_source(c.source)
+        if isinstance(source, Preflight):
+            try:
+                source.preflight()
+            finally:
+                close = getattr(source, "close", None)
+                if callable(close):
+                    close()

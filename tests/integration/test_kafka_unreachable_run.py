@@ -25,7 +25,8 @@ BOUND_S = 300
 FEW_LINES = 10
 
 
-def test_run_against_a_closed_port_fails_with_one_error(tmp_path):
+@pytest.mark.parametrize("mode", ["continuous", "once"])
+def test_run_against_a_closed_port_fails_with_one_error(tmp_path, mode):
     address = f"127.0.0.1:{free_port()}"
     config = tmp_path / "kafka.yaml"
     config.write_text(textwrap.dedent(f"""\
@@ -34,7 +35,7 @@ def test_run_against_a_closed_port_fails_with_one_error(tmp_path):
             source: {{type: kafka, bootstrap_servers: "{address}", topic: trips, format: json,
                       schema: "uuid STRING, ts BIGINT", metadata_timeout: 3s}}
             target: {{path: {tmp_path}/lake/nobroker, record_key: uuid, ordering_field: ts}}
-            trigger: {{mode: continuous, interval: 1s}}
+            trigger: {{mode: {mode}, interval: 1s}}
             engine: local
             spark: {{master: "local[1]"}}
         """))
@@ -49,3 +50,25 @@ def test_run_against_a_closed_port_fails_with_one_error(tmp_path):
     assert address in errors[0] and "'trips'" in errors[0] and "within 3s" in errors[0]
     assert not [line for line in lines if "Connect to" in line and "unreachable" not in line], "\n".join(lines)
     assert len(lines) <= FEW_LINES, "\n".join(lines)
+    # asked before Spark starts (a JVM start-up first took a minute with --once)
+    assert not [line for line in lines if "SparkSession" in line or "WARN" in line], "\n".join(lines)
+    assert not (tmp_path / "lake").exists()
+
+
+def test_run_with_a_missing_source_folder_fails_before_spark(tmp_path):
+    config = tmp_path / "files.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        pipelines:
+          - name: nofolder
+            source: {{type: files, path: {tmp_path}/landing/missing, format: json,
+                      schema: "uuid STRING, ts BIGINT"}}
+            target: {{path: {tmp_path}/lake/nofolder, record_key: uuid, ordering_field: ts}}
+            trigger: {{mode: continuous, interval: 1s}}
+        """))
+    out = subprocess.run(
+        [sys.executable, "-m", "streamer.cli", "run", str(config), "--timeout", "60"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": REPO}, capture_output=True, text=True, timeout=BOUND_S,
+    )
+    assert out.returncode != 0
+    assert "landing/missing" in out.stderr, out.stderr
+    assert not (tmp_path / "lake").exists()
