@@ -17,6 +17,7 @@ import logging
 import os
 import posixpath
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -160,9 +161,20 @@ def run_stream(runner: Pipeline, stop: threading.Event, max_batches: int | None,
 
 
 def _fresh_checkpoint(folder: str | None) -> str:
-    """A new Spark checkpoint folder for this run; folders of dead runs are removed."""
-    folder = folder or "_checkpoints"
-    if "://" not in folder and os.path.isdir(folder):
+    """A new Spark checkpoint folder for this run; folders of dead runs are removed.
+
+    Spark's checkpoint is scratch (the exactly-once position lives in the table's
+    commits), and our Spark has no object-store connector: a ``checkpoint_dir`` on
+    ``s3://`` (the default beside a lake on S3) becomes a local temp folder of the same
+    name. ``file:`` URIs name the local folder.
+    """
+    from streamer.fs import location_key
+
+    key = location_key(folder or "_checkpoints")
+    if "://" in key:
+        key = os.path.join(tempfile.gettempdir(), "mor-streamer-checkpoints", key.split("://", 1)[1])
+    folder = key
+    if os.path.isdir(folder):
         for name in os.listdir(folder):
             if name.startswith(_RUN_PREFIX) and not _owner_alive(name):
                 shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
