@@ -165,6 +165,12 @@ class PipelineConfig(StrictModel):
         if not isinstance(name, str) or not isinstance(target, dict):
             return data
         data = dict(data)
+        source = data.get("source")
+        if (isinstance(source, dict) and source.get("type") == "kafka" and source.get("group_id") is None
+                and _NAME.match(name)):
+            # one consumer group per pipeline: two pipelines reading one topic into two
+            # tables must not overwrite each other's mirrored offsets
+            data["source"] = {**source, "group_id": f"mor-streamer-{name}"}
         if target.get("table_name") is None and _NAME.match(name):
             data["target"] = {**target, "table_name": name.replace("-", "_")}
         path = target.get("path")

@@ -86,7 +86,8 @@ class KafkaSourceConfig(StrictModel):
     max_records_per_batch: Annotated[int, Field(gt=0)] | None = None
     fail_on_data_loss: bool = True
     #: Consumer group (Kafka ``group.id``) that mirrors the table's position after each
-    #: commit, for lag dashboards (Burrow, ``kafka-consumer-groups``); None = ``mor-streamer-<topic>``.
+    #: commit, for lag dashboards (Burrow, ``kafka-consumer-groups``); default in a pipeline
+    #: file: ``mor-streamer-<pipeline name>`` (one group per pipeline), else ``mor-streamer-<topic>``.
     #: The table's stored position stays the truth for where a run resumes.
     group_id: str | None = None
     #: Commit each table commit's end offsets to ``group_id`` (HoodieStreamer's

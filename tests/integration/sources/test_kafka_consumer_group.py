@@ -75,9 +75,9 @@ def test_lag_without_a_position_and_the_default_group(kafka, spark, tmp_path):
     assert runner.source.lag(None) == [PartitionLag(f"{topic}-{p}", ends[p]) for p in range(2)]
 
     runner.run_once()
-    assert _group_offsets(kafka, f"mor-streamer-{topic}", topic) == ends
+    assert _group_offsets(kafka, f"mor-streamer-{config.name}", topic) == ends
     runner.source.on_table_commit(KafkaOffsets(topic=topic, partitions={0: 1, 1: 1}), "20260101000000000")
-    assert _group_offsets(kafka, f"mor-streamer-{topic}", topic) == {0: 1, 1: 1}  # mirrors, never decides
+    assert _group_offsets(kafka, f"mor-streamer-{config.name}", topic) == {0: 1, 1: 1}  # mirrors, never decides
     runner.source.close()
 
 
