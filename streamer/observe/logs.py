@@ -58,13 +58,30 @@ class JsonFormatter(logging.Formatter):
 _TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, not when the handler
+    was made: ``main()`` called in-process (tests, notebooks) may run under a replaced
+    stderr that is closed afterwards, and later records must not fail on it."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: IO[str]) -> None:
+        pass
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = None) -> None:
     """Configure the root logger once per CLI invocation (replaces handlers set before).
 
     Logs go to standard error, so standard output stays for command results (and for
     progress events with ``--progress-json``).
     """
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _CurrentStderr()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT))
     root = logging.getLogger()
     for h in list(root.handlers):
