@@ -163,10 +163,14 @@ def run_pipelines(
 def _run_threads(
     runners: list[PipelineRunner], stop: threading.Event, timeout_s: float | None, failures: _Failures
 ) -> None:
-    if len(runners) > 1:
-        spark = runners[0].spark  # one session for all, created before the threads race for it
-        for r in runners[1:]:
-            r._spark = spark
+    # One session for all, started here on the main thread before the threads race for it:
+    # a Ctrl-C during the JVM's start-up then reaches the run's handler (a worker thread
+    # never sees the signal) and no batch starts after it.
+    spark = runners[0].spark
+    for r in runners[1:]:
+        r._spark = spark
+    if stop.is_set():
+        return
 
     def run(r: PipelineRunner) -> None:
         try:

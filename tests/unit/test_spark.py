@@ -79,7 +79,8 @@ def test_off_the_main_thread_start_just_runs():
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_ctrl_c_while_streamer_run_starts_spark_runs_no_batch(tmp_path):
+@pytest.mark.parametrize("trigger", ["{mode: once}", "{mode: continuous, interval: 1s}"])
+def test_ctrl_c_while_streamer_run_starts_spark_runs_no_batch(tmp_path, trigger):
     """End to end: SIGINT shortly after `streamer run` announced its pipeline (the JVM takes
     seconds to start, so it lands in the start-up - or before it, which must not run a
     batch either): no commit, exit 130 or 0."""
@@ -96,7 +97,7 @@ def test_ctrl_c_while_streamer_run_starts_spark_runs_no_batch(tmp_path):
     config.write_text("pipelines:\n  - name: trips\n"
                       f"    source: {{type: files, path: {tmp_path / 'in'}, format: json}}\n"
                       f"    target: {{path: {table}, record_key: id, ordering_field: ts}}\n"
-                      "    trigger: {mode: once}\n")
+                      f"    trigger: {trigger}\n")
     proc = subprocess.Popen([sys.executable, "-m", "streamer", "run", str(config)], cwd=REPO,
                             env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
