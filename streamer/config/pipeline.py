@@ -30,6 +30,8 @@ class TriggerConfig(StrictModel):
     exit (Spark's ``availableNow``; the mode for scheduled jobs: what arrives meanwhile is
     the next run's). ``continuous``: a batch every ``interval`` until stopped."""
 
+    #: ``once``, ``available_now`` or ``continuous`` (see the section summary); ``continuous`` is
+    #: HoodieStreamer's ``--continuous``, ``once`` its default run.
     mode: Literal["once", "available_now", "continuous"] = "once"
     #: Time between batch starts in ``continuous`` mode.
     interval: Duration = Field(default="10s")
@@ -53,6 +55,8 @@ class EngineConfig(StrictModel):
     same threshold and the engine that decision implies (``streamer.pipeline.sink``).
     """
 
+    #: ``local``: file groups written on the driver (``local_threads``); ``spark``: on the executors;
+    #: ``auto``: chosen per batch by ``local_max_records``.
     mode: Literal["auto", "local", "spark"] = "auto"
     #: ``auto`` writes batches up to this many records on the driver, larger ones on executors.
     local_max_records: Annotated[int, Field(gt=0)] = defaults.LOCAL_MAX_ROWS
@@ -63,13 +67,16 @@ class EngineConfig(StrictModel):
 class SparkSettings(StrictModel):
     """The SparkSession a pipeline needs (only honoured by the first session of a process)."""
 
+    #: Spark ``spark.master``; None = ``$MOR_STREAMER_SPARK_MASTER``, else ``local[*]``.
     master: str | None = None
+    #: Extra Spark settings (``spark.*``), over the built-in defaults; secret-looking values are masked.
     conf: OptionMap = {}
 
 
 class ErrorsConfig(StrictModel):
     """The error table: bad records with the reason and raw payload, never silently dropped."""
 
+    #: The error table (a Hudi table); default ``<folder of target.path>/_errors/<name>``.
     path: str | None = None
     #: Fail the batch (no commit) if more than this fraction of its records are bad; None = never.
     max_error_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -132,6 +139,8 @@ def _engine_shorthand(value: object) -> object:
 class PipelineConfig(StrictModel):
     """One source → transforms → Hudi MOR table, with its services and trigger."""
 
+    #: Pipeline name (letters, digits, ``_``, ``-``); defaults ``target.table_name``, ``errors.path``,
+    #: ``checkpoint_dir`` and the Kafka ``group_id`` from it.
     name: str
     source: SourceConfig
     transforms: list[TransformConfig] = []

@@ -89,8 +89,14 @@ class CompactionPolicy(StrictModel):
 class CleanPolicy(StrictModel):
     """Delete file slices no longer needed by readers: keep N commits or N versions per group."""
 
+    #: ``inline``: after a commit, in the writer (Hudi ``hoodie.clean.automatic``); ``async``: in the
+    #: background service (``hoodie.clean.async.enabled``); ``off``: never.
     mode: Mode = "inline"
+    #: Hudi ``hoodie.cleaner.commits.retained`` (``KEEP_LATEST_COMMITS``): the last N writes stay
+    #: queryable (time travel, incremental). Default when neither rule is set: 10.
     retain_commits: PositiveInt | None = None
+    #: Hudi ``hoodie.cleaner.fileversions.retained`` (``KEEP_LATEST_FILE_VERSIONS``): keep each file
+    #: group's N newest slices. Exclusive with ``retain_commits``.
     retain_file_versions: PositiveInt | None = None
 
     @model_validator(mode="after")
@@ -110,9 +116,12 @@ class CleanPolicy(StrictModel):
 class ArchivePolicy(StrictModel):
     """Move old instants out of the active timeline once it exceeds ``max_commits``."""
 
+    #: ``inline``: after a commit, in the writer (Hudi ``hoodie.archive.automatic``); ``async``: in the
+    #: background service (``hoodie.archive.async``); ``off``: never.
     mode: Mode = "inline"
     #: Hudi ``hoodie.keep.min.commits`` / ``hoodie.keep.max.commits``.
     min_commits: PositiveInt = 20
+    #: Archive once more than this many completed writes are on the active timeline, down to ``min_commits``.
     max_commits: PositiveInt = 30
 
     @model_validator(mode="after")

@@ -19,15 +19,28 @@ from streamer.config.units import Duration, Size
 class KafkaSecurity(StrictModel):
     """Consumer security. Maps to ``kafka.security.protocol`` / ``kafka.sasl.*`` / ``kafka.ssl.*``."""
 
+    #: Kafka ``security.protocol`` of both the Spark consumer and the driver's librdkafka client.
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    #: Kafka ``sasl.mechanism`` for the ``SASL_*`` protocols; None = ``PLAIN``.
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    #: SASL user; with ``sasl_password`` it builds ``sasl.jaas.config`` (Plain/Scram login module).
+    #: Required with the ``SASL_*`` protocols, refused with the others.
     sasl_username: str | None = None
+    #: SASL password of ``sasl_username`` (a secret: masked in logs and dumps).
     sasl_password: SecretStr | None = None
+    #: Kafka ``ssl.truststore.location`` (JKS/PKCS12 of trusted CAs). Spark's Java consumer only:
+    #: the driver's librdkafka client cannot read Java keystores.
     ssl_truststore_location: str | None = None
+    #: Kafka ``ssl.truststore.password`` (Spark's Java consumer only).
     ssl_truststore_password: SecretStr | None = None
+    #: Kafka ``ssl.keystore.location``: client certificate for mutual TLS (Spark's Java consumer only).
     ssl_keystore_location: str | None = None
+    #: Kafka ``ssl.keystore.password`` (Spark's Java consumer only).
     ssl_keystore_password: SecretStr | None = None
+    #: Kafka ``ssl.key.password``: the private key's password in the keystore (Spark's Java consumer only).
     ssl_key_password: SecretStr | None = None
+    #: Kafka ``ssl.endpoint.identification.algorithm``; ``""`` turns broker host name
+    #: verification off (``none`` for librdkafka). None = the clients' default (``https``).
     ssl_endpoint_identification_algorithm: str | None = None
 
     @model_validator(mode="after")
@@ -49,11 +62,16 @@ class KafkaSecurity(StrictModel):
 class SchemaRegistry(StrictModel):
     """Confluent Schema Registry client settings (schemas are fetched once per id and cached)."""
 
+    #: Registry base URL (``http://`` or ``https://``); HoodieStreamer's
+    #: ``hoodie.streamer.schemaprovider.registry.url``.
     url: str
+    #: HTTP basic-auth user (registry ``basic.auth.user.info``); None or ``""`` = no credentials.
     basic_auth_user: str | None = None
+    #: HTTP basic-auth password of ``basic_auth_user``.
     basic_auth_password: SecretStr | None = None
     #: Subject whose latest schema is the reader schema; default ``<topic>-value``.
     subject: str | None = None
+    #: Timeout of one registry HTTP request (whole seconds, at least 1s).
     timeout: Duration = Field(default="10s")
 
     @field_validator("basic_auth_user", "basic_auth_password", mode="before")
@@ -76,14 +94,21 @@ StartingOffsets = Literal["earliest", "latest"] | dict[int, Annotated[int, Field
 class KafkaSourceConfig(StrictModel):
     """A Kafka topic of JSON or Confluent-Avro records."""
 
+    #: Source kind: a Kafka topic (HoodieStreamer's ``JsonKafkaSource``/``AvroKafkaSource``).
     type: Literal["kafka"]
+    #: Kafka ``bootstrap.servers``: comma-separated ``host:port`` list of brokers.
     bootstrap_servers: str = Field(min_length=1)
+    #: The one topic read (HoodieStreamer's ``hoodie.streamer.source.kafka.topic``).
     topic: str = Field(min_length=1)
+    #: Message value encoding: ``json`` (UTF-8 JSON, parsed with Spark's ``from_json``) or ``avro``
+    #: (see ``avro_wire_format``, ``schema_registry``, ``avro_schema_file``).
     format: Literal["json", "avro"] = "json"
     #: Where a pipeline with no stored position starts: earliest, latest or {partition: offset}.
     starting_offsets: StartingOffsets = "earliest"
     #: Upper bound of records per micro-batch (Spark's ``maxOffsetsPerTrigger``); None = all.
     max_records_per_batch: Annotated[int, Field(gt=0)] | None = None
+    #: Spark's ``failOnDataLoss``: fail when the offsets to read were deleted (retention, topic
+    #: recreated); false = skip ahead to the earliest available offset.
     fail_on_data_loss: bool = True
     #: Consumer group (Kafka ``group.id``) that mirrors the table's position after each
     #: commit, for lag dashboards (Burrow, ``kafka-consumer-groups``); default in a pipeline
@@ -98,9 +123,12 @@ class KafkaSourceConfig(StrictModel):
     options: OptionMap = {}
     #: JSON: Spark DDL of the payload (``"uuid STRING, ts BIGINT"``); None = infer from a sample.
     schema_ddl: str | None = Field(default=None, alias="schema")
+    #: JSON without ``schema``: infer the schema from up to this many payloads of each batch.
     infer_sample_records: Annotated[int, Field(gt=0)] = 10_000
     #: Avro: registry to resolve schema ids, or a fixed ``.avsc`` file (relative to the YAML file).
     schema_registry: SchemaRegistry | None = None
+    #: Avro: the ``.avsc`` reader schema (path relative to the YAML file), instead of a registry;
+    #: as HoodieStreamer's ``hoodie.streamer.schemaprovider.source.schema.file``.
     avro_schema_file: str | None = None
     #: Avro framing: ``confluent`` (magic byte + schema id) or ``raw`` (bare Avro body).
     avro_wire_format: Literal["confluent", "raw"] = "confluent"
@@ -141,18 +169,26 @@ class KafkaSourceConfig(StrictModel):
 class FilesSourceConfig(StrictModel):
     """A folder of files, picked up incrementally (new files since the stored position)."""
 
+    #: Source kind: files in a folder (HoodieStreamer's ``*DFSSource``).
     type: Literal["files"]
+    #: Folder to read: a local path or URI (``s3://bucket/in``, ``file:/...``); HoodieStreamer's
+    #: ``hoodie.streamer.source.dfs.root``.
     path: str = Field(min_length=1)
+    #: File format: ``json`` (JSON Lines, one record per line), ``csv``, ``parquet`` or ``avro``.
     format: Literal["json", "csv", "parquet", "avro"]
+    #: At most this many new files per batch, oldest modification time first.
     max_files_per_batch: Annotated[int, Field(gt=0)] = 1000
     #: Spark DDL of the records; None = infer (JSON/CSV) or read from the files (Parquet/Avro).
     schema_ddl: str | None = Field(default=None, alias="schema")
     #: Only file names matching this glob (e.g. ``*.json``); hidden/``_`` files are always skipped.
     glob: str | None = None
+    #: Descend into subfolders (hidden and ``_`` folders are always skipped).
     recursive: bool = True
     #: Files older than the watermark by up to this much are still picked up (late arrivals).
     late_file_grace: Duration = Field(default="0s")
+    #: CSV: the first line of each file is a header (the first file's names the columns); Spark's ``header``.
     csv_header: bool = True
+    #: CSV: the one-character field separator (Spark's ``sep``).
     csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
     #: JSON/CSV: a line longer than this goes to the error table (with its first 64 KiB)
     #: instead of being parsed: one runaway record must not exhaust an executor.
@@ -169,18 +205,27 @@ class FilesSourceConfig(StrictModel):
 class GeneratorSourceConfig(StrictModel):
     """Deterministic synthetic trips: same (seed, batch) → same records, for demos and benchmarks."""
 
+    #: Source kind: synthetic taxi trips (no external system; demos and benchmarks).
     type: Literal["generator"]
+    #: Random seed: the same seed and batch number always give the same records.
     seed: int = 42
+    #: Records in each batch (batch 0 is all inserts of new keys).
     records_per_batch: Annotated[int, Field(gt=0)] = 1000
     #: Stop after this many batches (an exhausted generator returns empty batches); None = endless.
     num_batches: Annotated[int, Field(gt=0)] | None = None
+    #: Size of the key space (``trip-0000000000``...); once all keys exist, inserts become updates.
     num_keys: Annotated[int, Field(gt=0)] = 100_000
+    #: Fraction of each later batch that updates keys inserted by earlier batches.
     update_ratio: Annotated[float, Field(ge=0, le=1)] = 0.3
+    #: Fraction of each later batch that deletes earlier keys (``_hoodie_is_deleted: true``).
     delete_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
+    #: Name of the generated partition column.
     partition_field: str = "city"
+    #: Values of ``partition_field``, assigned by key (a key never changes partition).
     partitions: list[str] = Field(default=["san_francisco", "new_york", "amsterdam"], min_length=1)
     #: Event time of batch 0 (epoch ms) and the event-time step between batches.
     start_ts_ms: int = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+    #: Event-time (``ts``) step between batches, at least ``records_per_batch`` ms; not a wall-clock delay.
     batch_interval: Duration = Field(default="1m")
 
     @model_validator(mode="after")

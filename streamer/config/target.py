@@ -24,24 +24,28 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class SimpleKeyGen(StrictModel):
     """One record-key field, at most one partition field (values used as-is)."""
 
+    #: Hudi's ``SimpleKeyGenerator`` (``hoodie.datasource.write.keygenerator.class``).
     type: Literal["simple"]
 
 
 class ComplexKeyGen(StrictModel):
     """Any number of key and partition fields (``k1:v1,k2:v2`` keys, ``a/b`` partitions)."""
 
+    #: Hudi's ``ComplexKeyGenerator``.
     type: Literal["complex"]
 
 
 class NonPartitionedKeyGen(StrictModel):
     """Everything in one unpartitioned folder."""
 
+    #: Hudi's ``NonpartitionedKeyGenerator``.
     type: Literal["non_partitioned"]
 
 
 class TimestampKeyGen(StrictModel):
     """Partition by a formatted time taken from one field (Hudi's TimestampBasedKeyGenerator)."""
 
+    #: Hudi's ``TimestampBasedKeyGenerator``; the time field is the one ``partition_by`` field.
     type: Literal["timestamp"]
     #: Hudi's ``EPOCHMICROSECONDS`` and ``SCALAR`` are named so that they are refused with
     #: a reason (the writer does not implement them), not as unknown values.
@@ -52,6 +56,7 @@ class TimestampKeyGen(StrictModel):
     output_date_format: str = "yyyy/MM/dd"
     #: Needed for ``DATE_STRING`` inputs.
     input_date_format: str | None = None
+    #: Time zone the partition path is formatted in (Hudi ``hoodie.keygen.timebased.timezone``).
     timezone: str = "UTC"
 
     @field_validator("timestamp_type")
@@ -91,6 +96,7 @@ class BloomIndexSettings(StrictModel):
     """Bloom filters and key ranges in base files and log blocks (RFC-06); an upsert looks
     its keys up, inserts fill small file groups. Hudi's default index."""
 
+    #: Hudi ``hoodie.index.type=BLOOM``.
     type: Literal["bloom"]
 
 
@@ -99,6 +105,7 @@ class BucketIndexSettings(StrictModel):
     its file group, nothing is looked up (an upsert costs O(batch) at any table size).
     Fixed when the table is created; Hudi writers of the table must set the same values."""
 
+    #: Hudi ``hoodie.index.type=BUCKET``.
     type: Literal["bucket"]
     #: Hudi ``hoodie.bucket.index.num.buckets``: file groups per partition, for the table's life.
     num_buckets: Annotated[int, Field(strict=True, ge=1, lt=100_000_000)]
@@ -116,8 +123,11 @@ IndexSettings = Annotated[
 class TargetConfig(StrictModel):
     """Where and how records are written. ``record_key``/``partition_by`` accept a name or a list."""
 
+    #: Table base path (Hudi ``hoodie.base.path``): a local folder or URI (``s3://bucket/lake/trips``).
     path: str = Field(min_length=1)
+    #: Field(s) identifying a record (Hudi ``hoodie.datasource.write.recordkey.field``).
     record_key: FieldList = Field(min_length=1)
+    #: Partition path field(s) (Hudi ``hoodie.datasource.write.partitionpath.field``); empty = unpartitioned.
     partition_by: FieldList = []
     #: Field deciding which version of a key wins (Hudi's precombine field). None = arrival order.
     ordering_field: str | None = None
@@ -131,6 +141,8 @@ class TargetConfig(StrictModel):
     #: Partition values escaped as Hudi's ``escapePathName`` (``a/b`` -> ``a%2Fb``), Hudi's
     #: ``hoodie.datasource.write.partitionpath.urlencode`` (persisted in hoodie.properties).
     url_encode_partitions: bool = False
+    #: Hudi ``hoodie.datasource.write.operation``: ``upsert`` updates existing keys; ``insert`` skips the
+    #: index lookup (an existing key is written again); ``bulk_insert`` writes new file groups only.
     operation: Literal["upsert", "insert", "bulk_insert"] = "upsert"
     #: Parquet blocks carry the RFC-06 index; Avro blocks are what older readers expect.
     log_block_format: Literal["parquet", "avro"] = defaults.LOG_BLOCK_FORMAT
