@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Merge-On-Read tables (indexed logs, log compaction, compaction).",
     )
     parser.add_argument("--version", action="version", version=f"mor-streamer {__version__}")
-    _log_flags(parser, default_level="INFO", default_format="text")
+    _log_flags(parser, default_level=None, default_format="text")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -59,10 +59,23 @@ def _log_flags(parser: argparse.ArgumentParser, default_level: str, default_form
     value given before the command stands unless the flag is repeated after it."""
     parser.add_argument("--log-level", default=default_level, type=str.upper,
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                        help="log level of all modules (default INFO); logs go to standard error")
+                        help="log level of all modules (default: INFO for run, demo and kafka-local; WARNING "
+                        "for the one-shot commands, whose results go to standard output); logs go to "
+                        "standard error")
     parser.add_argument("--log-format", default=default_format, choices=("text", "json"),
                         help="text lines, or one JSON object per line (ts, level, logger, message, pipeline, "
                         "batch) for log shippers")
+
+
+#: Commands that run for a while and report progress through the log.
+_PROGRESS_COMMANDS = frozenset({"run", "demo", "kafka-local", "setup-jvm"})
+
+
+def _default_level(command: str | None) -> str:
+    """INFO where the log is the progress report; WARNING for one-shot commands, which
+    print their result on standard output - a refusal stays one line, not a replay of
+    what the command scheduled before it refused."""
+    return "INFO" if command in _PROGRESS_COMMANDS else "WARNING"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from streamer.observe.logs import configure_logging
 
-    configure_logging(args.log_level, args.log_format)
+    configure_logging(args.log_level or _default_level(args.command), args.log_format)
     try:
         return int(args.func(args) or 0)
     except StreamerError as e:

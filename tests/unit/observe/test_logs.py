@@ -98,4 +98,11 @@ def test_log_flags_before_or_after_the_command():
         parser.parse_args(["--log-level", "debug", "--log-format", "json", "run", "p.yaml"]),
         parser.parse_args(["run", "p.yaml", "--log-level", "warning"]),
     )]
-    assert seen == [("INFO", "text"), ("DEBUG", "json"), ("WARNING", "text")]
+    assert seen == [(None, "text"), ("DEBUG", "json"), ("WARNING", "text")]  # None: the command's default
+
+
+def test_default_level_is_info_for_progress_commands_and_warning_for_one_shot_ones():
+    from streamer.cli import _default_level
+
+    assert [_default_level(c) for c in ("run", "demo", "kafka-local")] == ["INFO"] * 3
+    assert [_default_level(c) for c in ("compact", "log-compact", "read", "show", "check")] == ["WARNING"] * 5
