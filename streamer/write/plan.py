@@ -189,15 +189,7 @@ def build_plan(
             which = assign_rows(rkeys.take(pa.array(rows)), buckets).to_numpy()
             task_ids[rows] = np.array(bucket_tids, dtype=np.int32)[which]
 
-    assignment = pa.table(
-        {
-            RECORD_KEY_COL: rkeys,
-            PARTITION_PATH_COL: parts,
-            TASK_COL: pa.array(task_ids),
-            OP_COL: pa.array(ops),
-        }
-    )
-    return WritePlan(tasks, assignment, new_partitions)
+    return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions)
 
 
 def build_bucket_plan(
@@ -263,12 +255,10 @@ def build_bucket_plan(
         ops[row_found & ~is_delete & row_new] = OP_INSERT
         ops[row_found & ~row_new & is_delete] = OP_DELETE
         task_ids = np.where(ops == OP_DROP, -1, task_ids).astype(np.int32)
-    assignment = pa.table(
-        {
-            RECORD_KEY_COL: rkeys,
-            PARTITION_PATH_COL: parts,
-            TASK_COL: pa.array(task_ids),
-            OP_COL: pa.array(ops),
-        }
-    )
-    return WritePlan(tasks, assignment, new_partitions)
+    return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions)
+
+
+def _assignment(rkeys: pa.Array, parts: pa.Array, task_ids: np.ndarray, ops: np.ndarray) -> pa.Table:
+    """Each row's task and operation, aligned with the batch's keys (both planners)."""
+    return pa.table({RECORD_KEY_COL: rkeys, PARTITION_PATH_COL: parts,
+                     TASK_COL: pa.array(task_ids), OP_COL: pa.array(ops)})
