@@ -3,17 +3,28 @@
 Defaults suit a laptop (``local[*]``, no UI, quiet logs) and any cluster is a master
 URL away. The Python workers are pinned to the running interpreter: a worker on
 another Python would import another pyarrow/pyspark and fail in confusing ways.
+
+On a cluster (any master but ``local``/``local[...]``) the executors must import this
+project's code (``streamer``, ``sources``, ``transforms``): by default the session ships
+it, zipped from the running installation, with ``SparkContext.addPyFile`` (executors
+then run exactly the driver's version). ``spark.morstreamer.shipPackage: "false"``
+relies on an installation on every node instead. docs/cluster.md has both.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
 import signal
 import sys
+import tempfile
 import threading
+import zipfile
 from collections.abc import Callable, Mapping
 from importlib import resources
+from pathlib import Path
 from typing import TypeVar
 
 from streamer.jvm import classpath
@@ -29,9 +40,26 @@ _DEFAULT_CONF: dict[str, str] = {
     "spark.default.parallelism": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
+
+#: Where a local master's driver listens: loopback only. A cluster's executors must reach
+#: the driver, so with any other master Spark's own default (this host's address) stands
+#: unless ``spark.driver.host`` / ``spark.driver.bindAddress`` are set.
+_LOCAL_DRIVER_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
 }
+
+#: Our setting (``true``/``false``/``auto``, the default): ship this project's code to the
+#: executors as a zip (``auto``: unless the master is ``local``/``local[...]``).
+SHIP_PACKAGE_CONF = "spark.morstreamer.shipPackage"
+#: The packages executors import (the top-level packages of the ``mor-streamer`` distribution).
+SHIPPED_PACKAGES = ("streamer", "sources", "transforms")
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: tasks run in the driver's JVM."""
+    return master == "local" or master.startswith("local[")
 
 
 def _log4j_config() -> str:
@@ -46,6 +74,8 @@ def spark_conf(
     """The full configuration a session is built with (exposed for inspection/tests)."""
     out = dict(_DEFAULT_CONF)
     out["spark.master"] = master or os.environ.get("MOR_STREAMER_SPARK_MASTER", DEFAULT_MASTER)
+    if is_local_master(out["spark.master"]):
+        out.update(_LOCAL_DRIVER_CONF)
     out["spark.pyspark.python"] = sys.executable
     out["spark.pyspark.driver.python"] = sys.executable
     log_opt = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
@@ -55,6 +85,62 @@ def spark_conf(
         out["spark.jars"] = ",".join(classpath("spark"))
     out.update(conf or {})
     return out
+
+
+def ships_package(conf: Mapping[str, str]) -> bool:
+    """Whether a session built with ``conf`` (see :func:`spark_conf`) ships our code."""
+    value = str(conf.get(SHIP_PACKAGE_CONF, "auto")).strip().lower()
+    if value in ("auto", ""):
+        return not is_local_master(conf.get("spark.master", DEFAULT_MASTER))
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    from streamer.errors import ConfigError
+
+    raise ConfigError(f"{SHIP_PACKAGE_CONF} must be true, false or auto, not {value!r}")
+
+
+def package_zip(out_dir: str | os.PathLike[str] | None = None) -> Path:
+    """A zip of the running installation's ``streamer``, ``sources`` and ``transforms``
+    (code and package data, no caches), for ``addPyFile`` / ``spark.submit.pyFiles``.
+
+    Named by a hash of its contents (an edited checkout gives a new zip; an unchanged one
+    reuses it) and written atomically into ``out_dir`` (default: a folder in the temp dir).
+    Executors need the same third-party packages (pyarrow, pydantic, ...) installed: the
+    zip carries only this project's code.
+    """
+    import importlib
+
+    files: list[tuple[str, Path]] = []
+    for name in SHIPPED_PACKAGES:
+        root = Path(importlib.import_module(name).__file__ or "").parent
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root.parent)
+            if path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo"):
+                files.append((rel.as_posix(), path))
+    digest = hashlib.sha256()
+    for arcname, path in files:
+        digest.update(arcname.encode() + b"\0" + path.read_bytes() + b"\0")
+    folder = Path(out_dir) if out_dir is not None else Path(tempfile.gettempdir()) / "mor-streamer-pyfiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"mor_streamer-{digest.hexdigest()[:16]}.zip"
+    if target.is_file():
+        return target
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".zip.tmp")
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for arcname, path in files:
+                info = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, path.read_bytes())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return target
 
 
 def get_spark(
@@ -76,10 +162,15 @@ def get_spark(
     if active is not None:
         return active
     builder = SparkSession.builder.appName(app_name)
-    for key, value in spark_conf(master, conf, with_kafka).items():
+    settings = spark_conf(master, conf, with_kafka)
+    ship = ships_package(settings)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = start_noticing_interrupts(builder.getOrCreate)
     session.sparkContext.setLogLevel("WARN")
+    if ship:
+        # before any job: every task's Python worker puts the zip first on its path
+        session.sparkContext.addPyFile(str(package_zip()))
     # spark.read.format("morhudi") works in every session we build.
     from streamer.read.spark_source import register
 

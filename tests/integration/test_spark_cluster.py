@@ -1,0 +1,222 @@
+"""A continuous Kafka pipeline on a real Spark standalone cluster loses a worker mid-batch.
+
+The cluster (a master and two workers with one core each) starts from pyspark's own
+distribution (:class:`streamer.testing.spark_cluster.LocalSparkCluster`); the pipeline is a
+real ``streamer run FILE`` process whose driver points at it (``spark.master``) with the
+spark engine, so tagging and file-group writes run in the executors' JVMs and Python
+workers, not in the driver. The executors' Python has the third-party packages but not
+mor-streamer (a ``sitecustomize`` hides the editable install, as on a node where the
+project was never installed): they can only run our code from the zip the session ships.
+
+Once the pipeline has committed and an executor is running tasks, its worker is
+SIGKILLed with everything it started (a machine gone). The remaining worker finishes the
+backlog and more records produced after the kill; the process then stops gracefully and
+the table equals the model in our reader and in hudi-rs, and every row was committed by
+the one commit whose offsets cover it (exactly once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from streamer.fs import resolve
+from streamer.pipeline.checkpoint import checkpoint_history
+from streamer.testing.kafka import free_port
+from streamer.testing.spark_cluster import LocalSparkCluster
+from tests.support.trip_model import (
+    SCHEMA_DDL,
+    TripModel,
+    assert_each_record_committed_once,
+    assert_matches_model,
+    produce_records,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
+
+STREAMER = str(Path(sys.executable).with_name("streamer"))
+SEED = 20_261_123
+BACKLOG = 16_000  # before the pipeline starts
+AFTER_KILL = 2_000  # produced once a worker is gone
+BATCH = 4_000
+TOTAL_LIMIT_S = 240.0
+
+#: The executors' ``sitecustomize``: hide the editable install of mor-streamer (and any
+#: path entry holding its packages) and note the process, so the test knows the
+#: executors' Python ran without the project installed.
+SITECUSTOMIZE = """\
+import os, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+sys.path[:] = [p for p in sys.path if not os.path.isfile(os.path.join(p or os.getcwd(), "streamer", "__init__.py"))]
+with open({log!r}, "a") as out:
+    out.write(f"{{os.getpid()}} {{os.getcwd()}}\\n")
+"""
+
+
+def _get_json(url: str) -> object:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _pipeline_yaml(cluster: LocalSparkCluster, kafka, topic: str, lake: Path, site: Path, ui_port: int) -> str:
+    return textwrap.dedent(f"""\
+        pipelines:
+          - name: on_cluster
+            source: {{type: kafka, bootstrap_servers: "{kafka.bootstrap_servers}", topic: {topic}, format: json,
+                      schema: "{SCHEMA_DDL}", max_records_per_batch: {BATCH}}}
+            target: {{path: {lake}/on_cluster, record_key: [uuid], partition_by: [city], ordering_field: ts}}
+            policies: {{log_compaction: {{mode: off}}, compaction: {{mode: off}}, clean: {{mode: off}}, archive: {{mode: off}}}}
+            trigger: {{mode: continuous, interval: 500ms}}
+            engine: spark
+            spark:
+              master: "{cluster.master_url}"
+              conf:
+                spark.executor.memory: 512m
+                spark.executor.cores: "1"
+                spark.cores.max: "2"
+                spark.sql.shuffle.partitions: "4"
+                spark.default.parallelism: "4"
+                spark.driver.host: 127.0.0.1
+                spark.driver.bindAddress: 127.0.0.1
+                spark.executorEnv.PYTHONPATH: "{site}"
+                spark.ui.enabled: "true"
+                spark.ui.port: "{ui_port}"
+                spark.port.maxRetries: "0"
+                spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+        """)
+
+
+class Driver:
+    """The ``streamer run`` process and its output."""
+
+    def __init__(self, yaml_path: Path, cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [STREAMER, "run", str(yaml_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, cwd=cwd, env=env, start_new_session=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip())
+
+    @property
+    def commits(self) -> int:
+        return sum("| deltacommit" in line for line in self.lines)
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.lines[-n:])
+
+    def check_alive(self) -> bool:
+        assert self.proc.poll() is None, f"streamer run exited ({self.proc.returncode}):\n{self.tail()}"
+        return True
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+
+def _committed_offsets(table: str) -> int:
+    fs, base = resolve(table)
+    history = checkpoint_history(fs, base)
+    return sum(history[-1].position.partitions.values()) if history else 0
+
+
+def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(kafka, tmp_path):
+    started = time.monotonic()
+    topic = kafka.create_topic(f"cluster-{uuid.uuid4().hex[:8]}", partitions=3)
+    model = TripModel(seed=SEED, key_space=3_000)
+    for _ in range(BACKLOG // 2_000):
+        produce_records(kafka, topic, model.records(2_000))
+
+    site = tmp_path / "executor-site"
+    site.mkdir()
+    executor_log = tmp_path / "executor-pythons.log"
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(log=str(executor_log)))
+    lake = tmp_path / "lake"
+    table = str(lake / "on_cluster")
+    ui_port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MOR_STREAMER_SPARK_MASTER")}
+
+    with LocalSparkCluster(workers=2, worker_cores=1, worker_memory="1g", workdir=tmp_path / "cluster") as cluster:
+        yaml_path = tmp_path / "cluster.yaml"
+        yaml_path.write_text(_pipeline_yaml(cluster, kafka, topic, lake, site, ui_port))
+        driver = Driver(yaml_path, tmp_path, env)
+        ui = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+        try:
+            # 1. the first batch commits, with an executor on each worker
+            wait_until(lambda: driver.check_alive() and driver.commits >= 1, 150, "the first commit on the cluster")
+            (app,) = _get_json(ui)
+            app_id = app["id"]
+            on_worker = {i: [str(e["id"]) for e in cluster.worker_state(i)["executors"] if e["appid"] == app_id]
+                         for i in (0, 1)}
+            assert on_worker[0] and on_worker[1], f"an executor on each worker expected: {on_worker}"
+            victim = on_worker[0][0]
+            processes = {i: cluster.executor_processes(i) for i in (0, 1)}
+            assert all(p["executor"] for p in processes.values()), processes
+            assert driver.proc.pid not in processes[0]["executor"] + processes[1]["executor"]
+
+            # 2. kill worker 0 (with its executor JVM and Python workers) while its executor runs tasks
+            def victim_busy() -> bool:
+                driver.check_alive()
+                executors = {e["id"]: e for e in _get_json(f"{ui}/{app_id}/executors")}
+                return executors.get(victim, {}).get("activeTasks", 0) > 0
+            wait_until(victim_busy, 90, "a task running on worker 0's executor", poll_s=0.05)
+            commits_at_kill = driver.commits
+            offsets_at_kill = _committed_offsets(table)
+            killed = cluster.kill_worker(0)
+            assert len(killed) >= 3, f"the worker, its executor JVM and Python expected, killed {killed}"
+            assert _committed_offsets(table) < sum(kafka.end_offsets(topic).values()), "the backlog was done"
+
+            # 3. more records; the surviving worker takes everything to the end
+            produce_records(kafka, topic, model.records(AFTER_KILL))
+            end = sum(kafka.end_offsets(topic).values())
+            remaining = TOTAL_LIMIT_S - (time.monotonic() - started)
+            wait_until(lambda: driver.check_alive() and _committed_offsets(table) >= end, max(remaining, 30),
+                       f"the pipeline to commit all {end} offsets on the surviving worker")
+            lost = [e for e in _get_json(f"{ui}/{app_id}/allexecutors") if e["id"] == victim]
+            assert lost and not lost[0]["isActive"], f"the driver still counts executor {victim} as alive: {lost}"
+            # a task of the batch was running there: it failed with the executor, and was retried
+            assert lost[0]["failedTasks"] >= 1, f"no task was lost with executor {victim}: {lost}"
+            executors_used = [e for e in _get_json(f"{ui}/{app_id}/allexecutors") if e["id"] != "driver"]
+            assert all(e["totalTasks"] > 0 for e in executors_used), executors_used
+
+            # 4. a graceful stop (SIGTERM: finish the running batch, then stop)
+            driver.proc.send_signal(signal.SIGTERM)
+            driver.proc.wait(90)
+            assert driver.proc.returncode == 0, driver.tail()
+        except BaseException:
+            print(driver.tail(80))
+            print(cluster.log_tails(40))
+            raise
+        finally:
+            if driver.proc.poll() is None:
+                driver.kill()
+    print(f"killed worker 0 (pids {killed}) after {commits_at_kill} commits covering {offsets_at_kill} offsets; "
+          f"{driver.commits} commits in all; {model.produced} records; {time.monotonic() - started:.0f}s")
+    assert not any("Traceback" in line for line in driver.lines), driver.tail()
+
+    # the executors ran in Python processes of their own, without mor-streamer installed
+    pythons = {int(line.split()[0]) for line in executor_log.read_text().splitlines()}
+    assert pythons and driver.proc.pid not in pythons and os.getpid() not in pythons, pythons
+    assert commits_at_kill >= 1 and driver.commits > commits_at_kill
+
+    assert_matches_model(table, model.expected())
+    assert_each_record_committed_once(table, kafka, topic)
