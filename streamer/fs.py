@@ -18,7 +18,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -346,7 +346,7 @@ def _fsync_local(path: str) -> None:
 _S3_SCHEMES = ("s3", "s3a", "s3n")
 
 
-def resolve(uri: str) -> tuple[FileSystem, str]:
+def resolve(uri: str, s3: S3Settings | None = None) -> tuple[FileSystem, str]:
     """Split a user's path or URI into (filesystem, path inside it).
 
     Accepted, as Hadoop and Spark write them: plain paths (made absolute, so relative
@@ -358,6 +358,11 @@ def resolve(uri: str) -> tuple[FileSystem, str]:
     network; an S3-compatible endpoint from ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
     or ``?endpoint_override=host:port&scheme=http``, see docs/object-storage.md), and
     anything else pyarrow resolves (``hdfs://``, ``gs://``...).
+
+    ``s3``: a pipeline's ``storage.s3`` settings (endpoint, region, credentials), used for
+    ``s3://`` locations field by field over the AWS environment; None = the environment
+    alone. Passed explicitly by whoever resolves a pipeline's paths, never kept globally,
+    so two pipelines of one run may each use their own store.
     """
     scheme, rest = _split_scheme(uri)
     if scheme is None:
@@ -365,7 +370,7 @@ def resolve(uri: str) -> tuple[FileSystem, str]:
     if scheme == "file":
         return FileSystem(pafs.LocalFileSystem()), _local(_file_uri_path(uri, rest))
     if scheme in _S3_SCHEMES:
-        return _resolve_s3(uri, rest)
+        return _resolve_s3(rest, s3)
     fs, path = pafs.FileSystem.from_uri(uri)
     return FileSystem(fs), path.rstrip("/")
 
@@ -414,13 +419,28 @@ def _local(path: str) -> str:
     return os.path.abspath(path).replace(os.sep, "/")
 
 
-def _resolve_s3(uri: str, rest: str) -> tuple[FileSystem, str]:
+def _resolve_s3(rest: str, base: S3Settings | None) -> tuple[FileSystem, str]:
     location, _, query = rest.partition("?")
     location = location.lstrip("/").rstrip("/")
-    settings = S3Settings.from_env(query)
+    settings = (base or S3Settings()).resolved(query)
     conditional = Conditional(settings)
-    if not settings.endpoint and (query or not settings.region):
-        # other options in the URI, or the region must be looked up: pyarrow's way
-        fs, path = pafs.FileSystem.from_uri(f"s3://{location}" + (f"?{query}" if query else ""))
+    if not settings.endpoint and not settings.region:
+        if not settings.explicit:
+            # no credentials of ours to hand over, the region to be looked up: pyarrow's way
+            fs, path = pafs.FileSystem.from_uri(f"s3://{location}" + (f"?{query}" if query else ""))
+            return FileSystem(fs, conditional), path.rstrip("/")
+        region = settings._profile_region()  # a profile may name the region
+        if region is None:
+            bucket = location.partition("/")[0]
+            try:
+                region = pafs.resolve_s3_region(bucket)
+            except OSError as e:
+                raise StorageError(f"{settings.source}: no region set and the bucket's region could "
+                                   f"not be looked up ({e}); set region", f"s3://{location}") from None
+        settings = replace(settings, region=region)
+        conditional = Conditional(settings)
+    elif not settings.endpoint and query and not settings.explicit:
+        # other options in the URI (pyarrow's ?anonymous=...): pyarrow's way
+        fs, path = pafs.FileSystem.from_uri(f"s3://{location}?{query}")
         return FileSystem(fs, conditional), path.rstrip("/")
     return FileSystem(settings.arrow(), conditional), location

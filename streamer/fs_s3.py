@@ -17,10 +17,13 @@ first exclusive create per bucket therefore probes it (two conditional PUTs of o
 key: the second must fail) and, if the store does not honour them, refuses with an error
 naming :data:`UNSAFE_ENV` - the operator's statement that only one writer ever runs.
 
-Settings come from the usual AWS chain: ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` for an
-S3-compatible endpoint, ``AWS_REGION``/``AWS_DEFAULT_REGION``, and credentials from the
-environment, ``~/.aws`` profiles or instance roles (read by pyarrow and boto3 themselves:
-nothing here stores or prints a secret).
+Settings come from a pipeline's YAML (``storage: {s3: {...}}``, see
+:class:`streamer.config.pipeline.S3StorageConfig`) field by field over the usual AWS chain:
+``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` for an S3-compatible endpoint,
+``AWS_REGION``/``AWS_DEFAULT_REGION``, and credentials from the environment, ``~/.aws``
+profiles or instance roles (read by pyarrow and boto3 themselves). Secrets given in YAML
+are held as :class:`pydantic.SecretStr` and handed over only to pyarrow's and boto3's
+constructors: no repr, error or log line built here contains one.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
+from pydantic import SecretStr
 
 from streamer.errors import StorageError
 
@@ -53,27 +57,88 @@ _CHECKSUM_ENV = {"AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
 
 @dataclass(frozen=True)
 class S3Settings:
-    """Where the S3 API answers: ``endpoint`` None means AWS itself."""
+    """Where the S3 API answers and who we are there; ``None`` fields: the AWS chain.
+
+    ``endpoint`` None means AWS itself. Credentials: ``access_key_id`` with
+    ``secret_access_key`` (and ``session_token`` for temporary ones), or a named
+    ``profile`` of ``~/.aws``, or neither (the SDKs' default chain). ``path_style``: None =
+    path-style for a custom endpoint, virtual-hosted for AWS. ``source`` names where the
+    settings came from (``pipelines[0].storage.s3``), for error messages. Secrets and the
+    key id are left out of ``repr``.
+    """
 
     endpoint: str | None = None
     region: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: SecretStr | None = field(default=None, repr=False)
+    session_token: SecretStr | None = field(default=None, repr=False)
+    profile: str | None = None
+    path_style: bool | None = None
+    source: str = field(default="the AWS environment", compare=False)
 
     @classmethod
     def from_env(cls, query: str = "") -> S3Settings:
         """From ``?endpoint_override=&scheme=&region=`` of a URI, else the AWS variables."""
+        return cls().resolved(query)
+
+    def resolved(self, query: str = "") -> S3Settings:
+        """These settings completed for one location: a URI's ``?endpoint_override=&scheme=
+        &region=`` first (the most specific), then what is set here, then the AWS variables."""
         q = {k: v[-1] for k, v in parse_qs(query).items()}
-        endpoint = q.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL_S3") \
+        endpoint = q.get("endpoint_override") or self.endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") \
             or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint and "://" not in endpoint:
             endpoint = f"{q.get('scheme', 'https')}://{endpoint}"
-        region = q.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        return cls(endpoint or None, region or None)
+        region = q.get("region") or self.region or os.environ.get("AWS_REGION") \
+            or os.environ.get("AWS_DEFAULT_REGION")
+        return replace(self, endpoint=endpoint or None, region=region or None)
+
+    @property
+    def explicit(self) -> bool:
+        """Whether credentials are given here (keys or a profile), not left to the SDKs."""
+        return bool(self.access_key_id or self.profile)
+
+    def _credentials(self) -> tuple[str, str, str | None] | None:
+        """(key id, secret, token) to hand to a client; None: the SDKs' default chain."""
+        if self.access_key_id:
+            if self.secret_access_key is None:
+                raise StorageError(f"{self.source}: access_key_id needs secret_access_key", "s3://")
+            token = self.session_token.get_secret_value() if self.session_token else None
+            return self.access_key_id, self.secret_access_key.get_secret_value(), token
+        if self.profile:
+            creds = self._boto_session().get_credentials()
+            if creds is None:
+                raise StorageError(f"{self.source}: the AWS profile {self.profile!r} gives no credentials",
+                                   "s3://")
+            # read once: pyarrow cannot follow a profile; temporary credentials of a profile
+            # (SSO, assumed roles) are not renewed for pyarrow's reads and writes
+            frozen = creds.get_frozen_credentials()
+            return frozen.access_key, frozen.secret_key, frozen.token
+        return None
+
+    def _boto_session(self) -> Any:
+        try:
+            import boto3
+            from botocore.exceptions import BotoCoreError
+        except ImportError as e:  # pragma: no cover - a dependency of the project
+            raise StorageError("S3 needs boto3 (pip install boto3)", "s3://") from e
+        try:
+            return boto3.Session(profile_name=self.profile) if self.profile else boto3.Session()
+        except BotoCoreError as e:  # ProfileNotFound names only the profile
+            raise StorageError(f"{self.source}.profile: {e}", "s3://") from None
+
+    def _profile_region(self) -> str | None:
+        return self._boto_session().region_name if self.profile else None
 
     def arrow(self) -> pafs.S3FileSystem:
-        """pyarrow's S3 filesystem for these settings (credentials: the default AWS chain)."""
+        """pyarrow's S3 filesystem for these settings."""
         kwargs: dict[str, Any] = {}
-        if self.region:
-            kwargs["region"] = self.region
+        region = self.region or self._profile_region()
+        if region:
+            kwargs["region"] = region
+        creds = self._credentials()
+        if creds is not None:
+            kwargs["access_key"], kwargs["secret_key"], kwargs["session_token"] = creds
         if self.endpoint:
             for key, value in _CHECKSUM_ENV.items():
                 os.environ.setdefault(key, value)  # read when the AWS SDK first initialises
@@ -81,9 +146,32 @@ class S3Settings:
             kwargs["endpoint_override"] = url.netloc
             kwargs["scheme"] = url.scheme or "https"
             # path-style addressing for S3-compatible servers (no per-bucket DNS names)
-            kwargs["force_virtual_addressing"] = False
+            # unless path_style: false asks for virtual-hosted bucket names
+            kwargs["force_virtual_addressing"] = self.path_style is False
             kwargs.setdefault("region", "us-east-1")
+        elif self.path_style:
+            raise StorageError(f"{self.source}.path_style: true needs an endpoint (AWS S3 itself is "
+                               "addressed virtual-hosted)", "s3://")
         return pafs.S3FileSystem(**kwargs)
+
+    def boto3_client(self) -> Any:
+        """A boto3 S3 client for these settings (conditional PUTs)."""
+        from botocore.config import Config
+
+        addressing: dict[str, str] = {}
+        if self.endpoint or self.path_style is not None:
+            path = self.path_style if self.path_style is not None else True
+            addressing = {"addressing_style": "path" if path else "virtual"}
+        config = Config(retries={"max_attempts": 3, "mode": "standard"}, s3=addressing)
+        kwargs: dict[str, Any] = {"endpoint_url": self.endpoint, "config": config,
+                                  "region_name": self.region or self._profile_region() or "us-east-1"}
+        if self.access_key_id:
+            creds = self._credentials()
+            assert creds is not None
+            kwargs.update(aws_access_key_id=creds[0], aws_secret_access_key=creds[1],
+                          aws_session_token=creds[2])
+        # a profile: the session follows it (and renews what it gives)
+        return self._boto_session().client("s3", **kwargs)
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -106,16 +194,13 @@ class Conditional:
     @property
     def client(self) -> Any:
         if self._client is None:
-            try:
-                import boto3
-                from botocore.config import Config
-            except ImportError as e:  # pragma: no cover - a dependency of the project
-                raise StorageError("exclusive creates on S3 need boto3 (pip install boto3)", "s3://") from e
-            config = Config(retries={"max_attempts": 3, "mode": "standard"},
-                            s3={"addressing_style": "path"} if self.settings.endpoint else {})
-            self._client = boto3.client("s3", endpoint_url=self.settings.endpoint,
-                                        region_name=self.settings.region or "us-east-1", config=config)
+            self._client = self.settings.boto3_client()
         return self._client
+
+    def __getstate__(self) -> dict[str, Any]:
+        # shipped to Spark executors inside a write context: a boto3 client does not
+        # pickle, so each process builds its own
+        return {**self.__dict__, "_client": None}
 
     def put(self, path: str, data: bytes, *, if_none_match: bool = False,
             if_match: str | None = None) -> str | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import posixpath
 import re
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 
 from streamer import defaults
 from streamer.config.base import OptionMap, StrictModel
@@ -20,6 +20,9 @@ from streamer.config.sources import SourceConfig
 from streamer.config.target import TargetConfig
 from streamer.config.transforms import TransformConfig
 from streamer.config.units import Duration, format_duration
+
+if TYPE_CHECKING:
+    from streamer.fs_s3 import S3Settings
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -132,6 +135,93 @@ class ProgressConfig(StrictModel):
     path: str = Field(min_length=1)
 
 
+_ENDPOINT = re.compile(r"^https?://[^/\s?#@]+/?$")
+
+
+class S3StorageConfig(StrictModel):
+    """An S3 or S3-compatible store (MinIO, s3proxy, R2, ...) for the pipeline's ``s3://`` paths.
+
+    Applies to the table, the error table, the checkpoint folder and the lease of the
+    pipeline (``s3a://``/``s3n://`` spellings included). Every field left unset falls back
+    to the usual AWS chain (``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``~/.aws`` profiles, instance roles), so a
+    file without ``storage`` behaves exactly as before. Give secrets as ``${VAR}``
+    references: they are masked in every log, summary, error and dump (docs/object-storage.md).
+    """
+
+    #: The S3 API's URL for an S3-compatible store, ``http(s)://host[:port]``; unset =
+    #: ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, else AWS S3 itself (Hadoop's ``fs.s3a.endpoint``).
+    endpoint: str | None = None
+    #: Region; unset = ``AWS_REGION``/``AWS_DEFAULT_REGION``, else the ``profile``'s, else the bucket's
+    #: (asked once; a custom endpoint defaults to ``us-east-1``).
+    region: str | None = None
+    #: Access key id, given with ``secret_access_key``; unset = the AWS credential chain
+    #: (Hadoop's ``fs.s3a.access.key``).
+    access_key_id: str | None = None
+    #: Secret access key of ``access_key_id`` (a secret: masked in logs and dumps; Hadoop's
+    #: ``fs.s3a.secret.key``).
+    secret_access_key: SecretStr | None = None
+    #: Session token of temporary credentials, with ``access_key_id`` (a secret: masked).
+    session_token: SecretStr | None = None
+    #: A named profile of ``~/.aws/config``/``credentials`` instead of keys (its credentials are
+    #: read once per location at start: temporary ones are not renewed for data files).
+    profile: str | None = None
+    #: ``true``: path-style URLs (``endpoint/bucket/key``); ``false``: virtual-hosted
+    #: (``bucket.endpoint/key``); unset = path-style for a custom ``endpoint``, virtual-hosted on AWS
+    #: (Hadoop's ``fs.s3a.path.style.access``).
+    path_style: bool | None = None
+
+    @field_validator("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile",
+                     mode="before")
+    @classmethod
+    def _blank_is_unset(cls, v: object) -> object:
+        """``${VAR:-}`` of an unset variable means "not given", so the AWS chain decides."""
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and "@" in v.split("/")[2 if "//" in v else 0]:
+            # never echoed: what precedes the @ may be a password
+            raise ValueError("endpoint must be a URL without a path or credentials (user:password@): "
+                             "give access_key_id and secret_access_key instead")
+        if v is not None and not _ENDPOINT.match(v):
+            raise ValueError(f"endpoint {v!r} must be a URL without a path, "
+                             "e.g. http://127.0.0.1:9000 or https://s3.example.com")
+        return v.rstrip("/") if v else v
+
+    @model_validator(mode="after")
+    def _credentials(self) -> S3StorageConfig:
+        # messages name the settings, never their values
+        keys = self.access_key_id is not None, self.secret_access_key is not None
+        if keys[0] != keys[1]:
+            raise ValueError("access_key_id and secret_access_key must be given together")
+        if self.session_token is not None and not keys[0]:
+            raise ValueError("session_token needs access_key_id and secret_access_key")
+        if self.profile is not None and keys[0]:
+            raise ValueError("give either profile or access_key_id/secret_access_key, not both")
+        return self
+
+    def settings(self, source: str = "storage.s3") -> S3Settings:
+        """What :func:`streamer.fs.resolve` takes; ``source`` names this block in errors."""
+        from streamer.fs_s3 import S3Settings
+
+        return S3Settings(endpoint=self.endpoint, region=self.region, access_key_id=self.access_key_id,
+                          secret_access_key=self.secret_access_key, session_token=self.session_token,
+                          profile=self.profile, path_style=self.path_style, source=source)
+
+
+class StorageConfig(StrictModel):
+    """Where the pipeline's storage answers and with which credentials (today: S3).
+
+    Normally given at the top level of the file and inherited by every pipeline; a
+    pipeline's own ``storage`` replaces it (pipelines of one run may use different stores).
+    """
+
+    #: Settings for ``s3://``/``s3a://``/``s3n://`` locations; unset = the AWS environment alone.
+    s3: S3StorageConfig | None = None
+
+
 def _engine_shorthand(value: object) -> object:
     return {"mode": value} if isinstance(value, str) else value
 
@@ -156,6 +246,9 @@ class PipelineConfig(StrictModel):
     metrics: MetricsConfig | None = None
     #: Run-wide JSON progress events, normally given at the top level of the file (inherited).
     progress: ProgressConfig | None = None
+    #: Object-store endpoint and credentials for the pipeline's table, error table, checkpoint
+    #: folder and lease; normally given at the top level of the file (inherited).
+    storage: StorageConfig | None = None
 
     @field_validator("name")
     @classmethod
@@ -202,6 +295,13 @@ class PipelineConfig(StrictModel):
             raise ValueError("trigger.interval must be positive in continuous mode")
         return self
 
+    def s3_settings(self) -> S3Settings | None:
+        """The ``storage.s3`` settings every path of this pipeline resolves with (None: the
+        AWS environment alone)."""
+        if self.storage is None or self.storage.s3 is None:
+            return None
+        return self.storage.s3.settings(f"pipeline {self.name}: storage.s3")
+
     def summary(self) -> str:
         """One line for ``streamer validate`` and logs (never contains secrets)."""
         src = self.source
@@ -221,6 +321,7 @@ class PipelineConfig(StrictModel):
         return (
             f"{self.name}: {what} -> {t.path} [{t.table_name}, {t.operation}, {parts}] "
             f"{len(self.transforms)} transform(s), trigger={trig}, engine={self.engine.mode}"
+            + (f", s3={self.storage.s3.endpoint or 'aws'}" if self.storage and self.storage.s3 else "")
         )
 
 
@@ -229,12 +330,15 @@ class PipelinesFile(StrictModel):
 
     ``metrics`` and ``progress`` apply to the whole run; each pipeline inherits them
     (a pipeline's own setting wins), so the loader hands them on with the pipelines.
+    ``storage`` is inherited the same way (a pipeline's own block replaces it whole).
     """
 
     #: Prometheus metrics of the run: endpoint and/or push gateway (docs/operations.md).
     metrics: MetricsConfig | None = None
     #: One JSON progress event per micro-batch, to a file or standard output.
     progress: ProgressConfig | None = None
+    #: Object-store endpoint and credentials, inherited by every pipeline (docs/object-storage.md).
+    storage: StorageConfig | None = None
     pipelines: list[PipelineConfig] = Field(min_length=1)
 
     @model_validator(mode="before")
@@ -242,7 +346,8 @@ class PipelinesFile(StrictModel):
     def _inherit_run_settings(cls, data: Any) -> Any:
         if not isinstance(data, dict) or not isinstance(data.get("pipelines"), list):
             return data
-        shared = {k: data[k] for k, model in (("metrics", MetricsConfig), ("progress", ProgressConfig))
+        shared = {k: data[k] for k, model in (("metrics", MetricsConfig), ("progress", ProgressConfig),
+                                           ("storage", StorageConfig))
                   if data.get(k) is not None and _valid(model, data[k])}  # a bad one is reported once, here
         if not shared:
             return data

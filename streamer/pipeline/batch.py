@@ -148,7 +148,7 @@ def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) 
     """
     if batch.retype is None:
         return batch
-    table = table_spark_schema(config.target.path)
+    table = table_spark_schema(config.target.path, config.s3_settings())
     if table is None:
         return batch
     have = {f.name: f.dataType for f in batch.df.schema.fields}
@@ -163,7 +163,7 @@ def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) 
     return batch.retype(wanted)
 
 
-def table_spark_schema(path: str):
+def table_spark_schema(path: str, s3=None):
     """The table's data columns as a Spark schema (None: no table yet, or no schema).
 
     Columns whose type Spark cannot hold are left out (they keep their inferred type).
@@ -176,7 +176,7 @@ def table_spark_schema(path: str):
     from streamer.table.snapshot import TableSnapshot
     from streamer.write.schema import data_schema
 
-    fs, base = resolve(path)
+    fs, base = resolve(path, s3)  # s3: the pipeline's storage.s3 settings
     if not fs.exists(properties_path(base)):
         return None
     schema = TableSnapshot.load(fs, base).latest_schema()

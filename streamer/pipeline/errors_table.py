@@ -31,6 +31,8 @@ from streamer.write.result import CommitResult
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from streamer.fs_s3 import S3Settings
+
 ERROR_ID = "error_id"
 #: Columns the runner adds to a transformed batch: why a row is bad (null = good) and its JSON.
 REASON_COL = "_mor_reason"
@@ -191,14 +193,14 @@ def error_counts_by_reason(errors: pa.Table) -> dict[str, int]:
 class ErrorTable:
     """The error table of one pipeline (non-partitioned, keyed by :data:`ERROR_ID`)."""
 
-    def __init__(self, path: str, pipeline_name: str) -> None:
+    def __init__(self, path: str, pipeline_name: str, s3: S3Settings | None = None) -> None:
         target = TargetConfig(
             path=path,
             record_key=[ERROR_ID],
             partition_by=[],
             table_name=f"{pipeline_name.replace('-', '_')}_errors",
         )
-        self.sink = TableSink(target, EngineConfig(mode="local"))
+        self.sink = TableSink(target, EngineConfig(mode="local"), s3=s3)
 
     def write(self, errors: pa.Table, extra_metadata: dict[str, str]) -> CommitResult:
         """Upsert error rows (:data:`ERROR_ARROW_SCHEMA`); duplicates of a batch collapse by id."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from streamer.errors import LeaseHeldError
 from streamer.fs import resolve
+from streamer.fs_s3 import S3Settings
 from streamer.write.lock import FileLock, LockInfo
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,9 @@ class PipelineLease:
     standbys cannot both win.
     """
 
-    def __init__(self, folder: str, pipeline: str, expiry_s: float = 30.0) -> None:
-        self.fs, folder = resolve(folder)
+    def __init__(self, folder: str, pipeline: str, expiry_s: float = 30.0,
+                 s3: S3Settings | None = None) -> None:
+        self.fs, folder = resolve(folder, s3)
         self.path = posixpath.join(folder, LEASE_FILE)
         self.pipeline = pipeline
         self.expiry_s = expiry_s

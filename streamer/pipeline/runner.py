@@ -80,8 +80,10 @@ class PipelineRunner:
         #: identity columns the YAML did not ask for (hidden from the table).
         self.identity: RecordIdentity = record_identity(build_source(config.source))
         self.source: Source = self.identity.source
-        self.sink = TableSink(config.target, config.engine)
-        self.errors = ErrorTable(config.errors.path, config.name) if config.errors.path else None
+        # every location of the pipeline resolves with its storage settings (one place)
+        self.s3 = config.s3_settings()
+        self.sink = TableSink(config.target, config.engine, s3=self.s3)
+        self.errors = ErrorTable(config.errors.path, config.name, s3=self.s3) if config.errors.path else None
         self._spark = spark
         self._on_report = on_report or (lambda r: log.info("%s", r.line()))
         self._position: Position | None = None
@@ -137,7 +139,7 @@ class PipelineRunner:
     def lease(self) -> PipelineLease:
         """The lease that keeps a second process from running this pipeline (see ``lease.py``)."""
         folder = self.config.checkpoint_dir or f"{self.sink.path.rstrip('/')}_checkpoints"
-        return PipelineLease(folder, self.config.name)
+        return PipelineLease(folder, self.config.name, s3=self.s3)
 
     def warm_up(self) -> None:
         """Read and decode a few records without writing, so a standby's first batch is fast.

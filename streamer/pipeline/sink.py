@@ -19,6 +19,7 @@ from streamer.config.target import TargetConfig, TimestampKeyGen
 from streamer.data import is_spark_dataframe
 from streamer.errors import ConfigError
 from streamer.fs import FileSystem, resolve
+from streamer.fs_s3 import S3Settings
 from streamer.table.properties import properties_path
 from streamer.write.config import (
     KeyGenType,
@@ -112,11 +113,12 @@ def _check_identity(path: str, on_disk: TableConfig, wanted: TableConfig) -> Non
 class TableSink:
     """Opens the target table lazily (it is created by the first batch that has data)."""
 
-    def __init__(self, target: TargetConfig, engine: EngineConfig, fs: FileSystem | None = None) -> None:
+    def __init__(self, target: TargetConfig, engine: EngineConfig, fs: FileSystem | None = None,
+                 s3: S3Settings | None = None) -> None:
         self.target = target
         self.engine = engine
         if fs is None:
-            fs, path = resolve(target.path)
+            fs, path = resolve(target.path, s3)  # s3: the pipeline's storage.s3, if any
         else:
             path = target.path.rstrip("/")
         self.fs = fs
