@@ -43,7 +43,7 @@ $(STAMPS)/hudi-env: jvm/hudi/requirements.txt
 	$(HUDI_VENV)/bin/python -m pip install -q -r jvm/hudi/requirements.txt
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml jvm/hudi/pom.xml jvm/s3proxy/pom.xml
+$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml jvm/hudi/pom.xml jvm/s3proxy/pom.xml jvm/hive-metastore/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) and Java 17+ are needed to resolve the JVM jars" >&2; exit 1; }
 	rm -rf .jvm
 	mvn -q -B package

@@ -1,0 +1,16 @@
+"""A real Hive metastore for the catalog tests: one per session, on a free port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def hive_metastore() -> Iterator[object]:
+    """Hive's standalone metastore 3.1.3 with embedded Derby (streamer/testing/hive.py)."""
+    from streamer.testing.hive import LocalHiveMetastore
+
+    with LocalHiveMetastore() as hms:
+        yield hms
