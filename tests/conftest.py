@@ -51,6 +51,35 @@ def local_s3() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def minio() -> Iterator[object]:
+    """MinIO through testcontainers (bucket ``lake-bucket``), one per session; skipped,
+    with the reason, where no Docker engine answers."""
+    from streamer.testing.minio import docker_unavailable, minio_for_tests
+
+    reason = docker_unavailable()
+    if reason is not None:
+        pytest.skip(f"MinIO (testcontainers) needs Docker: {reason}")
+    with minio_for_tests() as store:
+        yield store
+
+
+#: The S3 stores the object-storage tests run over: s3proxy always, MinIO where Docker is.
+S3_STORES = ("s3proxy", "minio")
+
+
+@pytest.fixture(params=S3_STORES)
+def s3_store(request) -> Iterator[object]:
+    """Each S3 store in turn (``local_s3`` or ``minio``), the AWS variables pointing at it
+    for the test: ``s3://lake-bucket/...`` resolves there, in this process and its children."""
+    import os
+    from unittest import mock
+
+    store = request.getfixturevalue("local_s3" if request.param == "s3proxy" else "minio")
+    with mock.patch.dict(os.environ, store.environ()):
+        yield store
+
+
+@pytest.fixture(scope="session")
 def hudi_fixtures_dir(tmp_path_factory) -> Path:
     """All Hudi-written fixture tables unzipped once: <dir>/<zip stem>/<table folder>."""
     if not FIXTURES.is_dir():

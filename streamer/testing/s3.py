@@ -16,6 +16,7 @@ bounded and a failed start quotes the server's log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import subprocess
@@ -25,7 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, ClassVar
 
+from pydantic import SecretStr
+
 from streamer.errors import StreamerError
+from streamer.fs_s3 import S3Settings
 from streamer.jvm import classpath, java_executable
 from streamer.testing.kafka import free_port
 from streamer.testing.process import ManagedProcess
@@ -49,6 +53,30 @@ _LOGBACK = """<configuration>
 """
 
 
+def store_environ(endpoint: str, access_key: str, secret_key: str) -> dict[str, str]:
+    """The AWS variables that point our filesystem, boto3 and hudi-rs at a local store."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": access_key,
+        "AWS_SECRET_ACCESS_KEY": secret_key,
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",  # hudi-rs (object_store) refuses http:// otherwise
+        # s3proxy rejects the AWS SDK's default streaming checksums (pyarrow 26)
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
+        "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
+    }
+
+
+def create_buckets(endpoint: str, access_key: str, secret_key: str, buckets: tuple[str, ...]) -> None:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
+                          aws_access_key_id=access_key, aws_secret_access_key=secret_key)
+    for bucket in buckets:
+        client.create_bucket(Bucket=bucket)
+
+
 class LocalS3Error(StreamerError):
     """The local S3 server could not be started or reached in time."""
 
@@ -67,6 +95,9 @@ class LocalS3(ManagedProcess):
 
     buckets: tuple[str, ...] = ("lake-bucket",)
     backend: str = "transient"
+    #: The credentials the server accepts (a test may give a recognisable secret).
+    access_key: str = ACCESS_KEY
+    secret_key: str = field(default=SECRET_KEY, repr=False)
     port: int = 0
     workdir: Path | None = None
     heap: str = "768m"  # the transient backend holds every object
@@ -85,17 +116,12 @@ class LocalS3(ManagedProcess):
 
     def environ(self) -> dict[str, str]:
         """What a process needs to reach this server through the usual AWS variables."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ALLOW_HTTP": "true",  # hudi-rs (object_store) refuses http:// otherwise
-            # s3proxy rejects the AWS SDK's default streaming checksums (pyarrow 26)
-            "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
-            "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
-        }
+        return store_environ(self.endpoint, self.access_key, self.secret_key)
+
+    def settings(self) -> S3Settings:
+        """The same as YAML would give them (``storage.s3``), for :func:`streamer.fs.resolve`."""
+        return S3Settings(endpoint=self.endpoint, region=REGION, access_key_id=self.access_key,
+                          secret_access_key=SecretStr(self.secret_key), source="the local S3 server")
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalS3:
@@ -112,11 +138,11 @@ class LocalS3(ManagedProcess):
         conf.write_text("\n".join([
             f"s3proxy.endpoint={self.endpoint}",
             "s3proxy.authorization=aws-v2-or-v4",
-            f"s3proxy.identity={ACCESS_KEY}",
-            f"s3proxy.credential={SECRET_KEY}",
+            f"s3proxy.identity={self.access_key}",
+            f"s3proxy.credential={self.secret_key}",
             f"jclouds.provider={self.backend}",
-            f"jclouds.identity={ACCESS_KEY}",
-            f"jclouds.credential={SECRET_KEY}",
+            f"jclouds.identity={self.access_key}",
+            f"jclouds.credential={self.secret_key}",
             f"jclouds.filesystem.basedir={data}",
         ]) + "\n")
         logback = self.workdir / "logback.xml"
@@ -140,12 +166,7 @@ class LocalS3(ManagedProcess):
         return self.start()
 
     def _create_buckets(self) -> None:
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
-                              aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-        for bucket in self.buckets:
-            client.create_bucket(Bucket=bucket)
+        create_buckets(self.endpoint, self.access_key, self.secret_key, self.buckets)
 
     def _wait_until_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -165,3 +186,30 @@ class LocalS3(ManagedProcess):
         self.stop()
         raise LocalS3Error(f"{self.describe()} did not accept connections within {timeout_s:.0f}s; "
                            f"log tail:\n{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m streamer.testing.s3``: the local S3 server in the foreground, for the
+    demo against S3 (``configs/demo_s3.yaml``) or any pipeline; Ctrl-C stops it."""
+    import argparse
+    import signal
+    import threading
+
+    parser = argparse.ArgumentParser(prog="python -m streamer.testing.s3", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=9000, help="loopback port (default 9000; 0 = any free one)")
+    parser.add_argument("--bucket", action="append", help="bucket to create (repeatable; default lake-bucket)")
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LocalS3(buckets=tuple(args.bucket or ("lake-bucket",)), port=args.port) as server:
+        print(f"local S3 server at {server.endpoint}, bucket(s) {', '.join(server.buckets)}; "
+              f"credentials {ACCESS_KEY} / {SECRET_KEY} (local only). Ctrl-C stops it.", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait(args.duration)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

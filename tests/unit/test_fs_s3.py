@@ -4,12 +4,19 @@ What differs from a local disk is checked where it differs: atomic files are one
 exclusive create is a conditional PUT (``If-None-Match: *``), a lock's refresh is
 ``If-Match`` on the ETag it read, and folders are only key prefixes (deleting one must
 not depend on the order a server deletes markers in).
+
+Each runs on every S3 store (``s3_store``: s3proxy, and MinIO where Docker answers); the
+filesystem operations also run twice per store, once configured by the AWS variables and
+once by explicit settings (what a pipeline's ``storage.s3`` YAML gives) with those
+variables removed, so nothing of the YAML route silently falls back to the environment.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
+from unittest import mock
 
 import pytest
 
@@ -20,19 +27,30 @@ from streamer.fs_s3 import UNSAFE_ENV, Conditional, S3Settings
 pytestmark = [pytest.mark.s3, pytest.mark.integration]
 
 
-@pytest.fixture
-def s3(local_s3):
-    """A fresh folder in the session's bucket: (fs, path inside it)."""
-    fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}")
-    yield fs, path
-    fs.delete_dir(path)
+#: The AWS variables a store's ``environ()`` sets; the "settings" route runs without them.
+AWS_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
 
 
-def test_uri_spellings_resolve_to_the_local_endpoint(local_s3):
+@pytest.fixture(params=["env", "settings"])
+def s3(request, s3_store):
+    """A fresh folder in the store's bucket: (fs, path inside it), reached through the AWS
+    variables ("env") or through explicit settings alone ("settings", as YAML gives them)."""
+    settings = s3_store.settings() if request.param == "settings" else None
+    with mock.patch.dict(os.environ):
+        if settings is not None:
+            for name in AWS_VARS:
+                os.environ.pop(name, None)
+        fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}", settings)
+        yield fs, path
+        fs.delete_dir(path)
+
+
+def test_uri_spellings_resolve_to_the_local_endpoint(s3_store):
     for scheme in ("s3", "s3a", "s3n"):
         fs, path = resolve(f"{scheme}://lake-bucket/x/")
         assert path == "lake-bucket/x" and fs.conditional is not None
-        assert fs.conditional.settings == S3Settings(local_s3.endpoint, "us-east-1")
+        assert fs.conditional.settings == S3Settings(s3_store.endpoint, "us-east-1")
     assert location_key("s3a://lake-bucket/x/") == "s3://lake-bucket/x"
 
 
@@ -107,8 +125,28 @@ def test_a_store_ignoring_conditional_writes_is_refused(local_s3, monkeypatch):
     assert cond.require("lake-bucket/t/.hoodie/.streamer_writer.lock") is False
 
 
-def test_secrets_are_never_in_errors(local_s3):
-    fs, _ = resolve("s3://lake-bucket/x")
-    with pytest.raises(StorageError) as e:
-        fs.conditional.require("no-such-bucket-here/x")  # the probe's PUT fails
-    assert local_s3.environ()["AWS_SECRET_ACCESS_KEY"] not in str(e.value)
+def test_secrets_are_never_in_errors(s3_store):
+    secret = s3_store.environ()["AWS_SECRET_ACCESS_KEY"]
+    for settings in (None, s3_store.settings()):
+        fs, _ = resolve("s3://lake-bucket/x", settings)
+        with pytest.raises(StorageError) as e:
+            fs.conditional.require("no-such-bucket-here/x")  # the probe's PUT fails
+        shown = [str(e.value), repr(e.value), repr(fs.conditional.settings), str(e.value.__cause__)]
+        assert not any(secret in text for text in shown)
+
+
+def test_explicit_settings_win_over_the_environment(s3_store):
+    """Keys given as settings are the ones sent: wrong ones are refused by the store even
+    though the AWS variables hold the right ones (no silent fallback to the environment)."""
+    from dataclasses import replace
+
+    from pydantic import SecretStr
+
+    wrong = replace(s3_store.settings(), secret_access_key=SecretStr("wrong-Secret-4711"))
+    fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}", wrong)
+    with pytest.raises(OSError) as e:
+        fs.write_bytes(f"{path}/a", b"1")
+    assert "wrong-Secret-4711" not in str(e.value) and "wrong-Secret-4711" not in repr(e.value)
+    fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}")  # the environment's keys
+    fs.write_bytes(f"{path}/a", b"1")
+    fs.delete_dir(path)

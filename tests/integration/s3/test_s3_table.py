@@ -18,7 +18,7 @@ SMALL = WriteOptions(small_file_limit=20_000, max_file_size=30_000, default_reco
                      slice_bloom_num_entries=500, engine="local")
 
 
-def test_writer_and_both_readers_on_s3(local_s3):
+def test_writer_and_both_readers_on_s3(s3_store):
     uri = f"s3://lake-bucket/t-{uuid.uuid4().hex[:8]}"
     cfg = TableConfig("model", ("id",), ("city",), "ts", hive_style_partitioning=True)
     w = HudiWriter.create(uri, cfg, options=SMALL)

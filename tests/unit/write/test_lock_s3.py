@@ -40,7 +40,7 @@ def _uri() -> str:
     return f"s3://lake-bucket/lock-{uuid.uuid4().hex[:8]}"
 
 
-def test_two_writer_processes_racing_ten_rounds_never_overlap(local_s3, tmp_path):
+def test_two_writer_processes_racing_ten_rounds_never_overlap(s3_store, tmp_path):
     uri = _uri()
     ctx = mp.get_context("spawn")  # children inherit the AWS variables pointing at the server
     with ctx.Pool(2) as pool:
@@ -50,7 +50,7 @@ def test_two_writer_processes_racing_ten_rounds_never_overlap(local_s3, tmp_path
     assert not fs.exists(f"{base}/.hoodie/.streamer_writer.lock")
 
 
-def test_busy_lock_waits_then_names_the_holder(local_s3):
+def test_busy_lock_waits_then_names_the_holder(s3_store):
     fs, base = resolve(_uri())
     holder = WriterLock(fs, base, purpose="writer").acquire()
     try:
@@ -63,7 +63,7 @@ def test_busy_lock_waits_then_names_the_holder(local_s3):
         assert again.still_owner()
 
 
-def test_a_stalled_holder_cannot_overwrite_its_successor(local_s3):
+def test_a_stalled_holder_cannot_overwrite_its_successor(s3_store):
     fs, base = resolve(_uri())
     stalled = WriterLock(fs, base, expiry_s=0.5).acquire()
     stalled._stop.set()  # its heartbeat pauses, as in a long GC pause or a frozen VM...
@@ -81,7 +81,7 @@ def test_a_stalled_holder_cannot_overwrite_its_successor(local_s3):
         successor.release()
 
 
-def test_dead_writer_is_taken_over_at_once(local_s3):
+def test_dead_writer_is_taken_over_at_once(s3_store):
     fs, base = resolve(_uri())
     lock = WriterLock(fs, base)
     fs.write_bytes(lock.path, LockInfo("ghost", lock.host, 2**22 + 12345, time.time(), "writer").to_bytes())
@@ -89,7 +89,7 @@ def test_dead_writer_is_taken_over_at_once(local_s3):
         assert lock.took_over is not None and lock.took_over.owner == "ghost"
 
 
-def test_pipeline_lease_on_s3_admits_one_instance(local_s3):
+def test_pipeline_lease_on_s3_admits_one_instance(s3_store):
     from streamer.errors import LeaseHeldError
     from streamer.pipeline.lease import PipelineLease
 
