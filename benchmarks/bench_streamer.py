@@ -39,6 +39,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from streamer.pipeline.report import PhaseTimes
+
 HEADING = "## Streamer: freshness and throughput"
 SCHEMA = "uuid STRING, ts BIGINT, city STRING, fare DOUBLE, _hoodie_is_deleted BOOLEAN"
 CITIES = ("sf", "nyc", "ams", "chennai")
@@ -279,8 +281,13 @@ def freshness(kafka, spark, lake: str, topic: str, probes: int, background_rps: 
         bg.join(timeout=30)
     lat = sorted(latencies)
     pick = (lambda q: lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]) if lat else (lambda q: float("nan"))
+    done = [r for r in runner.reports if not r.skipped]
+    phases = {name: round(statistics.median(getattr(r.phases, name) for r in done), 3) if done else None
+              for name in PhaseTimes.NAMES}
+    phases["batch"] = round(statistics.median(r.latency_s for r in done), 3) if done else None
     return {"probes": probes, "seen": len(lat), "p50": pick(0.5), "p95": pick(0.95), "max": lat[-1] if lat else None,
-            "background_rps": background_rps, "background_sent": sent[0]}
+            "background_rps": background_rps, "background_sent": sent[0], "batches": len(done),
+            "median_phases_s": phases}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sources.base import ERROR_COLUMNS, Batch, PartitionLag, RecordIdentity
@@ -310,6 +311,59 @@ def _decode_json_with(
     base: DataFrame, schema: StructType, config: KafkaSourceConfig
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
     from pyspark.sql import functions as F
+
+    exprs = _json_expressions(schema, config)
+    # two projections (parse, then flag): every DataFrame operation is analysed eagerly,
+    # so a chain of withColumn calls re-analyses the growing plan at each step
+    parsed = base.select("topic", "partition", "offset", "timestamp", "_raw", exprs.parse.alias("_p"))
+    # cached: the good and the bad rows come from one parse (bytes kept for bad rows only)
+    flagged = parsed.select(
+        "topic", "partition", "offset", "timestamp", "_p", exprs.reason.alias("_reason"),
+        F.when(exprs.reason.isNotNull(), F.col("_raw")).alias("_raw"),
+    ).cache()
+    good = flagged.where(exprs.is_good).select(*exprs.good)
+    bad = flagged.where(exprs.is_bad).select(*exprs.bad)
+    return good, bad, flagged
+
+
+@dataclass(frozen=True)
+class _JsonExpressions:
+    """The decode's column expressions for one schema: built once, reused every batch.
+
+    A Spark ``Column`` is an unresolved expression, not bound to a DataFrame, so one set
+    serves every micro-batch; building them anew cost ~100 py4j calls per batch (most of
+    them in :func:`~sources.files.explain`), a visible share of a small batch's latency.
+    """
+
+    parse: Column
+    reason: Column
+    is_good: Column
+    is_bad: Column
+    good: tuple[Column, ...]
+    bad: tuple[Column, ...]
+
+
+#: Expressions by (SparkContext, schema, settings); small: one entry per schema a run sees.
+_EXPRESSIONS: dict[tuple[int, str, int | None, bool], _JsonExpressions] = {}
+_EXPRESSIONS_MAX = 32
+
+
+def _json_expressions(schema: StructType, config: KafkaSourceConfig) -> _JsonExpressions:
+    from pyspark import SparkContext
+
+    limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
+    # keyed by the SparkContext too: Columns hold JVM objects of the context they came from
+    key = (id(SparkContext._active_spark_context), schema.json(), limit, bool(config.include_metadata))
+    found = _EXPRESSIONS.get(key)
+    if found is None:
+        if len(_EXPRESSIONS) >= _EXPRESSIONS_MAX:
+            _EXPRESSIONS.clear()
+        found = _EXPRESSIONS[key] = _build_json_expressions(schema, limit, config)
+    return found
+
+
+def _build_json_expressions(schema: StructType, limit: int | None, config: KafkaSourceConfig) -> _JsonExpressions:
+    from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
     from sources.files import explain
@@ -317,34 +371,26 @@ def _decode_json_with(
     full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     valid = F.is_valid_utf8(F.col("_raw"))
-    parsed = base.withColumn("_valid", valid).withColumn(
-        "_p", F.from_json(F.when(F.col("_valid"), F.col("_raw")), full, opts)
-    )
+    parse = F.from_json(F.when(valid, F.col("_raw")), full, opts)
     reason = F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
-    limit = config.max_record_bytes
     if limit is not None:
         size = F.octet_length(F.col("_raw"))
         reason = reason.when(
-            size > F.lit(int(limit)),
-            F.format_string(f"record of %d bytes exceeds source.max_record_bytes ({int(limit)})", size),
+            size > F.lit(limit),
+            F.format_string(f"record of %d bytes exceeds source.max_record_bytes ({limit})", size),
         )
     reason = reason.when(
-        ~F.col("_valid"), F.lit("record is not valid UTF-8 text (raw_payload holds its bytes, base64)")
+        ~valid, F.lit("record is not valid UTF-8 text (raw_payload holds its bytes, base64)")
     ).when(
         F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
-    # cached: the good and the bad rows come from one parse (bytes kept for bad rows only)
-    flagged = parsed.withColumn("_reason", reason).select(
-        "topic", "partition", "offset", "timestamp", "_p", "_reason",
-        F.when(F.col("_reason").isNotNull(), F.col("_raw")).alias("_raw"),
-    ).cache()
-    good = flagged.where(F.col("_reason").isNull()).select(
-        *[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields],
-        *_metadata_columns(config),
+    good = (*[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], *_metadata_columns(config))
+    return _JsonExpressions(
+        parse=parse, reason=reason,
+        is_good=F.col("_reason").isNull(), is_bad=F.col("_reason").isNotNull(),
+        good=good, bad=tuple(_error_columns(*_payload(), F.col("_reason"))),
     )
-    bad = kafka_errors(flagged.where(F.col("_reason").isNotNull()), *_payload(), F.col("_reason"))
-    return good, bad, flagged
 
 
 def _payload() -> tuple[Column, Column]:
@@ -401,26 +447,28 @@ def _metadata_columns(config: KafkaSourceConfig) -> list[Column]:
 
 def kafka_errors(rows: DataFrame, payload: Column, encoding: str | Column, reason: Column) -> DataFrame:
     """Error rows in :data:`~sources.base.ERROR_COLUMNS` layout from raw Kafka rows."""
+    return rows.select(*_error_columns(payload, encoding, reason))
+
+
+def _error_columns(payload: Column, encoding: str | Column, reason: Column) -> list[Column]:
     from pyspark.sql import functions as F
 
     if isinstance(encoding, str):
         encoding = F.lit(encoding)
-
-    out = rows.select(
-        F.lit("kafka").alias("source_type"),
-        F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string")).alias(
-            "source_position"
-        ),
-        F.col("topic").cast("string").alias("topic"),
-        F.col("partition").cast("int").alias("partition"),
-        F.col("offset").cast("bigint").alias("offset"),
-        F.lit(None).cast("string").alias("file"),
-        payload.cast("string").alias("raw_payload"),
-        encoding.alias("payload_encoding"),
-        reason.cast("string").alias("reason"),
-        F.current_timestamp().alias("error_time"),
-    )
-    return out.select(*ERROR_COLUMNS)
+    columns = {
+        "source_type": F.lit("kafka"),
+        "source_position": F.concat_ws(
+            "/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string")),
+        "topic": F.col("topic").cast("string"),
+        "partition": F.col("partition").cast("int"),
+        "offset": F.col("offset").cast("bigint"),
+        "file": F.lit(None).cast("string"),
+        "raw_payload": payload.cast("string"),
+        "payload_encoding": encoding,
+        "reason": reason.cast("string"),
+        "error_time": F.current_timestamp(),
+    }
+    return [columns[name].alias(name) for name in ERROR_COLUMNS]
 
 
 def at_or_after(position: KafkaOffsets) -> Column:

@@ -35,6 +35,8 @@ LAG_TIMEOUT_S = 5.0
 _NOISE = re.compile(r"^\S+/(?:bootstrap|\d+): |\s*\(after \d+ms in state .*\)$")
 #: How long a group commit may take before it is reported as not confirmed.
 COMMIT_TIMEOUT_S = 10.0
+#: Granularity of the wait for a commit's confirmation (usually a few ms on a local broker).
+COMMIT_POLL_S = 0.01
 
 
 class QuietClientLog:
@@ -192,7 +194,9 @@ class KafkaSourceClient:
                 raise SourceError(f"group {self.group_id!r}: commit to {self.where} failed: {e}") from e
             deadline = time.monotonic() + timeout
             while not self._commits and time.monotonic() < deadline:
-                consumer.poll(0.1)  # serves the on_commit callback (never a record: no subscription)
+                # serves the on_commit callback (never a record: no subscription); poll returns
+                # at its timeout, not at the callback, so a short one ends the wait soon after
+                consumer.poll(COMMIT_POLL_S)
         if not self._commits:
             cause = f" ({self._sink.last_error})" if self._sink.last_error else ""
             raise SourceError(f"group {self.group_id!r}: commit to {self.where} not confirmed within {timeout:g}s{cause}")

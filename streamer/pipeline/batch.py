@@ -2,9 +2,10 @@
 
 Why this is its own step: on a small machine every Spark job costs a few hundred
 milliseconds whatever its size, and freshness is the sum of them. A batch small
-enough for the driver is therefore collected **once** as Arrow (transformed rows with
-an "is it keyable" flag) and split there; counting, splitting and the error rows cost
-no further jobs. Larger batches stay distributed (cached once) for the Spark engine.
+enough for the driver is therefore collected in **one** job as Arrow (the source's
+error rows, the transformed rows with an "is it keyable" flag, the count before the
+transforms: :mod:`streamer.pipeline.collect`) and split there; counting, splitting and
+the error rows cost no further jobs. Larger batches stay distributed (cached once) for the Spark engine.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 
 from sources.base import RECORD_COLUMN, Batch, RecordIdentity
 from streamer.config.pipeline import PipelineConfig
+from streamer.pipeline.collect import collect_together
 from streamer.pipeline.errors_table import (
     ERROR_ARROW_SCHEMA,
     PAYLOAD_COL,
@@ -100,12 +102,22 @@ def prepare(
         batch = retyped
     transformed = apply_transforms(batch.df, config.transforms, spark)
     flagged = flag_unkeyable(transformed, config.target, metadata)
-    source_errors = as_error_arrow(batch.errors.toArrow())
     # a source's record columns may be its metadata columns: dropped only when the runner added them
     hidden = (*hidden_columns, RECORD_COLUMN)
     drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in flagged.columns]]
+    n_good_in: int | None = None
     if on_driver(config, batch):
-        rows = flagged.toArrow()
+        # one job: the source's error rows, the transformed rows and (with transforms, which
+        # may drop rows) the count of the rows they were given
+        from pyspark.sql import functions as F
+
+        frames = [batch.errors, flagged]
+        if config.transforms:
+            frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
+        collected = collect_together(*frames)
+        source_errors, rows = as_error_arrow(collected[0]), collected[1]
+        if config.transforms:
+            n_good_in = int(collected[2].column("n")[0].as_py())
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop)
         bad = rows.filter(pc.invert(good_mask))
@@ -113,13 +125,15 @@ def prepare(
     else:
         from pyspark.sql import functions as F
 
+        source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = flagged.persist()
         cached.append(flagged)
         good = flagged.where(F.col(REASON_COL).isNull()).drop(*drop)
         bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
         n_written = good.count()
         n_flagged = n_written + bad.num_rows
-    n_good_in = batch.df.count() if config.transforms else n_flagged
+    if n_good_in is None:
+        n_good_in = batch.df.count() if config.transforms else n_flagged
     unkeyable = unkeyable_error_rows(bad, source_type, position_json, positions)
     if unkeyable.num_rows and batch.originals is not None and set(batch.record_columns) <= set(bad.column_names):
         # the record's own position and bytes, not the batch's position and a re-serialisation
