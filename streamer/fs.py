@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import posixpath
 import shutil
 import time
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from streamer.errors import MissingFileError, StorageError
-from streamer.fs_s3 import Conditional, S3Settings
+from streamer.fs_s3 import Conditional, S3Settings, custom_endpoint_environ
 
 _S3_READ_ATTEMPTS = 4
 
@@ -63,6 +64,15 @@ class FileSystem:
         self.conditional = conditional
 
     # -- construction -------------------------------------------------------------
+    def __reduce_ex__(self, protocol):  # type: ignore[override]
+        """Shipped to another process (a Spark executor's write context) with a custom S3
+        endpoint: that process's AWS SDK must get the checksum settings before pyarrow's
+        S3 filesystem is rebuilt there (s3proxy and older MinIO refuse its uploads
+        otherwise), so the filesystem travels as bytes unpickled after they are set."""
+        if type(self) is FileSystem and self.conditional is not None and self.conditional.settings.endpoint:
+            return (_s3_from_pickle, (self.conditional, pickle.dumps(self.arrow, protocol)))
+        return super().__reduce_ex__(protocol)
+
     @property
     def is_local(self) -> bool:
         return isinstance(self.arrow, pafs.LocalFileSystem)
@@ -326,6 +336,11 @@ class FileSystem:
         """Make a local file durable (no-op elsewhere: object stores are durable on close)."""
         if self.is_local:
             _fsync_local(path)
+
+
+def _s3_from_pickle(conditional: Conditional, arrow: bytes) -> FileSystem:
+    custom_endpoint_environ()
+    return FileSystem(pickle.loads(arrow), conditional)
 
 
 def _ignore_vanished(func, path, exc_info) -> None:

@@ -140,8 +140,7 @@ class S3Settings:
         if creds is not None:
             kwargs["access_key"], kwargs["secret_key"], kwargs["session_token"] = creds
         if self.endpoint:
-            for key, value in _CHECKSUM_ENV.items():
-                os.environ.setdefault(key, value)  # read when the AWS SDK first initialises
+            custom_endpoint_environ()
             url = urlsplit(self.endpoint)
             kwargs["endpoint_override"] = url.netloc
             kwargs["scheme"] = url.scheme or "https"
@@ -172,6 +171,14 @@ class S3Settings:
                           aws_session_token=creds[2])
         # a profile: the session follows it (and renews what it gives)
         return self._boto_session().client("s3", **kwargs)
+
+
+def custom_endpoint_environ() -> None:
+    """Set :data:`_CHECKSUM_ENV` (only where unset) before this process's AWS SDK builds a
+    client for a custom endpoint: also in a process a filesystem is unpickled in (a Spark
+    executor), which never ran :meth:`S3Settings.arrow`."""
+    for key, value in _CHECKSUM_ENV.items():
+        os.environ.setdefault(key, value)
 
 
 def _split(path: str) -> tuple[str, str]:

@@ -150,3 +150,25 @@ def test_explicit_settings_win_over_the_environment(s3_store):
     fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}")  # the environment's keys
     fs.write_bytes(f"{path}/a", b"1")
     fs.delete_dir(path)
+
+
+def test_a_filesystem_shipped_to_another_process_still_writes(s3_store, tmp_path):
+    """What a Spark executor gets in a write context: the pickled filesystem, in a process
+    where neither the AWS variables nor the checksum settings were ever set (s3proxy refused
+    that process's uploads before the filesystem set them first when unpickled)."""
+    import pickle
+    import subprocess
+    import sys
+
+    from tests.support.fixture_tables import REPO
+
+    fs, base = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}", s3_store.settings())
+    (tmp_path / "fs.pickle").write_bytes(pickle.dumps(fs))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["PYTHONPATH"] = str(REPO)
+    code = ("import pickle, sys; fs = pickle.load(open(sys.argv[1], 'rb')); "
+            "fs.write_bytes(sys.argv[2] + '/big', b'x' * (6 << 20)); print(len(fs.read_bytes(sys.argv[2] + '/big')))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "fs.pickle"), base], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == str(6 << 20), r.stderr[-2000:]
+    fs.delete_dir(base)
