@@ -190,6 +190,7 @@ def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(k
     ui_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MOR_STREAMER_SPARK_MASTER")}
     _check_executor_python(site, env, tmp_path)
+    executor_log.unlink(missing_ok=True)  # the check's own interpreters noted themselves
 
     with LocalSparkCluster(workers=2, worker_cores=1, worker_memory="1g", workdir=tmp_path / "cluster") as cluster:
         yaml_path = tmp_path / "cluster.yaml"
