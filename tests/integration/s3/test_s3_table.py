@@ -46,3 +46,27 @@ def test_writer_and_both_readers_on_s3(s3_store):
     assert not any(n.endswith(".tmp") or n.endswith(".excl") for n in names), names
     assert ".streamer_writer.lock" not in names
     fs.delete_dir(base)
+
+
+AWS_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
+
+
+def test_spark_engine_writes_with_explicit_settings(spark, s3_store, monkeypatch):
+    """The executors' file-group writes reach the store the settings name (as a pipeline's
+    ``storage.s3`` gives them), with no AWS variable in the driver: the filesystem travels
+    in the write context, credentials included, and sets what the SDK needs where it lands."""
+    from streamer.read import Table
+
+    for name in AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
+    fs, base = resolve(f"s3://lake-bucket/spark-{uuid.uuid4().hex[:8]}", s3_store.settings())
+    cfg = TableConfig("model", ("id",), ("city",), "ts", hive_style_partitioning=True)
+    w = HudiWriter.create(base, cfg, options=SMALL, fs=fs)
+    gen, model = BatchGen(11), Model()
+    for _ in range(2):
+        batch = gen.upsert_batch(model, 80)
+        assert w.upsert(spark.createDataFrame(batch), engine="spark").engine == "spark"
+        model.upsert(batch)
+    assert canon(Table.open(base, fs=fs).read()) == model.snapshot()
+    fs.delete_dir(base)
