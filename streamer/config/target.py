@@ -10,13 +10,14 @@ honour is refused here, at validation, never accepted and ignored.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from streamer import defaults
 from streamer.config.base import StrictModel
-from streamer.config.units import Size
+from streamer.config.units import Duration, Size
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -120,6 +121,70 @@ IndexSettings = Annotated[
 ]
 
 
+class HiveCatalogConfig(StrictModel):
+    """Register the table in a Hive metastore after each commit, as Hudi's Hive sync does
+    (``HoodieStreamer --enable-sync``); see docs/catalog.md. A failed sync is reported and
+    retried at the next commit; it never fails the commit."""
+
+    #: Hudi ``hoodie.datasource.hive_sync.mode=hms``: the metastore's thrift API.
+    type: Literal["hive"]
+    #: Hudi ``hoodie.datasource.hive_sync.metastore.uris``: ``thrift://host:port``.
+    uri: str = Field(min_length=1)
+    #: Hudi ``hoodie.datasource.hive_sync.database``; created when missing.
+    database: str = "default"
+    #: Hudi ``hoodie.datasource.hive_sync.table``; default the target's ``table_name``
+    #: (else the pipeline name). A MOR table registers ``<table>_ro`` and ``<table>_rt``.
+    table: str | None = None
+    #: Hudi ``hoodie.datasource.hive_sync.skip_ro_suffix``: the read-optimized table is
+    #: ``<table>`` instead of ``<table>_ro``.
+    skip_ro_suffix: bool = False
+    #: Hudi ``hoodie.meta.sync.sync_snapshot_with_table_name`` (default true in Hudi 1.x):
+    #: also register the snapshot (real-time) table as plain ``<table>``. Ignored with
+    #: ``skip_ro_suffix`` (that name is then the read-optimized table, as in Hudi).
+    snapshot_with_table_name: bool = True
+    #: Hudi ``hoodie.datasource.hive_sync.sync_as_datasource``: the Spark table parameters
+    #: (``spark.sql.sources.provider=hudi``, schema JSON) that make Spark read through the
+    #: ``hudi`` data source.
+    sync_as_datasource: bool = True
+    #: Put the table path into the Spark schema's field metadata (``morhudi.options``),
+    #: which our Python data source needs to read a catalog table (docs/catalog.md).
+    spark_source_options: bool = True
+    #: Hudi ``hoodie.datasource.hive_sync.support_timestamp``: timestamp columns as Hive
+    #: ``timestamp`` (default: ``bigint``, as Hudi).
+    support_timestamp: bool = False
+    #: Hudi ``hoodie.datasource.hive_sync.schema_string_length_thresh``: characters per
+    #: ``spark.sql.sources.schema.part.N`` parameter.
+    schema_string_length_threshold: Annotated[int, Field(ge=100)] = 4000
+    #: Hudi ``hoodie.meta_sync.spark.version``: written as ``spark.sql.create.version``.
+    spark_version: str | None = None
+    #: Hudi ``hoodie.datasource.hive_sync.table_properties``: extra table parameters.
+    table_properties: dict[str, str] = {}
+    #: Hudi ``hoodie.datasource.hive_sync.serde_properties``: extra serde parameters.
+    serde_properties: dict[str, str] = {}
+    #: Socket timeout of each metastore call.
+    timeout: Duration = timedelta(seconds=30)
+
+    @field_validator("uri")
+    @classmethod
+    def _thrift_uri(cls, v: str) -> str:
+        from urllib.parse import urlparse
+
+        parsed = urlparse(v)
+        if parsed.scheme != "thrift" or not parsed.hostname or not parsed.port:
+            raise ValueError(f"uri {v!r} must be thrift://host:port")
+        return v
+
+    @field_validator("database", "table")
+    @classmethod
+    def _hive_name(cls, v: str | None) -> str | None:
+        if v is not None and not _IDENTIFIER.match(v):
+            raise ValueError(f"{v!r} must be letters, digits and underscores (a Hive name)")
+        return v
+
+
+CatalogConfig = Annotated[HiveCatalogConfig, Field(discriminator="type")]
+
+
 class TargetConfig(StrictModel):
     """Where and how records are written. ``record_key``/``partition_by`` accept a name or a list."""
 
@@ -160,6 +225,8 @@ class TargetConfig(StrictModel):
     #: How a write finds a key's file group: ``bloom`` (lookup) or ``bucket`` (key hash).
     #: Persisted with the table; a different value for an existing table is refused.
     index: IndexSettings = BloomIndexSettings(type="bloom")
+    #: Keep a catalog (Hive metastore) current after each commit; none by default.
+    catalog: CatalogConfig | None = None
 
     @field_validator("table_name")
     @classmethod

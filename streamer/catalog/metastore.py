@@ -1,0 +1,128 @@
+"""A Hive metastore thrift client: the calls catalog sync makes, with bounded waits.
+
+Why a thin wrapper over ``pymetastore``'s generated bindings (the ``catalog`` extra)
+rather than its high-level ``HMS`` class: sync writes tables and partitions, which that
+class does not cover, and every call needs the same socket timeout and the same
+translation of thrift's "no such object" into ``None``. Table lookups use
+``get_table_req`` (answered by Hive 3 and 4 metastores; Hive 4 dropped ``get_table``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from urllib.parse import urlparse
+
+from streamer.errors import ConfigError, StreamerError
+
+log = logging.getLogger(__name__)
+
+#: The partitions fetched in one call (-1 = all); a table with more is read in full anyway.
+_ALL = -1
+
+
+class CatalogSyncError(StreamerError):
+    """A catalog sync failed (metastore unreachable, refused a change, ...)."""
+
+
+def parse_uri(uri: str) -> tuple[str, int]:
+    """``thrift://host:port`` -> ``(host, port)``; a clear error naming the setting."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "thrift" or not parsed.hostname or not parsed.port:
+        raise ConfigError(f"target.catalog.uri {uri!r} must be thrift://host:port")
+    return parsed.hostname, parsed.port
+
+
+def _bindings():
+    try:
+        from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ConfigError("target.catalog needs the Hive metastore client: pip install "
+                          "'mor-streamer[catalog]' (pymetastore)") from e
+    return ThriftHiveMetastore, ttypes
+
+
+class Metastore:
+    """One connection to a Hive metastore (a context manager)."""
+
+    def __init__(self, uri: str, timeout_s: float = 30.0) -> None:
+        self.uri = uri
+        self.host, self.port = parse_uri(uri)
+        self.timeout_s = timeout_s
+        self._transport = None
+        self.client = None
+        self.types = None
+
+    def open(self) -> Metastore:
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
+        service, self.types = _bindings()
+        sock = TSocket.TSocket(self.host, self.port)
+        sock.setTimeout(int(self.timeout_s * 1000))
+        self._transport = TTransport.TBufferedTransport(sock)
+        try:
+            self._transport.open()
+        except TTransport.TTransportException as e:
+            raise CatalogSyncError(f"Hive metastore {self.uri} unreachable: {e}") from e
+        self.client = service.Client(TBinaryProtocol.TBinaryProtocol(self._transport))
+        return self
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def __enter__(self) -> Metastore:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- databases -------------------------------------------------------------------
+    def database_exists(self, name: str) -> bool:
+        try:
+            self.client.get_database(name)
+            return True
+        except self.types.NoSuchObjectException:
+            return False
+
+    def create_database(self, name: str, description: str, location: str | None = None) -> None:
+        # AlreadyExists: another writer created it meanwhile, which is what we wanted
+        with contextlib.suppress(self.types.AlreadyExistsException):
+            self.client.create_database(self.types.Database(name=name, description=description,
+                                                            locationUri=location, parameters={}))
+
+    # -- tables ----------------------------------------------------------------------
+    def get_table(self, db: str, name: str):
+        """The thrift ``Table``, or None."""
+        try:
+            return self.client.get_table_req(self.types.GetTableRequest(dbName=db, tblName=name)).table
+        except self.types.NoSuchObjectException:
+            return None
+
+    def create_table(self, table) -> None:
+        self.client.create_table(table)
+
+    def alter_table(self, db: str, name: str, table, cascade: bool) -> None:
+        """``alter_table_with_environment_context``; ``cascade`` pushes new columns to the
+        partitions too (Hudi sets it for partitioned tables)."""
+        ctx = self.types.EnvironmentContext(properties={"CASCADE": "true"} if cascade else {})
+        self.client.alter_table_with_environment_context(db, name, table, ctx)
+
+    # -- partitions ------------------------------------------------------------------
+    def partition_names(self, db: str, name: str) -> list[str]:
+        """``k1=v1/k2=v2`` names (values escaped as Hive escapes path names)."""
+        return list(self.client.get_partition_names(db, name, _ALL))
+
+    def partitions(self, db: str, name: str) -> list:
+        return list(self.client.get_partitions(db, name, _ALL))
+
+    def add_partitions(self, partitions: list) -> None:
+        """Add, skipping ones that exist (``ifNotExists``), as Hudi's HMS executor does."""
+        if not partitions:
+            return
+        req = self.types.AddPartitionsRequest(
+            dbName=partitions[0].dbName, tblName=partitions[0].tableName, parts=partitions,
+            ifNotExists=True, needResult=False)
+        self.client.add_partitions_req(req)
