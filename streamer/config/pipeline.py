@@ -39,11 +39,12 @@ class TriggerConfig(StrictModel):
     #: Time between batch starts in ``continuous`` mode.
     interval: Duration = Field(default="10s")
     #: How a continuous pipeline over a streaming source (Kafka) gets its micro-batches:
-    #: ``stream``: a Spark Structured Streaming query (``foreachBatch``); ``poll``: every
-    #: ``interval`` the driver plans the batch's end offsets (capped by the batch size) and
-    #: reads exactly that range, as ``once`` does - no end-offsets job per batch. Other
-    #: sources always poll.
-    read: Literal["stream", "poll"] = "stream"
+    #: ``poll`` (HoodieStreamer's way): every ``interval`` the driver plans the batch's end
+    #: offsets (capped by the batch size) and reads exactly that range, as ``once`` does;
+    #: ``stream``: a Spark Structured Streaming query (``foreachBatch``), which costs an
+    #: end-offsets job per batch (0.5x the throughput and ~1.5 s more latency measured in
+    #: benchmarks/RESULTS.md). Other sources always poll.
+    read: Literal["stream", "poll"] = "poll"
 
     def spark_processing_time(self) -> str:
         """The ``processingTime`` string for ``DataStreamWriter.trigger``."""

@@ -32,6 +32,7 @@ def test_100k_upserts_and_deletes_land_exactly_as_the_model(kafka, spark, tmp_pa
     yaml = "pipelines:\n" + kafka_pipeline_yaml(
         "trips", kafka.bootstrap_servers, topic, str(tmp_path / "lake"),
         source_extra=", max_records_per_batch: 25000",
+        trigger="{mode: continuous, interval: 500ms, read: stream}",  # the Structured Streaming path, at volume
         policies="{log_compaction: {mode: inline, min_blocks: 3}, compaction: {mode: inline, trigger: {delta_commits: 3}}, "
         "clean: {mode: off}, archive: {mode: off}}",
         engine="auto",

@@ -91,7 +91,7 @@ def test_position_lost_to_retention_fails_loudly_or_skips_ahead(kafka, spark, tm
     assert any(f"offset {stored[p]} of {topic}/{p}" in message for p in stored)
     # Continuous mode refuses the same way, before starting a query.
     with pytest.raises(SourceError, match="outside the available range"):
-        PipelineRunner(_config(kafka, topic, lake, "{mode: continuous, interval: 1s}"), spark=spark).run_continuous(
+        PipelineRunner(_config(kafka, topic, lake, "{mode: continuous, interval: 1s, read: stream}"), spark=spark).run_continuous(
             max_batches=1, timeout_s=60
         )
 
@@ -137,7 +137,7 @@ def test_replayed_micro_batch_writes_nothing_twice(kafka, spark, tmp_path):
     """The foreachBatch handler gets the same raw micro-batch twice, then one overlapping a
     committed one: only rows after the committed offsets are written."""
     topic = kafka.create_topic(f"replay-{uuid.uuid4().hex[:8]}", partitions=3)
-    config = _config(kafka, topic, str(tmp_path / "lake"), "{mode: continuous, interval: 1s}")
+    config = _config(kafka, topic, str(tmp_path / "lake"), "{mode: continuous, interval: 1s, read: stream}")
     model = TripModel(seed=9, key_space=2_000)
     produce_records(kafka, topic, model.records(2_000))
     first_end = kafka.end_offsets(topic)
@@ -171,7 +171,7 @@ def test_query_restarted_on_an_old_spark_checkpoint_writes_nothing_twice(kafka, 
     """Spark itself replays: the last micro-batch's commit is removed from a Spark checkpoint
     and the query restarted on it, so Spark hands the same offsets over again."""
     topic = kafka.create_topic(f"sparkreplay-{uuid.uuid4().hex[:8]}", partitions=2)
-    config = _config(kafka, topic, str(tmp_path / "lake"), "{mode: continuous, interval: 500ms}")
+    config = _config(kafka, topic, str(tmp_path / "lake"), "{mode: continuous, interval: 500ms, read: stream}")
     model = TripModel(seed=13, key_space=1_000)
     produce_records(kafka, topic, model.records(1_500))
     checkpoint = str(tmp_path / "spark-checkpoint")

@@ -87,7 +87,8 @@ def test_continuous_run_commits_the_group_from_spark_micro_batches(kafka, spark,
     group = f"etl-{uuid.uuid4().hex[:6]}"
     (config,), problems = parse_pipelines(
         "pipelines:\n" + kafka_pipeline_yaml("groups_stream", kafka.bootstrap_servers, topic, str(tmp_path / "lake"),
-                                             source_extra=f", group_id: {group}")
+                                             source_extra=f", group_id: {group}",
+                                             trigger="{mode: continuous, interval: 500ms, read: stream}")
     )
     assert not problems
     produce_records(kafka, topic, TripModel(seed=13, key_space=500).records(300))

@@ -72,7 +72,8 @@ def test_the_pipeline_package_names_no_source():
 
 
 def test_trigger_read_poll_or_stream():
-    assert _config("{mode: continuous, interval: 1s}").trigger.read == "stream"
+    assert _config("{mode: continuous, interval: 1s}").trigger.read == "poll"  # HoodieStreamer's way
+    assert _config("{mode: continuous, interval: 1s, read: stream}").trigger.read == "stream"
     assert _config("{mode: continuous, interval: 1s, read: poll}").trigger.read == "poll"
     (_, problems) = parse_pipelines(YAML.format(trigger="{mode: continuous, read: pull}", policies=""), file="p.yaml")
     assert problems and "p.yaml:" in str(problems[0])
