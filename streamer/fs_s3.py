@@ -48,6 +48,10 @@ UNSAFE_ENV = "MOR_STREAMER_S3_SINGLE_WRITER_UNSAFE"
 #: Pause before an exclusive create reads its object back (see :meth:`Conditional.create`).
 CONFIRM_S = 0.1
 
+#: Error codes of a refused identity (wrong, unknown or expired credentials).
+_AUTH_CODES = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "ExpiredToken",
+                         "InvalidToken", "TokenRefreshRequired", "InvalidClientTokenId", 403, "403"})
+
 #: Without these, pyarrow's AWS SDK (>= 1.11.4xx) sends streaming checksums that several
 #: S3-compatible servers (s3proxy, older MinIO) reject with XAmzContentSHA256Mismatch.
 #: AWS itself is fine either way; only set for a custom endpoint, and only if unset.
@@ -92,6 +96,21 @@ class S3Settings:
         region = q.get("region") or self.region or os.environ.get("AWS_REGION") \
             or os.environ.get("AWS_DEFAULT_REGION")
         return replace(self, endpoint=endpoint or None, region=region or None)
+
+    def credentials_origin(self) -> str:
+        """Where the credentials come from, for an error message (names, never values)."""
+        if self.access_key_id:
+            return f"{self.source}.access_key_id and secret_access_key"
+        if self.profile:
+            return f"{self.source}.profile ({self.profile})"
+        return ("the AWS credential chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws, "
+                "instance role)")
+
+    def endpoint_origin(self) -> str:
+        """Which setting named the endpoint, for an error message."""
+        if self.source.endswith("storage.s3"):
+            return f"{self.source}.endpoint or, unset there, AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL"
+        return "AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL or the URI's ?endpoint_override="
 
     @property
     def explicit(self) -> bool:
@@ -212,7 +231,7 @@ class Conditional:
     def put(self, path: str, data: bytes, *, if_none_match: bool = False,
             if_match: str | None = None) -> str | None:
         """PUT ``data``; the new ETag, or ``None`` if the condition failed."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, key = _split(path)
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": data}
@@ -228,9 +247,11 @@ class Conditional:
             # 412: the condition failed; 409: a concurrent conditional write to the key won
             if status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return None
-            if code in ("NoSuchKey", "404") or status == 404:
+            if code != "NoSuchBucket" and (code in ("NoSuchKey", "404") or status == 404):
                 return None  # If-Match on a key deleted meanwhile
-            raise StorageError(f"S3 PUT failed ({code or status})", path) from e
+            raise self._failed("PUT", code or status, path) from e
+        except BotoCoreError as e:
+            raise self._unreachable(e, path) from None
 
     def create(self, path: str, data: bytes) -> bool:
         """Exclusive create: ``If-None-Match: *``, then confirmed by reading it back.
@@ -250,26 +271,45 @@ class Conditional:
 
     def get(self, path: str) -> tuple[bytes, str] | None:
         """The object's bytes and ETag (``None``: absent)."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, key = _split(path)
         try:
             r = self.client.get_object(Bucket=bucket, Key=key)
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            code = e.response.get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404"):
                 return None
-            raise StorageError("S3 GET failed", path) from e
+            raise self._failed("GET", code, path) from e
+        except BotoCoreError as e:
+            raise self._unreachable(e, path) from None
         return r["Body"].read(), str(r["ETag"])
 
     def delete(self, path: str) -> None:
         """Delete one object (absent is fine, as S3 answers)."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, key = _split(path)
         try:
             self.client.delete_object(Bucket=bucket, Key=key)
         except ClientError as e:
-            raise StorageError(f"S3 DELETE failed ({e.response.get('Error', {}).get('Code')})", path) from e
+            raise self._failed("DELETE", e.response.get("Error", {}).get("Code"), path) from e
+        except BotoCoreError as e:
+            raise self._unreachable(e, path) from None
+
+    def _failed(self, op: str, code: object, path: str) -> StorageError:
+        """A refused request, saying which setting to look at (never a value of a secret)."""
+        where = self.settings.endpoint or "AWS S3"
+        message = f"S3 {op} failed ({code}) at {where}"
+        if code in _AUTH_CODES:
+            message += f"; check the credentials: {self.settings.credentials_origin()}"
+        elif code == "NoSuchBucket":
+            message += f"; the bucket does not exist there (endpoint from {self.settings.endpoint_origin()})"
+        return StorageError(message, path)
+
+    def _unreachable(self, e: Exception, path: str) -> StorageError:
+        # botocore's message names the URL it tried (no credentials)
+        return StorageError(f"S3 endpoint not reachable ({e}); check {self.settings.endpoint_origin()}", path)
 
     def honoured(self, path: str) -> bool:
         """Whether this store rejects a second ``If-None-Match: *`` PUT (cached per bucket)."""

@@ -131,6 +131,7 @@ def test_secrets_are_never_in_errors(s3_store):
         fs, _ = resolve("s3://lake-bucket/x", settings)
         with pytest.raises(StorageError) as e:
             fs.conditional.require("no-such-bucket-here/x")  # the probe's PUT fails
+        assert "NoSuchBucket" in str(e.value) and "the bucket does not exist there" in str(e.value)
         shown = [str(e.value), repr(e.value), repr(fs.conditional.settings), str(e.value.__cause__)]
         assert not any(secret in text for text in shown)
 
@@ -146,6 +147,11 @@ def test_explicit_settings_win_over_the_environment(s3_store):
     fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}", wrong)
     with pytest.raises(OSError) as e:
         fs.write_bytes(f"{path}/a", b"1")
+    assert "wrong-Secret-4711" not in str(e.value) and "wrong-Secret-4711" not in repr(e.value)
+    with pytest.raises(StorageError) as e:  # a lock: the error says which setting to check
+        fs.create_exclusive(f"{path}/lock", b"1")
+    assert "check the credentials: the local S3 server.access_key_id and secret_access_key" in str(e.value) \
+        or "check the credentials: MinIO.access_key_id" in str(e.value)
     assert "wrong-Secret-4711" not in str(e.value) and "wrong-Secret-4711" not in repr(e.value)
     fs, path = resolve(f"s3://lake-bucket/fs-{uuid.uuid4().hex[:8]}")  # the environment's keys
     fs.write_bytes(f"{path}/a", b"1")

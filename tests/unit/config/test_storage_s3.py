@@ -176,3 +176,12 @@ def test_a_conditional_ships_to_executors_without_its_client():
     copy = pickle.loads(pickle.dumps(cond))
     assert copy._client is None and copy.settings == cond.settings
     assert copy.settings.secret_access_key.get_secret_value() == SECRET
+
+
+def test_an_unreachable_endpoint_names_the_setting():
+    cond = Conditional(S3Settings(endpoint="http://127.0.0.1:1", region="us-east-1", access_key_id="AK",
+                                  secret_access_key=SecretStr(SECRET), source="pipeline x: storage.s3"))
+    with pytest.raises(StorageError) as e:
+        cond.put("bkt/lock", b"1", if_none_match=True)
+    assert "S3 endpoint not reachable" in str(e.value) and "pipeline x: storage.s3.endpoint" in str(e.value)
+    assert SECRET not in str(e.value) and e.value.__cause__ is None
