@@ -123,11 +123,10 @@ class HiveSync:
                     if a:
                         altered.append(spec.name)
                     added += n
-        except CatalogSyncError:
-            raise
         except Exception as e:  # thrift and metastore exceptions: one error naming the table
+            what = str(e) if isinstance(e, CatalogSyncError) else f"{type(e).__name__}: {_message(e)}"
             raise CatalogSyncError(f"hive sync of {db}.{self.table_name} to {self.config.uri} failed: "
-                                   f"{type(e).__name__}: {_message(e)}") from e
+                                   f"{what}") from e
         return SyncResult(db, self.table_names, tuple(created), tuple(altered), added, state.last_commit)
 
     # ------------------------------------------------------------------ the desired state

@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "streamer.cli.validate_cmd",
     "streamer.cli.read_cmd",
     "streamer.cli.show_cmd",
+    "streamer.cli.sync_cmd",
     "streamer.cli.timeline_cmd",
     "streamer.cli.services_cmd",
     "streamer.cli.check_cmd",

@@ -32,6 +32,7 @@ from sources.base import (
     record_identity,
 )
 from sources.position import Position, position_to_json
+from streamer.catalog.hook import catalog_hook
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
@@ -84,6 +85,8 @@ class PipelineRunner:
         self.s3 = config.s3_settings()
         self.sink = TableSink(config.target, config.engine, s3=self.s3)
         self.errors = ErrorTable(config.errors.path, config.name, s3=self.s3) if config.errors.path else None
+        #: Keeps ``target.catalog`` current after each commit (None without one).
+        self.catalog = catalog_hook(config.target, config.name)
         self._spark = spark
         self._on_report = on_report or (lambda r: log.info("%s", r.line()))
         self._position: Position | None = None
@@ -278,6 +281,8 @@ class PipelineRunner:
             services: tuple[ServiceRun, ...] = ()
             if instant is not None and self._services is not None:
                 services = self._services.after_commit(self.last_snapshot)
+            if instant is not None and self.catalog is not None and self.last_snapshot is not None:
+                self.catalog.after_commit(self.last_snapshot)  # reports its failures, never raises
             services_s = clock.lap()
             result = self.last_commit
             return self._report(
