@@ -67,7 +67,7 @@ class S3Settings:
     ``secret_access_key`` (and ``session_token`` for temporary ones), or a named
     ``profile`` of ``~/.aws``, or neither (the SDKs' default chain). ``path_style``: None =
     path-style for a custom endpoint, virtual-hosted for AWS. ``source`` names where the
-    settings came from (``pipelines[0].storage.s3``), for error messages. Secrets and the
+    settings came from (``pipeline trips: storage.s3``), for error messages. Secrets and the
     key id are left out of ``repr``.
     """
 
@@ -308,8 +308,23 @@ class Conditional:
         return StorageError(message, path)
 
     def _unreachable(self, e: Exception, path: str) -> StorageError:
-        # botocore's message names the URL it tried (no credentials)
-        return StorageError(f"S3 endpoint not reachable ({e}); check {self.settings.endpoint_origin()}", path)
+        """A request that got no answer (or found no credentials to sign with); botocore's
+        message names the URL it tried, never a credential."""
+        from botocore.exceptions import (
+            ConnectionError,
+            CredentialRetrievalError,
+            HTTPClientError,
+            NoCredentialsError,
+            PartialCredentialsError,
+        )
+
+        if isinstance(e, NoCredentialsError | PartialCredentialsError | CredentialRetrievalError):
+            return StorageError(f"no usable S3 credentials ({e}); check {self.settings.credentials_origin()}",
+                                path)
+        if isinstance(e, ConnectionError | HTTPClientError):
+            return StorageError(f"S3 endpoint not reachable ({e}); check {self.settings.endpoint_origin()}",
+                                path)
+        return StorageError(f"S3 request failed ({type(e).__name__}: {e})", path)
 
     def honoured(self, path: str) -> bool:
         """Whether this store rejects a second ``If-None-Match: *`` PUT (cached per bucket)."""

@@ -185,3 +185,12 @@ def test_an_unreachable_endpoint_names_the_setting():
         cond.put("bkt/lock", b"1", if_none_match=True)
     assert "S3 endpoint not reachable" in str(e.value) and "pipeline x: storage.s3.endpoint" in str(e.value)
     assert SECRET not in str(e.value) and e.value.__cause__ is None
+
+
+def test_missing_credentials_name_where_they_are_looked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role lookup here
+    cond = Conditional(S3Settings(endpoint="http://127.0.0.1:1", region="us-east-1"))
+    with pytest.raises(StorageError, match=r"no usable S3 credentials .*AWS credential chain"):
+        cond.put("bkt/lock", b"1", if_none_match=True)
