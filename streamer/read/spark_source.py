@@ -47,10 +47,23 @@ OPTIONS_METADATA_KEY = "morhudi.options"
 #: Spark's switch for ``pushFilters`` of Python data sources (4.1+).
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _PROVIDER = "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
+#: Apache Hudi's Spark data source (registered as ``hudi`` by its bundle).
+_HUDI_SOURCE = "org.apache.hudi.DefaultSource"
+#: Hudi's short name, which catalog tables synced by Hudi (and by us) name as provider.
+HUDI_SHORT_NAME = "hudi"
 
 
-def register(spark, *, pushdown: bool | None = None) -> None:
+def register(spark, *, pushdown: bool | None = None, hudi_alias: bool | None = None) -> None:
     """Make ``format("morhudi")`` available in this session.
+
+    ``hudi_alias``: also register the source under Hudi's short name ``hudi``, so that a
+    catalog table whose provider is ``hudi`` (what Hudi's Hive sync and ours register,
+    ``spark.sql.sources.provider=hudi``) is read through it: ``spark.sql("SELECT ... FROM
+    db.trips")``. ``None`` (auto) means yes unless Apache Hudi's Spark bundle is on the
+    session's classpath (then Hudi's own ``hudi`` source reads those tables) or that cannot
+    be told (see :func:`hudi_bundle_present`). Such a table's location comes from its
+    schema's field metadata (``morhudi.options``, written by :mod:`streamer.catalog`):
+    Spark gives a Python source no table options for a catalog read.
 
     ``pushdown``: whether the source takes Spark's filters. ``None`` (auto) means yes
     unless the session turned :data:`PUSHDOWN_CONF` off or this Spark has the read-info
@@ -64,11 +77,32 @@ def register(spark, *, pushdown: bool | None = None) -> None:
         setting = spark.conf.get(PUSHDOWN_CONF, None)
         off = setting is not None and str(setting).strip().lower() != "true"
         pushdown = not off and not spark_leaks_pushdown(spark)
+    if hudi_alias is None:
+        hudi_alias = hudi_bundle_present(spark) is False
     if not pushdown:
         spark.dataSource.register(MorHudiDataSourceNoPushdown)
+        if hudi_alias:
+            spark.dataSource.register(HudiAliasDataSourceNoPushdown)
         return
     spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(MorHudiDataSource)
+    if hudi_alias:
+        spark.dataSource.register(HudiAliasDataSource)
+
+
+def hudi_bundle_present(spark) -> bool | None:
+    """Whether Apache Hudi's Spark data source (``org.apache.hudi.DefaultSource``) is on
+    the session's classpath; None when it cannot be told (no JVM at hand)."""
+    try:
+        jvm = spark._jvm
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    except Exception:  # noqa: BLE001 - e.g. Spark Connect: cannot tell
+        return None
+    try:
+        jvm.java.lang.Class.forName(_HUDI_SOURCE, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - ClassNotFoundException through py4j
+        return False
 
 
 def spark_leaks_pushdown(spark) -> bool:
@@ -156,6 +190,14 @@ class MorHudiDataSource(DataSource):
         wanted = [f.name for f in schema.fields] if schema is not None else []
         if wanted and all(n in arrow_schema.names for n in wanted):
             arrow_schema = pa.schema([arrow_schema.field(n) for n in wanted])
+        elif wanted and _from_catalog(schema):
+            # a synced catalog table (streamer.catalog) knows the latest schema; the table's
+            # schema here may come from an older base file: the catalog's types fill the gaps
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            given = to_arrow_schema(schema)
+            arrow_schema = pa.schema([arrow_schema.field(n) if n in arrow_schema.names else given.field(n)
+                                      for n in wanted])
         return self._reader_class(fs, plan.slices, plan.spec, arrow_schema, options)
 
 
@@ -164,6 +206,10 @@ _READ_OPTIONS = frozenset({
     "path", "location", "query", "hoodie.datasource.query.type", "as_of", "as.of.instant", "begin",
     "hoodie.datasource.read.begin.instanttime", "end", "hoodie.datasource.read.end.instanttime", "columns",
 })
+
+
+def _from_catalog(schema) -> bool:
+    return bool(_options_from_schema(schema))
 
 
 def _options_from_schema(schema) -> dict[str, str]:
@@ -228,5 +274,22 @@ class MorHudiDataSourceNoPushdown(MorHudiDataSource):
 
 MorHudiDataSource._reader_class = MorHudiPushdownReader
 
-__all__ = ["OPTIONS_METADATA_KEY", "PUSHDOWN_CONF", "spark_leaks_pushdown", "MorHudiDataSource", "MorHudiPushdownReader", "MorHudiReader",
+
+class HudiAliasDataSource(MorHudiDataSource):
+    """This source under Hudi's short name ``hudi`` (see :func:`register`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return HUDI_SHORT_NAME
+
+
+class HudiAliasDataSourceNoPushdown(MorHudiDataSourceNoPushdown):
+    """``hudi`` for a session that turned :data:`PUSHDOWN_CONF` off."""
+
+    @classmethod
+    def name(cls) -> str:
+        return HUDI_SHORT_NAME
+
+__all__ = ["HUDI_SHORT_NAME", "OPTIONS_METADATA_KEY", "PUSHDOWN_CONF", "hudi_bundle_present", "spark_leaks_pushdown",
+           "MorHudiDataSource", "MorHudiPushdownReader", "MorHudiReader",
            "SHORT_NAME", "register"]
