@@ -163,10 +163,8 @@ class LocalSparkCluster:
                 self._workers.append(self._start_worker(i))
             self.wait_for_workers(self.workers, deadline - time.monotonic())
         except BaseException:
-            tails = self.log_tails()
+            log.error("local Spark cluster failed to start; logs:\n%s", self.log_tails())
             self.stop()
-            if isinstance(tails, str) and tails:
-                log.error("local Spark cluster failed to start; logs:\n%s", tails)
             raise
         log.info("local Spark cluster ready at %s with %d workers in %.1fs",
                  self.master_url, self.workers, time.monotonic() - started)
@@ -282,6 +280,16 @@ class LocalSparkCluster:
         w.proc.wait(10)
         log.info("killed Spark %s: pids %s", w.name, tree)
         return tree
+
+    def restart_worker(self, i: int, timeout_s: float = _START_TIMEOUT_S) -> None:
+        """Start worker ``i`` again if it is gone (after :meth:`kill_worker`), and wait until
+        the master lists all workers alive."""
+        w = self._workers[i]
+        if w.alive():
+            return
+        w.log_file.close()
+        self._workers[i] = self._start_worker(i)
+        self.wait_for_workers(len(self._workers), timeout_s)
 
     def worker_pids(self, i: int) -> list[int]:
         """Worker ``i``'s process and its descendants (executor JVMs, Python processes)."""

@@ -3,7 +3,8 @@
 The cluster (a master and two workers with one core each) starts from pyspark's own
 distribution (:class:`streamer.testing.spark_cluster.LocalSparkCluster`); the pipeline is a
 real ``streamer run FILE`` process whose driver points at it (``spark.master``) with the
-spark engine, so tagging and file-group writes run in the executors' JVMs and Python
+spark engine - once with each way a continuous Kafka pipeline reads (``trigger.read``:
+``poll`` and ``stream``), on the same cluster (the killed worker is started again), so tagging and file-group writes run in the executors' JVMs and Python
 workers, not in the driver. The executors' Python has the third-party packages but not
 mor-streamer (a ``sitecustomize`` hides the editable install, as on a node where the
 project was never installed): they can only run our code from the zip the session ships.
@@ -28,6 +29,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
 STREAMER = str(Path(sys.executable).with_name("streamer"))
 SEED = 20_261_123
-BACKLOG = 16_000  # before the pipeline starts
+BACKLOG = 12_000  # before the pipeline starts: three batches
 AFTER_KILL = 2_000  # produced once a worker is gone
 BATCH = 4_000
 TOTAL_LIMIT_S = 300.0
@@ -75,7 +77,8 @@ def _get_json(url: str) -> Any:
         return json.loads(resp.read())
 
 
-def _pipeline_yaml(cluster: LocalSparkCluster, kafka, topic: str, lake: Path, site: Path, ui_port: int) -> str:
+def _pipeline_yaml(cluster: LocalSparkCluster, kafka, topic: str, lake: Path, site: Path, ui_port: int,
+                   read: str) -> str:
     return textwrap.dedent(f"""\
         pipelines:
           - name: on_cluster
@@ -83,7 +86,7 @@ def _pipeline_yaml(cluster: LocalSparkCluster, kafka, topic: str, lake: Path, si
                       schema: "{SCHEMA_DDL}", max_records_per_batch: {BATCH}}}
             target: {{path: {lake}/on_cluster, record_key: [uuid], partition_by: [city], ordering_field: ts}}
             policies: {{log_compaction: {{mode: off}}, compaction: {{mode: off}}, clean: {{mode: off}}, archive: {{mode: off}}}}
-            trigger: {{mode: continuous, interval: 500ms}}
+            trigger: {{mode: continuous, interval: 500ms, read: {read}}}
             engine: spark
             spark:
               master: "{cluster.master_url}"
@@ -174,8 +177,20 @@ def _committed_offsets(table: str) -> int:
     return sum(history[-1].position.partitions.values()) if history else 0
 
 
-def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(kafka, tmp_path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[LocalSparkCluster]:
+    """Two one-core workers; a test that killed one starts it again for the next."""
+    with LocalSparkCluster(workers=2, worker_cores=1, worker_memory="1g",
+                           workdir=tmp_path_factory.mktemp("spark-cluster")) as running:
+        yield running
+
+
+# poll: the driver plans each batch's offsets (HoodieStreamer's way); stream: Structured Streaming
+@pytest.mark.parametrize("read", ["poll", "stream"])
+def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(kafka, cluster, read, tmp_path):
     started = time.monotonic()
+    for i in (0, 1):
+        cluster.restart_worker(i)
     topic = kafka.create_topic(f"cluster-{uuid.uuid4().hex[:8]}", partitions=3)
     model = TripModel(seed=SEED, key_space=3_000)
     for _ in range(BACKLOG // 2_000):
@@ -192,74 +207,73 @@ def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(k
     _check_executor_python(site, env, tmp_path)
     executor_log.unlink(missing_ok=True)  # the check's own interpreters noted themselves
 
-    with LocalSparkCluster(workers=2, worker_cores=1, worker_memory="1g", workdir=tmp_path / "cluster") as cluster:
-        yaml_path = tmp_path / "cluster.yaml"
-        yaml_path.write_text(_pipeline_yaml(cluster, kafka, topic, lake, site, ui_port))
-        driver = Driver(yaml_path, tmp_path, env)
-        ui = f"http://127.0.0.1:{ui_port}/api/v1/applications"
-        try:
-            # 1. the first batch commits, with an executor on each worker
-            wait_until(lambda: driver.check_alive() and driver.commits >= 1, 180, "the first commit on the cluster")
-            (app,) = _get_json(ui)
-            app_id = app["id"]
-            on_worker = {i: [str(e["id"]) for e in cluster.worker_state(i)["executors"] if e["appid"] == app_id]
-                         for i in (0, 1)}
-            assert on_worker[0] and on_worker[1], f"an executor on each worker expected: {on_worker}"
-            victim = on_worker[0][0]
-            processes = {i: cluster.executor_processes(i) for i in (0, 1)}
-            assert all(p["executor"] for p in processes.values()), processes
-            assert driver.proc.pid not in processes[0]["executor"] + processes[1]["executor"]
+    yaml_path = tmp_path / "cluster.yaml"
+    yaml_path.write_text(_pipeline_yaml(cluster, kafka, topic, lake, site, ui_port, read))
+    driver = Driver(yaml_path, tmp_path, env)
+    ui = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+    try:
+        # 1. the first batch commits, with an executor on each worker
+        wait_until(lambda: driver.check_alive() and driver.commits >= 1, 180, "the first commit on the cluster")
+        (app,) = _get_json(ui)
+        app_id = app["id"]
+        on_worker = {i: [str(e["id"]) for e in cluster.worker_state(i)["executors"] if e["appid"] == app_id]
+                     for i in (0, 1)}
+        assert on_worker[0] and on_worker[1], f"an executor on each worker expected: {on_worker}"
+        victim = on_worker[0][0]
+        processes = {i: cluster.executor_processes(i) for i in (0, 1)}
+        assert all(p["executor"] for p in processes.values()), processes
+        assert driver.proc.pid not in processes[0]["executor"] + processes[1]["executor"]
 
-            # 2. kill worker 0 (with its executor JVM and Python workers) while its executor runs a
-            #    task - preferably a file-group write (the batch's instant has markers), else any task
-            def victim_busy() -> bool:
-                driver.check_alive()
-                try:
-                    executors = {e["id"]: e for e in _get_json(f"{ui}/{app_id}/executors")}
-                except OSError:  # no answer this time
-                    return False
-                return executors.get(victim, {}).get("activeTasks", 0) > 0
-
-            phase = "a file-group write"
+        # 2. kill worker 0 (with its executor JVM and Python workers) while its executor runs a
+        #    task - preferably a file-group write (the batch's instant has markers), else any task
+        def victim_busy() -> bool:
+            driver.check_alive()
             try:
-                wait_until(lambda: _writing(table) and victim_busy(), WRITE_PATIENCE_S,
-                           "a file-group write on worker 0's executor", poll_s=0.05)
-            except AssertionError:
-                phase = "a task before the writes"
-                wait_until(victim_busy, 60, "a task running on worker 0's executor", poll_s=0.05)
-            commits_at_kill = driver.commits
-            offsets_at_kill = _committed_offsets(table)
-            victim_processes = cluster.executor_processes(0)
-            killed = cluster.kill_worker(0)
-            assert set(victim_processes["executor"] + victim_processes["python"]) <= set(killed), killed
-            assert not [p for p in killed if _alive(p)], f"survivors of the kill: {killed}"
-            assert _committed_offsets(table) < sum(kafka.end_offsets(topic).values()), "the backlog was done"
+                executors = {e["id"]: e for e in _get_json(f"{ui}/{app_id}/executors")}
+            except OSError:  # no answer this time
+                return False
+            return executors.get(victim, {}).get("activeTasks", 0) > 0
 
-            # 3. more records; the surviving worker takes everything to the end
-            produce_records(kafka, topic, model.records(AFTER_KILL))
-            end = sum(kafka.end_offsets(topic).values())
-            remaining = TOTAL_LIMIT_S - (time.monotonic() - started)
-            wait_until(lambda: driver.check_alive() and _committed_offsets(table) >= end, max(remaining, 30),
-                       f"the pipeline to commit all {end} offsets on the surviving worker")
-            lost = [e for e in _get_json(f"{ui}/{app_id}/allexecutors") if e["id"] == victim]
-            assert lost and not lost[0]["isActive"], f"the driver still counts executor {victim} as alive: {lost}"
-            # a task of the batch was running there when it was lost (the counts of a removed
-            # executor stay as they were at its removal) and was run again elsewhere
-            assert lost[0]["activeTasks"] + lost[0]["failedTasks"] >= 1, f"no task was lost with executor {victim}: {lost}"
-            executors_used = [e for e in _get_json(f"{ui}/{app_id}/allexecutors") if e["id"] != "driver"]
-            assert all(e["totalTasks"] > 0 for e in executors_used), executors_used
+        phase = "a file-group write"
+        try:
+            wait_until(lambda: _writing(table) and victim_busy(), WRITE_PATIENCE_S,
+                       "a file-group write on worker 0's executor", poll_s=0.05)
+        except AssertionError:
+            phase = "a task before the writes"
+            wait_until(victim_busy, 60, "a task running on worker 0's executor", poll_s=0.05)
+        commits_at_kill = driver.commits
+        offsets_at_kill = _committed_offsets(table)
+        victim_processes = cluster.executor_processes(0)
+        killed = cluster.kill_worker(0)
+        assert set(victim_processes["executor"] + victim_processes["python"]) <= set(killed), killed
+        assert not [p for p in killed if _alive(p)], f"survivors of the kill: {killed}"
+        assert _committed_offsets(table) < sum(kafka.end_offsets(topic).values()), "the backlog was done"
 
-            # 4. a graceful stop (SIGTERM: finish the running batch, then stop)
-            driver.proc.send_signal(signal.SIGTERM)
-            driver.proc.wait(90)
-            assert driver.proc.returncode == 0, driver.tail()
-        except BaseException:
-            print(driver.tail(80))
-            print(cluster.log_tails(40))
-            raise
-        finally:
-            if driver.proc.poll() is None:
-                driver.kill()
+        # 3. more records; the surviving worker takes everything to the end
+        produce_records(kafka, topic, model.records(AFTER_KILL))
+        end = sum(kafka.end_offsets(topic).values())
+        remaining = TOTAL_LIMIT_S - (time.monotonic() - started)
+        wait_until(lambda: driver.check_alive() and _committed_offsets(table) >= end, max(remaining, 30),
+                   f"the pipeline to commit all {end} offsets on the surviving worker")
+        lost = [e for e in _get_json(f"{ui}/{app_id}/allexecutors") if e["id"] == victim]
+        assert lost and not lost[0]["isActive"], f"the driver still counts executor {victim} as alive: {lost}"
+        # a task of the batch was running there when it was lost (the counts of a removed
+        # executor stay as they were at its removal) and was run again elsewhere
+        assert lost[0]["activeTasks"] + lost[0]["failedTasks"] >= 1, f"no task was lost with executor {victim}: {lost}"
+        executors_used = [e for e in _get_json(f"{ui}/{app_id}/allexecutors") if e["id"] != "driver"]
+        assert all(e["totalTasks"] > 0 for e in executors_used), executors_used
+
+        # 4. a graceful stop (SIGTERM: finish the running batch, then stop)
+        driver.proc.send_signal(signal.SIGTERM)
+        driver.proc.wait(90)
+        assert driver.proc.returncode == 0, driver.tail()
+    except BaseException:
+        print(driver.tail(80))
+        print(cluster.log_tails(40))
+        raise
+    finally:
+        if driver.proc.poll() is None:
+            driver.kill()
     print(f"killed worker 0 (pids {killed}) in {phase} after {commits_at_kill} commits covering {offsets_at_kill} offsets; "
           f"{driver.commits} commits in all; {model.produced} records; {time.monotonic() - started:.0f}s")
     assert not any("Traceback" in line for line in driver.lines), driver.tail()
@@ -268,7 +282,7 @@ def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(k
     # workers'), without mor-streamer installed
     pythons = dict(line.split(" ", 1) for line in executor_log.read_text().splitlines())
     assert pythons, "no executor Python process started"
-    assert all(cwd.startswith(str(tmp_path / "cluster" / "worker-")) for cwd in pythons.values()), pythons
+    assert all(cwd.startswith(str(cluster.workdir / "worker-")) for cwd in pythons.values()), pythons
     assert str(driver.proc.pid) not in pythons and str(os.getpid()) not in pythons, pythons
     assert commits_at_kill >= 1 and driver.commits > commits_at_kill
 
