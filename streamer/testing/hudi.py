@@ -88,6 +88,8 @@ class HudiSpark:
     _ids: Any = field(default_factory=lambda: itertools.count())
     _lock: threading.Lock = field(default_factory=threading.Lock)
     spark_version: str = ""
+    #: Extra Spark settings for the child's session (e.g. a Hive metastore catalog).
+    conf: dict[str, str] = field(default_factory=dict)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> HudiSpark:
@@ -104,6 +106,8 @@ class HudiSpark:
         )
         for k in ("SPARK_HOME", "PYTHONPATH", "SPARK_CONF_DIR"):
             env.pop(k, None)
+        if self.conf:
+            env["HUDI_WORKER_CONF"] = json.dumps(self.conf)
         self._log = open(self.workdir / "hudi-spark.log", "ab")  # noqa: SIM115 - lives with the child
         self._proc = subprocess.Popen(
             [str(hudi_python()), str(_WORKER)],

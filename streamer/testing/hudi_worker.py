@@ -52,6 +52,9 @@ def _session(jar: str):
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.warehouse.dir", os.path.join(os.environ.get("TMPDIR", "/tmp"), "hudi-wh"))
     )
+    # extra settings from the parent (HudiSpark.conf), e.g. a Hive-enabled catalog
+    for key, value in json.loads(os.environ.get("HUDI_WORKER_CONF") or "{}").items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
