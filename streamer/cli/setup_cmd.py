@@ -19,7 +19,8 @@ from pathlib import Path
 from streamer.errors import EnvironmentSetupError
 
 #: Maven module → the folder under the jar directory it fills.
-MODULES = {"spark-kafka": "spark", "kafka-broker": "kafka", "apicurio": "apicurio", "hudi": "hudi-*"}
+MODULES = {"spark-kafka": "spark", "kafka-broker": "kafka", "apicurio": "apicurio", "hudi": "hudi-*",
+           "hive-metastore": "hive-metastore"}
 DEFAULT_MODULES = ("spark-kafka", "kafka-broker")
 
 
