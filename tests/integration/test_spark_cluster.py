@@ -3,14 +3,16 @@
 The cluster (a master and two workers with one core each) starts from pyspark's own
 distribution (:class:`streamer.testing.spark_cluster.LocalSparkCluster`); the pipeline is a
 real ``streamer run FILE`` process whose driver points at it (``spark.master``) with the
-spark engine - once with each way a continuous Kafka pipeline reads (``trigger.read``:
-``poll`` and ``stream``), on the same cluster (the killed worker is started again), so tagging and file-group writes run in the executors' JVMs and Python
-workers, not in the driver. The executors' Python has the third-party packages but not
-mor-streamer (a ``sitecustomize`` hides the editable install, as on a node where the
-project was never installed): they can only run our code from the zip the session ships.
+spark engine, so tagging and file-group writes run in the executors' JVMs and Python
+workers, not in the driver. It runs once with each way a continuous Kafka pipeline reads
+(``trigger.read``: ``poll`` and ``stream``), on the same cluster (the killed worker is
+started again in between). The executors' Python has the third-party packages but not
+mor-streamer (a ``sitecustomize`` lets our packages import from a zip only, as on a node
+where the project was never installed): they can only run our code from the zip the
+session ships.
 
-Once the pipeline has committed and an executor is running tasks, its worker is
-SIGKILLed with everything it started (a machine gone). The remaining worker finishes the
+Once the pipeline has committed and an executor is running a file-group write, its worker
+is SIGKILLed with everything it started (a machine gone). The remaining worker finishes the
 backlog and more records produced after the kill; the process then stops gracefully and
 the table equals the model in our reader and in hudi-rs, and every row was committed by
 the one commit whose offsets cover it (exactly once).
@@ -59,13 +61,24 @@ TOTAL_LIMIT_S = 300.0
 #: How long to wait for a file-group write to run on the victim before killing it in any task.
 WRITE_PATIENCE_S = 45.0
 
-#: The executors' ``sitecustomize``: hide the editable install of mor-streamer (and any
-#: path entry holding its packages) and note the process, so the test knows the
-#: executors' Python ran without the project installed.
+#: The executors' ``sitecustomize``: this node has the third-party packages but not
+#: mor-streamer - its packages import from a shipped zip on the path or not at all, however
+#: the test environment installed them - and it notes the process, so the test knows the
+#: executors' Python ran like that.
 SITECUSTOMIZE = """\
-import os, sys
-sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
-sys.path[:] = [p for p in sys.path if not os.path.isfile(os.path.join(p or os.getcwd(), "streamer", "__init__.py"))]
+import importlib.machinery, os, sys
+
+class OnlyShipped:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in ("streamer", "sources", "transforms"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p.endswith(".zip")])
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return spec
+
+sys.meta_path.insert(0, OnlyShipped)
 with open({log!r}, "a") as out:
     out.write(f"{{os.getpid()}} {{os.getcwd()}}\\n")
 """
