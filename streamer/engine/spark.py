@@ -1,43 +1,53 @@
-"""Spark engine: the same core functions, on executors; the driver sees counts, not keys.
+"""Spark engine: the local engine's core, once per table partition, on executors.
 
-* ``mapInArrow(prepare_rows)`` builds keys and conforms the schema batch by batch;
-* tagging runs on executors (:mod:`streamer.write.tagging`), on the whole rows (no
-  join back: a row carries its tag): with the bloom index (or none),
-  ``groupBy(partition).applyInArrow`` combines duplicates (a key's rows share its
-  partition), looks the partition's keys up at once - the executor reads the footers
-  and key columns it needs from the table's storage, the file listing travels in the
-  task - and ranks the inserts in key order; with the bucket index,
-  ``groupBy(hash).applyInArrow(latest_per_key)`` combines and ``mapInArrow`` hashes each
-  key to its bucket. The tagged batch is cached;
-* the driver collects counts per (partition, file group, operation) and plans from
-  them: the tasks and, per partition, how many inserts each insert bucket takes;
-* ``mapInArrow`` gives each row its task from that plan (an insert's rank picks its
-  bucket) and ``groupBy(task).applyInArrow(write_file_group)`` writes each file group,
-  returning its Hudi write stat as JSON; the driver commits.
+The driver sees write statistics, never keys (issue 13), and the batch crosses
+between the JVM and Python twice, with one shuffle (issue 14):
 
-``tag_on_executors=False`` keeps the earlier path (keys collected, looked up and
+* ``mapInArrow(prepare_rows)`` builds keys and conforms the schema batch by batch
+  (with the bucket index it also appends each row's bucket);
+* ``repartition(partition path[, bucket])`` brings every row of a table partition
+  (bucket index: of a partition's bucket) to one Spark task - the unit within which
+  the local engine's planning is self-contained: a key's duplicates, its file group
+  and the partition's insert bin-packing never look past the partition;
+* ``mapInArrow(write_partitions)`` then runs, per table partition in the task, exactly
+  what the local engine runs for the whole batch: combine duplicates, look keys up in
+  the partition's slices (the executor reads footers and key columns from the table's
+  storage), plan (:func:`~streamer.write.tagging.plan_on_driver`), write the file
+  groups (:meth:`LocalEngine.write`) - and returns one Hudi write stat per file group
+  plus the task's input row count. The driver commits those.
+
+No cache, no count job, no sort: the planning happens in :meth:`write` (after the
+instant is inflight), so :meth:`plan` returns a deferred plan. Because the unit is the
+table partition, rows of one partition share a Python worker (as they did when
+tagging grouped by partition): a non-partitioned table is written by one task.
+
+``tag_on_executors=False`` keeps the earliest path (keys collected, looked up and
 planned on the driver, the plan joined back) for comparison in benchmarks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamer import errors
 from streamer.data import is_spark_dataframe, to_arrow
 from streamer.engine.base import Engine, Prepared
+from streamer.engine.local import LocalEngine
 from streamer.table.metadata import WriteStat
+from streamer.table.naming import write_partition_metadata
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import (
-    IS_DELETE_COL,
     KEY_COLUMNS,
     PrepareSpec,
     latest_per_key,
@@ -45,24 +55,18 @@ from streamer.write.prepare import (
     prepared_schema,
 )
 from streamer.write.tagging import (
-    ASSIGN_COLUMNS,
     BUCKET_COL,
     BUCKET_COLUMN,
-    COUNT_COL,
-    FILE_ID_COL,
-    TAG_COLUMNS,
-    UPSERTS_COL,
     Planned,
     PlanRequest,
-    bucket_plan_from_counts,
-    lookup_partition,
-    plan_from_counts,
+    partition_request,
+    plan_on_driver,
     tag_buckets,
-    tag_rows,
 )
 
-_BUCKET = "_mor_bucket"
 _STAT = "stat"
+_ROWS = "rows"
+_OUT_SCHEMA = pa.schema([pa.field(_STAT, pa.string()), pa.field(_ROWS, pa.int64())])
 
 
 def _spark_schema(schema: pa.Schema):
@@ -90,13 +94,6 @@ def _worker_errors() -> Iterator[None]:
         raise
 
 
-def _with_fields(schema, fields) -> Any:
-    """A Spark schema plus Arrow ``fields`` (what a tagging step appends)."""
-    from pyspark.sql.types import StructType
-
-    return StructType(list(schema.fields) + list(_spark_schema(pa.schema(list(fields))).fields))
-
-
 def _per_batch(fn):
     """``fn(table) -> table`` as a ``mapInArrow`` function."""
 
@@ -107,14 +104,82 @@ def _per_batch(fn):
     return run
 
 
+def by_partition(rows: pa.Table) -> Iterator[pa.Table]:
+    """``rows`` split by table partition (one sort of the partition codes, no per-row Python)."""
+    if rows.num_rows == 0:
+        return
+    enc = pc.dictionary_encode(rows.column(PARTITION_PATH_COL)).combine_chunks()
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")  # arrival order kept within a partition
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    if len(starts) == 1:
+        yield rows
+        return
+    for s, e in zip(starts, ends, strict=True):
+        yield rows.take(pa.array(order[s:e]))
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionWriter:
+    """What one Spark task runs (picklable): the local engine, table partition by table
+    partition, over the rows the shuffle brought it."""
+
+    request: PlanRequest
+    ctx: WriteContext
+    ordering: str | None
+    combine: bool
+    parallelism: int
+
+    def write(self, rows: pa.Table) -> list[WriteStat]:
+        """Combine, look up, plan and write ONE table partition's rows (the local
+        engine's steps, restricted to the partition's slices)."""
+        part = rows.column(PARTITION_PATH_COL)[0].as_py()
+        if self.combine:
+            rows = latest_per_key(rows, self.ordering)
+        keys = rows.select(list(KEY_COLUMNS))
+        # the local engine's planning, by this worker, for its partition alone
+        plan = plan_on_driver(keys, partition_request(self.request, part, self.parallelism)).plan
+        if not plan.tasks:
+            return []
+        for new_part in plan.new_partitions:
+            write_partition_metadata(self.ctx.fs, self.ctx.base_path, new_part, self.ctx.instant)
+        return LocalEngine(self.parallelism).write(Prepared(keys, rows.num_rows, rows), plan, self.ctx)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        got = [b for b in batches if b.num_rows]
+        if not got:
+            return
+        rows = pa.Table.from_batches(got)
+        del got
+        if BUCKET_COL in rows.column_names:
+            rows = rows.drop_columns([BUCKET_COL])
+        for col in (RECORD_KEY_COL, PARTITION_PATH_COL):  # Spark may hand strings back as large_string
+            i = rows.schema.get_field_index(col)
+            if rows.schema.field(i).type != pa.string():
+                rows = rows.set_column(i, col, rows.column(col).cast(pa.string()))
+        stats: list[str | None] = [None]  # first: this task's input rows
+        for part_rows in by_partition(rows):
+            stats += [json.dumps(s.to_dict()) for s in self.write(part_rows)]
+        counts = [rows.num_rows] + [0] * (len(stats) - 1)
+        yield from pa.table([pa.array(stats, pa.string()), pa.array(counts, pa.int64())],
+                            schema=_OUT_SCHEMA).to_batches()
+
+
 class SparkEngine(Engine):
     name = "spark"
 
-    def __init__(self, buckets: int | None = None, tag_on_executors: bool = True) -> None:
+    def __init__(self, buckets: int | None = None, tag_on_executors: bool = True,
+                 parallelism: int = 1) -> None:
         self.buckets = buckets
         self.tag_on_executors = tag_on_executors
+        #: threads per Spark task for its partition's lookup and file-group writes
+        self.parallelism = max(1, parallelism)
         self._ordering: str | None = None
-        self._combine = False  # duplicates still to combine while tagging
+        self._combine = False
+        self._request: PlanRequest | None = None
+        self._planned: Planned | None = None
 
     def _df(self, data: Any):
         if is_spark_dataframe(data):
@@ -123,83 +188,102 @@ class SparkEngine(Engine):
 
         return get_spark().createDataFrame(to_arrow(data))
 
-    def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
-        from pyspark.sql import functions as F
+    def _tasks(self, df) -> int:
+        """Spark tasks per step: ``buckets``, else the session's shuffle partitions."""
+        return self.buckets or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
 
+    def _write_tasks(self, df, request: PlanRequest) -> int:
+        """Tasks of the write step. A table partition goes whole to the task its hash picks,
+        so with as many tasks as partitions two of them often share one (8 partitions into
+        4 tasks: 5 in one task in the tests) and that task is the step's wall time: twice
+        the table's known partitions (at most 4x the shuffle partitions) spreads them."""
+        n = self._tasks(df)
+        if self.buckets:
+            return n
+        known = len({s.partition_path for s in request.slices})
+        return max(n, min(2 * known, 4 * n))
+
+    def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
         df = self._df(data)
         out_schema = prepared_schema(spec)
-        rows = df.mapInArrow(_per_batch(lambda t: prepare_rows(t, spec)), _spark_schema(out_schema))
         self._ordering = spec.cfg.ordering_field
-        # with the bloom index duplicates are combined where the partition is tagged
-        self._combine = combine and self.tag_on_executors and not spec.cfg.index.is_bucket
-        if combine and not self._combine:
-            n = self.buckets or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        self._combine = combine
+        if not self.tag_on_executors:
+            return self._prepare_collect(df, spec, out_schema, combine)
+        index = spec.cfg.index
+        if index.is_bucket:
+            def prep(t: pa.Table) -> pa.Table:
+                return tag_buckets(prepare_rows(t, spec), index)
+
+            schema = pa.schema([*out_schema, BUCKET_COLUMN])
+        else:
+            def prep(t: pa.Table) -> pa.Table:
+                return prepare_rows(t, spec)
+
+            schema = out_schema
+        # many small input partitions (an Arrow table handed in is cut every 10k rows) cost
+        # a Python round trip each: at most as many as the shuffle has (never more: no shuffle)
+        rows = df.coalesce(self._tasks(df)).mapInArrow(_per_batch(prep), _spark_schema(schema))
+        # input rows are counted where the rows are written (no count job here)
+        return Prepared(None, 0, rows)
+
+    def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
+        if not self.tag_on_executors:
+            return super().plan(prepared, request)
+        self._request = request
+        # decided per table partition on executors, once the instant is inflight
+        self._planned = Planned(WritePlan({}, None, [], rows=prepared.handle), driver_keys=0)
+        return self._planned
+
+    def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
+        if not self.tag_on_executors:
+            return self._write_collected(prepared, plan, ctx)
+        assert self._request is not None
+        rows = plan.rows
+        cols = [PARTITION_PATH_COL, BUCKET_COL] if BUCKET_COL in rows.columns else [PARTITION_PATH_COL]
+        n = self._write_tasks(rows, self._request)
+        fn = PartitionWriter(self._request, ctx, self._ordering, self._combine, self.parallelism)
+        out = rows.repartition(n, *cols).mapInArrow(fn, _spark_schema(_OUT_SCHEMA))
+        with _worker_errors():
+            got = out.toArrow()  # one row per file group written, one per task that had rows
+        stat_col = got.column(_STAT)
+        prepared.input_rows = int(pc.sum(got.column(_ROWS)).as_py() or 0)
+        if self._planned is not None:
+            self._planned.driver_summary_rows = got.num_rows
+        return [WriteStat.from_dict(json.loads(s)) for s in stat_col.drop_null().to_pylist()]
+
+    # ------------------------------------------------------------ keys collected (comparison)
+    def _prepare_collect(self, df, spec: PrepareSpec, out_schema: pa.Schema, combine: bool) -> Prepared:
+        from pyspark.sql import functions as F
+
+        rows = df.mapInArrow(_per_batch(lambda t: prepare_rows(t, spec)), _spark_schema(out_schema))
+        if combine:
+            n = self._tasks(df)
             ordering = spec.cfg.ordering_field
+            bucket = "_mor_bucket"
 
             def combine_fn(t: pa.Table) -> pa.Table:
-                return latest_per_key(t.drop_columns([_BUCKET]), ordering)
+                return latest_per_key(t.drop_columns([bucket]), ordering)
 
             rows = (
-                rows.withColumn(_BUCKET, F.pmod(F.hash(RECORD_KEY_COL), F.lit(n)))
-                .groupBy(_BUCKET)
+                rows.withColumn(bucket, F.pmod(F.hash(RECORD_KEY_COL), F.lit(n)))
+                .groupBy(bucket)
                 .applyInArrow(combine_fn, _spark_schema(out_schema))
             )
         input_rows = df.count()
-        if self.tag_on_executors:
-            return Prepared(None, input_rows, rows)  # cached once tagged
         rows = rows.persist()
         keys = rows.select(*KEY_COLUMNS).toArrow()
         keys = keys.cast(pa.schema([out_schema.field(c) for c in KEY_COLUMNS]))
         return Prepared(keys, input_rows, rows)
 
-    def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
-        if not self.tag_on_executors:
-            return super().plan(prepared, request)
-        from pyspark.sql import functions as F
-
+    def _write_collected(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
         rows = prepared.handle
-        schema = rows.schema
-        if request.index.is_bucket:
-            index = request.index
-            tagged = rows.mapInArrow(_per_batch(lambda t: tag_buckets(t, index)),
-                                     _with_fields(schema, [BUCKET_COLUMN])).persist()
-            prepared.cached.append(tagged)
-            with _worker_errors():
-                counts = tagged.groupBy(PARTITION_PATH_COL, BUCKET_COL).agg(
-                    F.count(F.lit(1)).alias(COUNT_COL),
-                    F.sum(F.when(F.col(IS_DELETE_COL), 0).otherwise(1)).cast("long").alias(UPSERTS_COL),
-                ).toArrow()
-            cplan = bucket_plan_from_counts(counts, request)
-        else:
-            ordering, combine = self._ordering, self._combine
-
-            def tag(t: pa.Table) -> pa.Table:
-                if combine:
-                    t = latest_per_key(t, ordering)
-                return tag_rows(t, lookup_partition(t, request))
-
-            tagged = rows.groupBy(PARTITION_PATH_COL).applyInArrow(
-                tag, _with_fields(schema, TAG_COLUMNS)).persist()  # looked up once
-            prepared.cached.append(tagged)
-            with _worker_errors():
-                counts = tagged.groupBy(PARTITION_PATH_COL, FILE_ID_COL, OP_COL).count().toArrow()
-            cplan = plan_from_counts(counts, request)
-        assigned = tagged.mapInArrow(_per_batch(cplan.assign), _with_fields(schema, ASSIGN_COLUMNS))
-        return Planned(cplan.write_plan(assigned), driver_keys=0, driver_summary_rows=counts.num_rows)
-
-    def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
-        rows = prepared.handle
-        if plan.rows is not None:
-            joined = plan.rows
-        else:
-            assert plan.assignment is not None
-            assignment = plan.assignment.filter(
-                pa.compute.not_equal(plan.assignment.column(OP_COL), OP_DROP)
-            )
-            if assignment.num_rows == 0:
-                return []
-            adf = rows.sparkSession.createDataFrame(assignment)
-            joined = rows.join(adf, on=[RECORD_KEY_COL, PARTITION_PATH_COL], how="inner")
+        assert plan.assignment is not None
+        assignment = plan.assignment.filter(pc.not_equal(plan.assignment.column(OP_COL), OP_DROP))
+        if assignment.num_rows == 0:
+            return []
+        adf = rows.sparkSession.createDataFrame(assignment)
+        joined = rows.join(adf, on=[RECORD_KEY_COL, PARTITION_PATH_COL], how="inner")
         tasks = plan.tasks
         stat_schema = pa.schema([pa.field(_STAT, pa.string())])
 

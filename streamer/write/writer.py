@@ -318,9 +318,6 @@ class HudiWriter:
                 planned = engine.plan(prepared, request)
                 plan, lookup, seeds = planned.plan, planned.lookup, planned.seeds
                 self.last_lookup = lookup
-                self.last_engine_stats = EngineStats(
-                    engine.name, planned.driver_keys, planned.driver_summary_rows
-                )
                 requested = state.timeline.create_requested(Action.DELTA_COMMIT, instant)
                 faults.step("requested")
                 lock.start_instant(instant)
@@ -336,7 +333,13 @@ class HudiWriter:
                 if seeds and engine.name == "local":
                     # the driver's parsed slice summaries, reused in-process only
                     ctx = dataclasses.replace(ctx, slice_seeds=seeds)
-                stats = engine.write(prepared, plan, ctx) if plan.tasks else []
+                # a plan decided where the rows are (Spark) has no tasks on the driver yet
+                deferred = plan.assignment is None and plan.rows is not None
+                stats = engine.write(prepared, plan, ctx) if plan.tasks or deferred else []
+                # after the write: an engine that plans on executors counts what it received then
+                self.last_engine_stats = EngineStats(
+                    engine.name, planned.driver_keys, planned.driver_summary_rows
+                )
             finally:
                 prepared.release()
 
