@@ -169,7 +169,7 @@ def get_spark(
     session = start_noticing_interrupts(builder.getOrCreate)
     session.sparkContext.setLogLevel("WARN")
     if ship:
-        # before any job: every task's Python worker puts the zip first on its path
+        # before any job: every task's Python worker puts the zip on its path, ahead of site-packages
         session.sparkContext.addPyFile(str(package_zip()))
     # spark.read.format("morhudi") works in every session we build.
     from streamer.read.spark_source import register
