@@ -1,8 +1,8 @@
-"""Apache Hudi's own Spark bundle (0.15, pyspark 3.5 in ``.venv-hudi``) finds a table we
+"""Apache Hudi's own Spark bundles (0.15 and 1.0, pyspark 3.5 in ``.venv-hudi``) find a table we
 synced to the Hive metastore by name and reads it as the model: what Hudi's HiveSyncTool
 would have registered is enough for Hudi's reader.
 
-One Hive-enabled Hudi child for this module (the shared Hudi children of tests/hudi_jvm are
+One Hive-enabled Hudi child per version for this module (the shared Hudi children of tests/hudi_jvm are
 not Hive-enabled).
 """
 
@@ -19,15 +19,15 @@ from tests.integration.catalog.synced_table import model, write_synced_table
 pytestmark = [pytest.mark.integration, pytest.mark.hudi_jvm]
 
 
-@pytest.fixture(scope="module")
-def hudi_hive(hive_metastore, tmp_path_factory) -> Iterator[oracle.HudiSpark]:
+@pytest.fixture(scope="module", params=oracle.VERSIONS)
+def hudi_hive(request, hive_metastore, tmp_path_factory) -> Iterator[oracle.HudiSpark]:
     missing = oracle.available()
     if missing:
         if os.environ.get("MOR_REQUIRE_HUDI") == "1":
             pytest.fail(f"the Hudi JVM tier is required here but cannot run: {missing}")
         pytest.skip(f"Hudi JVM tier not set up: {missing}")
     warehouse = tmp_path_factory.mktemp("hudi-hive-wh")
-    session = oracle.HudiSpark("0.15", conf={
+    session = oracle.HudiSpark(request.param, conf={
         "spark.sql.catalogImplementation": "hive",
         "spark.hadoop.hive.metastore.uris": hive_metastore.uri,
         "spark.sql.warehouse.dir": str(warehouse),
@@ -40,7 +40,7 @@ def hudi_hive(hive_metastore, tmp_path_factory) -> Iterator[oracle.HudiSpark]:
 
 
 def test_hudi_spark_sql_by_name_reads_our_synced_table(tmp_path, hive_metastore, hudi_hive):
-    db = "hudibyname"
+    db = "hudibyname" + hudi_hive.version.replace(".", "")
     path = str(tmp_path / "trips")
     write_synced_table(path, hive_metastore.uri, db)
     expected = [model()[k] for k in sorted(model())]
