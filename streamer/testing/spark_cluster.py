@@ -87,6 +87,15 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+def is_running(pid: int) -> bool:
+    """The process exists and is not a zombie (dead, waiting for its parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def _command_line(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -278,6 +287,12 @@ class LocalSparkCluster:
         tree = process_tree(w.proc.pid)
         _kill_all(tree)
         w.proc.wait(10)
+        # SIGKILL is delivered at once, but a big JVM takes a moment to go (longer under load)
+        deadline = time.monotonic() + 30
+        while (left := [p for p in tree if is_running(p)]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if left:
+            raise LocalSparkClusterError(f"Spark {w.name}: pids {left} still run 30s after SIGKILL")
         log.info("killed Spark %s: pids %s", w.name, tree)
         return tree
 

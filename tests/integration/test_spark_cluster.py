@@ -40,7 +40,7 @@ import pytest
 from streamer.fs import resolve
 from streamer.pipeline.checkpoint import checkpoint_history
 from streamer.testing.kafka import free_port
-from streamer.testing.spark_cluster import LocalSparkCluster
+from streamer.testing.spark_cluster import LocalSparkCluster, is_running
 from tests.support.trip_model import (
     SCHEMA_DDL,
     TripModel,
@@ -168,14 +168,6 @@ def _check_executor_python(site: Path, env: dict[str, str], cwd: Path) -> None:
     assert found.returncode == 0 and found.stdout.startswith(str(shipped)), found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _writing(table: str) -> bool:
     """An instant's file-group writes have started (its markers folder has a marker)."""
     temp = Path(table) / ".hoodie" / ".temp"
@@ -259,7 +251,7 @@ def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(k
         victim_processes = cluster.executor_processes(0)
         killed = cluster.kill_worker(0)
         assert set(victim_processes["executor"] + victim_processes["python"]) <= set(killed), killed
-        assert not [p for p in killed if _alive(p)], f"survivors of the kill: {killed}"
+        assert not [p for p in killed if is_running(p)], f"survivors of the kill: {killed}"
         assert _committed_offsets(table) < sum(kafka.end_offsets(topic).values()), "the backlog was done"
 
         # 3. more records; the surviving worker takes everything to the end
