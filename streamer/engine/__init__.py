@@ -26,7 +26,7 @@ def _choose(name: str, data: Any, options: Any) -> Engine:
     if name == "spark":
         from streamer.engine.spark import SparkEngine
 
-        return SparkEngine(parallelism=parallelism)
+        return SparkEngine()
     if name != "auto":
         raise ValueError(f"engine must be auto, local or spark, not {name!r}")
     if _is_spark_df(data):
@@ -34,7 +34,7 @@ def _choose(name: str, data: Any, options: Any) -> Engine:
         if data.limit(limit + 1).count() > limit:
             from streamer.engine.spark import SparkEngine
 
-            return SparkEngine(parallelism=parallelism)
+            return SparkEngine()
     return LocalEngine(parallelism)
 
 
