@@ -2,19 +2,24 @@
 
 Per engine and batch size N: a table loaded with N rows (untimed), then one upsert of N
 rows (30% updates of existing keys, 70% inserts, 8 partitions: ``bench_write``'s data).
-The local engine gets an Arrow table; the Spark engines get a Spark DataFrame built from
-it and cached before timing (the input is then on executors, as a streaming batch is).
+The local engine gets an Arrow table; the Spark engines get the same rows as a Spark
+DataFrame read from Parquet by executors, repartitioned to Spark's default parallelism and
+cached before timing (the input is then on executors, as a streaming batch is).
 
-Engines: ``local``; ``spark`` (tags rows on executors, the driver plans from counts);
-``spark-collect`` (the earlier path: keys collected to the driver, looked up there).
+Engines: ``local``; ``spark`` (the local engine's steps per table partition on executors,
+the driver receives write stats); ``spark-collect`` (the earliest path: keys collected to
+the driver, looked up there).
 
 Measured per upsert commit: wall; CPU seconds of this (driver) process; CPU of the Spark
 JVM and every process under it (Python workers), from ``/proc`` (``utime+stime`` plus
 reaped children), in local mode executors included; the driver process's peak RSS above
-its RSS before the commit (sampled every 20 ms); and the keys / summary rows the driver
-collected (``HudiWriter.last_engine_stats``). Measures, never asserts.
+its RSS before the commit and the JVM's peak RSS (sampled every 20 ms; in local mode the
+JVM hosts the executors too); and the keys / summary rows the driver collected
+(``HudiWriter.last_engine_stats``). Every (engine, size) runs ``--repeats`` times on a copy
+of the same loaded table, after an untimed warm-up upsert per Spark engine (the JIT);
+the section reports medians. Measures, never asserts.
 
-    .venv/bin/python -m benchmarks.bench_engines [--sizes 1000000,3000000] [--engines local,spark]
+    .venv/bin/python -m benchmarks.bench_engines [--sizes 1000000,3000000] [--engines local,spark] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from benchmarks.bench_write import make_batch, uptime
 from benchmarks.results import machine_line, write_section
@@ -40,19 +46,25 @@ ENGINES = ("local", "spark", "spark-collect")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+def _rss(pid: int | str = "self") -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return 0
 
 
 class PeakRss:
-    """The process's peak RSS while the block runs (a sampling thread: ru_maxrss cannot be reset)."""
+    """A process's peak RSS while the block runs (a sampling thread: ru_maxrss cannot be reset)."""
+
+    def __init__(self, pid: int | str = "self") -> None:
+        self.pid = pid
 
     def __enter__(self) -> PeakRss:
-        self.before = self.peak = _rss()
+        self.before = self.peak = _rss(self.pid)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._sample, daemon=True)
         self._t.start()
@@ -60,16 +72,16 @@ class PeakRss:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _rss())
+            self.peak = max(self.peak, _rss(self.pid))
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._t.join()
-        self.peak = max(self.peak, _rss())
+        self.peak = max(self.peak, _rss(self.pid))
 
 
-def _tree_cpu(root: int) -> float:
-    """CPU seconds of ``root`` and all its live descendants (with their reaped children)."""
+def _tree_cpu(root: int) -> dict[int, float]:
+    """CPU seconds per process of ``root``'s tree (each with its reaped children)."""
     parent: dict[int, int] = {}
     times: dict[int, float] = {}
     for d in os.listdir("/proc"):
@@ -88,7 +100,13 @@ def _tree_cpu(root: int) -> float:
         p = todo.pop()
         keep.add(p)
         todo.extend(c for c, pp in parent.items() if pp == p and c not in keep)
-    return sum(times.get(p, 0.0) for p in keep)
+    return {p: times[p] for p in keep if p in times}
+
+
+def _cpu_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU the tree spent between two readings: a process that exited meanwhile (an idle
+    Python worker Spark stopped) is left out rather than counted negative."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def _jvm_pid() -> int | None:
@@ -122,44 +140,65 @@ def _upsert(w: HudiWriter, data, engine: str):
     return w.upsert(data, engine=engine)
 
 
-def run_one(root: Path, engine: str, size: int, spark, seed: int = 42, quiet: bool = False) -> dict:
+def load_table(root: Path, size: int, seed: int = 42):
+    """A table loaded with ``size`` rows (local engine) and the upsert batch for it."""
     rng = np.random.default_rng(seed)
     load, next_id = make_batch(rng, size, 0, 0, 1)
     batch, _ = make_batch(rng, size, next_id, next_id, 2)
-    path = str(root / f"{engine}-{size}")
-    w = _writer(path, engine)
-    w.upsert(load, engine="local")  # the same table for every engine, untimed
+    path = root / f"loaded-{size}"
+    _writer(str(path), "local").upsert(load, engine="local")
+    pq.write_table(batch, root / f"batch-{size}.parquet")  # the Spark engines' input, read by executors
+    return path, batch
+
+
+def run_one(root: Path, engine: str, size: int, spark, loaded: tuple[Path, object] | None = None,
+            quiet: bool = False, rep: int = 0) -> dict:
+    src, batch = loaded or load_table(root, size)
+    path = str(root / f"{engine}-{size}-{rep}")
+    shutil.copytree(src, path)  # the same loaded table for every engine and repetition
+    w = HudiWriter.open(path, options=WriteOptions(engine="local", parallelism=os.cpu_count() or 2))
     data: object = batch
     if engine != "local":
-        data = spark.createDataFrame(batch).persist()
+        # on executors, cached, in as many partitions as Spark has cores by default (a Kafka
+        # batch comes in one per topic partition); never through the driver's heap
+        # (createDataFrame of a 3M-row Arrow table ships it in 40 MB tasks: the JVM ran out)
+        data = spark.read.parquet(str(src.parent / f"batch-{size}.parquet"))
+        data = data.repartition(spark.sparkContext.defaultParallelism).persist()
         data.count()
     jvm = _jvm_pid() if spark is not None else None
     jvm_cpu0 = _tree_cpu(jvm) if jvm else None
     cpu0, t0 = time.process_time(), time.perf_counter()
-    with PeakRss() as rss:
+    with PeakRss() as rss, PeakRss(jvm or "self") as jrss:
         _upsert(w, data, engine)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    jvm_cpu = _tree_cpu(jvm) - jvm_cpu0 if jvm else None
+    jvm_cpu = _cpu_since(jvm_cpu0, _tree_cpu(jvm)) if jvm else None
     if engine != "local":
-        data.unpersist()
+        data.unpersist(blocking=True)
     st = w.last_engine_stats
     row = {"engine": engine, "size": size, "wall": wall, "cpu": cpu, "jvm_cpu": jvm_cpu,
-           "rss_delta": rss.peak - rss.before, "driver_keys": st.driver_keys,
-           "summary_rows": st.driver_summary_rows}
+           "rss_delta": rss.peak - rss.before, "jvm_rss": jrss.peak if jvm else None,
+           "driver_keys": st.driver_keys, "summary_rows": st.driver_summary_rows}
     shutil.rmtree(path, ignore_errors=True)
     if quiet:
         return row
     jc = "n/a" if jvm_cpu is None else f"{jvm_cpu:.1f}s"
+    jr = "n/a" if row["jvm_rss"] is None else f"{row['jvm_rss'] / 2**20:,.0f} MiB"
     print(f"{engine:>13} {size:>9,}  wall {wall:6.1f}s  driver cpu {cpu:6.1f}s  jvm+workers cpu {jc}  "
-          f"driver peak rss +{row['rss_delta'] / 2**20:,.0f} MiB  keys on driver {st.driver_keys:,}  "
-          f"summary rows {st.driver_summary_rows}", flush=True)
+          f"driver peak rss +{row['rss_delta'] / 2**20:,.0f} MiB  jvm peak rss {jr}  "
+          f"keys on driver {st.driver_keys:,}  summary rows {st.driver_summary_rows}  load {_load1()}", flush=True)
     return row
+
+
+def _load1() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
 
 
 _LINE = re.compile(
     r"^\s*(?P<engine>[\w-]+) +(?P<size>[\d,]+)  wall +(?P<wall>[\d.]+)s  driver cpu +(?P<cpu>[\d.]+)s  "
     r"jvm\+workers cpu (?P<jvm>[\d.]+s|n/a)  driver peak rss \+(?P<rss>[\d,-]+) MiB  "
-    r"keys on driver (?P<keys>[\d,]+)  summary rows (?P<summary>\d+)$")
+    r"jvm peak rss (?P<jrss>[\d,]+ MiB|n/a)  "
+    r"keys on driver (?P<keys>[\d,]+)  summary rows (?P<summary>\d+)  load (?P<load>[\d.]+)$")
 
 
 def rows_from_log(text: str) -> list[dict]:
@@ -168,16 +207,22 @@ def rows_from_log(text: str) -> list[dict]:
     for line in text.splitlines():
         m = _LINE.match(line)
         if m:
-            jvm = m["jvm"]
+            jvm, jrss = m["jvm"], m["jrss"]
             out.append({"engine": m["engine"], "size": int(m["size"].replace(",", "")), "wall": float(m["wall"]),
                         "cpu": float(m["cpu"]), "jvm_cpu": None if jvm == "n/a" else float(jvm[:-1]),
                         "rss_delta": int(m["rss"].replace(",", "")) * 2**20,
+                        "jvm_rss": None if jrss == "n/a" else int(jrss[:-4].replace(",", "")) * 2**20,
                         "driver_keys": int(m["keys"].replace(",", "")), "summary_rows": int(m["summary"])})
     return out
 
 
 def write_results(rows: list[dict], command: str, load_before: str, load_after: str) -> None:
     write_section(HEADING, results_body(rows, command, load_before, load_after))
+
+
+def _median(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if r[key] is not None]
+    return float(np.median(vals)) if vals else None
 
 
 def results_body(rows: list[dict], command: str, load_before: str, load_after: str) -> list[str]:
@@ -187,25 +232,39 @@ def results_body(rows: list[dict], command: str, load_before: str, load_after: s
         f"Command: `{command}`",
         "",
         f"Load before: `{load_before}`; after: `{load_after}` (2 shared cores: other sessions were "
-        "running; one run, read the ratios, not the seconds).",
+        "running; read the ratios and CPU seconds, not the wall seconds).",
         "",
         "Per size N: a table loaded with N rows, then one upsert of N rows (30% updates, 70% "
-        "inserts, 8 partitions). `spark` tags rows on executors and plans from counts; "
-        "`spark-collect` is the earlier path (keys collected to the driver). CPU: driver = this "
-        "Python process; JVM+workers = the local-mode Spark JVM and its Python workers (`/proc`). "
-        "Driver RSS: peak above the RSS before the commit.",
+        "inserts, 8 partitions), repeated on copies of the loaded table; medians of the runs. "
+        "`spark` runs the local engine's steps per table partition on executors (one shuffle; "
+        "the driver receives write stats); `spark-collect` is the earliest path (keys collected "
+        "to the driver). CPU: driver = this Python process; JVM+workers = the local-mode Spark "
+        "JVM and its Python workers (`/proc`). Driver RSS: the Python driver's peak above its "
+        "RSS before the commit; JVM RSS: the JVM's peak (driver and, in local mode, executors).",
         "",
-        "| engine | N | wall s | driver CPU s | JVM+workers CPU s | driver peak RSS +MiB "
-        "| keys on driver | summary rows | wall vs local |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| engine | N | runs | wall s | driver CPU s | JVM+workers CPU s | total CPU s "
+        "| driver peak RSS +MiB | JVM peak RSS MiB | keys on driver | summary rows | speed vs local (wall) "
+        "| CPU vs local |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    local = {r["size"]: r["wall"] for r in rows if r["engine"] == "local"}
+    groups: dict[tuple[str, int], list[dict]] = {}
     for r in rows:
-        jc = "n/a" if r["jvm_cpu"] is None else f"{r['jvm_cpu']:.1f}"
-        ratio = f"{local[r['size']] / r['wall']:.2f}x" if r["size"] in local else "n/a"
-        body.append(f"| {r['engine']} | {r['size']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | {jc} | "
-                    f"{r['rss_delta'] / 2**20:,.0f} | {r['driver_keys']:,} | {r['summary_rows']} | {ratio} |")
-    body += ["", "`wall vs local`: local wall / this wall (issue 14 wants >= 0.8 for spark at 1M)."]
+        groups.setdefault((r["engine"], r["size"]), []).append(r)
+    med = {k: {m: _median(v, m) for m in ("wall", "cpu", "jvm_cpu", "rss_delta", "jvm_rss")}
+           for k, v in groups.items()}
+    for (engine, size), runs in groups.items():
+        m = med[(engine, size)]
+        total = m["cpu"] + (m["jvm_cpu"] or 0.0)
+        local = med.get(("local", size))
+        speed = f"{local['wall'] / m['wall']:.2f}x" if local else "n/a"
+        cpu_ratio = f"{total / (local['cpu'] + (local['jvm_cpu'] or 0.0)):.1f}x" if local else "n/a"
+        jc = "n/a" if m["jvm_cpu"] is None else f"{m['jvm_cpu']:.1f}"
+        jr = "n/a" if m["jvm_rss"] is None else f"{m['jvm_rss'] / 2**20:,.0f}"
+        body.append(f"| {engine} | {size:,} | {len(runs)} | {m['wall']:.1f} | {m['cpu']:.1f} | {jc} | {total:.1f} | "
+                    f"{m['rss_delta'] / 2**20:,.0f} | {jr} | {runs[0]['driver_keys']:,} | "
+                    f"{runs[0]['summary_rows']} | {speed} | {cpu_ratio} |")
+    body += ["", "`speed vs local`: median local wall / median wall of this engine (issue 14 wants >= 0.8 "
+             "for spark at 1M); `CPU vs local`: total CPU / the local engine's."]
     return body
 
 
@@ -220,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000000,3000000")
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     ap.add_argument("--from-log", nargs=3, metavar=("LOG", "LOAD_BEFORE", "LOAD_AFTER"),
                     help="write the section from a --no-write run's output and its two uptime lines")
@@ -241,12 +301,18 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     root = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     try:
+        warm = load_table(root, min(sizes))
         for engine in engines:  # untimed: JVM/JIT and Python workers warm for every engine
             if engine != "local":
-                run_one(root, engine, 20_000, spark, quiet=True)
+                run_one(root, engine, min(sizes), spark, warm, quiet=True)
+        shutil.rmtree(warm[0], ignore_errors=True)
         for size in sizes:
-            for engine in engines:
-                rows.append(run_one(root, engine, size, spark))
+            loaded = load_table(root, size)
+            for rep in range(a.repeats):
+                for engine in engines:
+                    rows.append(run_one(root, engine, size, spark, loaded, rep=rep))
+            shutil.rmtree(loaded[0], ignore_errors=True)
+            (root / f"batch-{size}.parquet").unlink(missing_ok=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     command = ".venv/bin/python -m benchmarks.bench_engines " + " ".join(sys.argv[1:] if argv is None else argv)
