@@ -5,9 +5,10 @@ One core, two engines (DESIGN §2). The core is three plain functions —
 :func:`~streamer.write.prepare.latest_per_key` (combine) and
 :func:`~streamer.write.filegroup.write_file_group` (one file group's files) — and an
 engine only decides *where* they run: a thread pool on the driver, or Spark executors.
-The local engine looks keys up and routes them on the driver; the Spark engine tags
-rows on executors and hands the driver counts to plan from (:meth:`Engine.plan`). The
-driver commits in both cases, and the rows written are the same either way.
+The local engine looks keys up and routes them on the driver; the Spark engine runs
+the same lookup and planning on executors, once per table partition, while it writes
+(its :meth:`Engine.plan` is deferred to :meth:`Engine.write`). The driver commits in
+both cases, and the rows written are the same either way.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ class Prepared:
     """A batch after keys/schema/combine: its key columns on the driver, data wherever."""
 
     #: _hoodie_record_key, _hoodie_partition_path, _mor_is_delete on the driver; ``None``
-    #: when the engine tags rows where they are (the driver never holds them)
+    #: when the engine plans where the rows are (the driver never holds them)
     keys: pa.Table | None
-    input_rows: int
-    handle: Any  # engine-private: an Arrow table (local) or a cached DataFrame (spark)
-    #: more engine-private cached data of this batch (the Spark engine's tagged keys)
+    input_rows: int  # the Spark engine counts them while it writes
+    handle: Any  # engine-private: an Arrow table (local) or a lazy DataFrame (spark)
+    #: more engine-private cached data of this batch (released after the write)
     cached: list[Any] = field(default_factory=list)
 
     def release(self) -> None:
@@ -53,7 +54,9 @@ class Engine(ABC):
 
     def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
         """Tag the batch's rows (index lookup or bucket hash) and decide the commit's tasks.
-        Default: on the driver, from ``prepared.keys``."""
+        Default: on the driver, from ``prepared.keys``. An engine that plans where the rows
+        are returns a plan without tasks (``WritePlan.rows`` set) and decides them in
+        :meth:`write`."""
         assert prepared.keys is not None, f"the {self.name} engine kept no keys on the driver"
         return plan_on_driver(prepared.keys, request)
 

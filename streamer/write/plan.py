@@ -7,8 +7,8 @@ upserts/deletes, the index's answer (file id per key). Output is
 * an *assignment* table aligned with the keys: the task id and operation of each row
   (``-1`` = dropped: a delete of a key the table does not hold).
 
-Only keys travel here (never whole records), which is what lets the Spark engine
-collect them to the driver cheaply and join the assignment back to the data.
+Only keys travel here (never whole records). The local engine plans a whole batch here;
+the Spark engine plans each table partition here, on the executor that holds its rows.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class SizingPolicy:
 class WritePlan:
     tasks: dict[int, FileGroupTask]
     #: record key, partition path, _mor_task, _mor_op (aligned with keys); ``None`` when
-    #: the rows were tagged where they are (Spark): then ``rows`` is the engine's
-    #: per-row assignment (row id, task, op), never brought to the driver
+    #: the plan is decided where the rows are (Spark): then ``tasks`` is empty and
+    #: ``rows`` is the engine's batch, planned and written per partition by the engine
     assignment: pa.Table | None
     new_partitions: list[str]
     rows: Any = None

@@ -9,9 +9,9 @@ One commit, in order (each step's reason in brackets):
 4. prepare (keys, schema, combine), look keys up in the bloom index, route inserts;
    with the bucket index, hash each key to its bucket's file group instead [no lookup:
    O(batch), whatever the table's size]. The engine decides where: the local engine on
-   the driver from the keys; the Spark engine tags rows on executors and the driver
-   plans from counts per file group and partition [the driver never holds the batch's
-   keys: :mod:`streamer.write.tagging`];
+   the driver from the keys; the Spark engine runs the same steps per table partition
+   on executors, once the instant is inflight (step 5), and the driver receives write
+   stats [the driver never holds the batch's keys: :mod:`streamer.engine.spark`];
 5. ``deltacommit.requested`` → ``.inflight``, markers + data files via the engine;
 6. the completed instant with Hudi commit metadata, written atomically after every
    data file is durable [readers trust completed instants only]; markers dropped.
