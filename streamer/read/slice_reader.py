@@ -59,6 +59,9 @@ class SliceReadSpec:
     add_partition_columns: bool = False
     #: the columns ``filter`` reads (``None``: not known, every column is read)
     filter_columns: tuple[str, ...] | None = None
+    #: those columns as the table's schema types them: a file written before a column
+    #: was added (schema evolution) lacks it, and the filter then reads it as nulls
+    filter_fields: tuple[pa.Field, ...] = ()
     #: drop base rows / row groups the filter rules out before merging (module doc)
     prune: bool = True
 
@@ -72,13 +75,25 @@ _VERIFYING_PARQUET = ds.ParquetFileFormat(
     default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
 
 
+def with_filter_fields(table: pa.Table, fields: tuple[pa.Field, ...]) -> pa.Table:
+    """``table`` with a null column for each filter field it lacks (a file older than the
+    column), so the filter reads nulls there - as a reader of the whole table would."""
+    for f in fields:
+        if f.name not in table.column_names:
+            table = table.append_column(f.with_nullable(True), pa.nulls(len(table), f.type))
+    return table
+
+
 def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None,
-               columns: list[str] | None = None) -> pa.Table:
+               columns: list[str] | None = None, filter_fields: tuple[pa.Field, ...] = ()) -> pa.Table:
     try:
         if filter_ is not None:
             dataset = ds.dataset(path, format=_VERIFYING_PARQUET, filesystem=fs.arrow)
             names = set(dataset.schema.names)
-            return dataset.to_table(filter=filter_, columns=[c for c in columns if c in names] if columns else None)
+            wanted = [c for c in columns if c in names] if columns else None
+            if any(f.name not in names for f in filter_fields):  # older than a filtered column
+                return with_filter_fields(dataset.to_table(columns=wanted), filter_fields).filter(filter_)
+            return dataset.to_table(filter=filter_, columns=wanted)
         with fs.open_input_file(path) as f:
             pf = pq.ParquetFile(f, page_checksum_verification=True)
             if columns is not None:
@@ -197,7 +212,7 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
             if len(named) == sum(kind == "data" for kind, _ in blocks) and _one_type(named):
                 base = _read_base_pruned(fs, path, spec, project, log_keys, stats)
         if base is None:
-            base = _read_base(fs, path, pushdown, project)
+            base = _read_base(fs, path, pushdown, project, spec.filter_fields)
     table = merge_records(base, blocks, spec.merge)
     if table is None:
         return None, stats
@@ -214,7 +229,7 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
         wanted = pa.array(sorted(spec.commit_times or ()), pa.string())
         table = table.filter(pc.is_in(table.column(COMMIT_TIME), value_set=wanted))
     if spec.filter is not None and pushdown is None:
-        table = table.filter(spec.filter)
+        table = with_filter_fields(table, spec.filter_fields).filter(spec.filter)
     if spec.columns is not None:
         table = table.select([c for c in spec.columns if c in table.column_names])
     return table, stats

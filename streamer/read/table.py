@@ -155,14 +155,34 @@ class Table:
         )
 
     def schema(self) -> pa.Schema | None:
-        """Latest table schema (meta columns included when the table populates them)."""
+        """Latest table schema (meta columns included when the table populates them).
+
+        A base file's own types first (what the reader returns for its columns), then the
+        columns that the last write's schema (its commit metadata, as Hudi's
+        ``TableSchemaResolver`` reads it) adds: a column added by a later upsert lives in
+        log blocks only until the next compaction, and a schema read from the base file
+        alone would hide it from projections, filters and the Spark source.
+        """
+        committed = self._committed_schema()
         for s in self.fsview.latest_merged_slices():
             if s.base_file is not None:
                 with self.fs.open_input_file(s.base_file.path) as f:
                     schema = pq.read_schema(f).remove_metadata()
+                if committed is not None:
+                    schema = pa.schema([*schema, *[f for f in committed if f.name not in schema.names]])
                 if not self.properties.populate_meta_fields:
                     schema = pa.schema([f for f in schema if f.name not in META_COLUMNS])
                 return schema
+        if committed is None:
+            return None
+        schema = committed
+        if self.properties.populate_meta_fields:
+            meta = [pa.field(c, pa.string()) for c in META_COLUMNS if c not in schema.names]
+            schema = pa.schema(meta + list(schema))
+        return schema
+
+    def _committed_schema(self) -> pa.Schema | None:
+        """The last completed write's schema (else the table's create schema), as Arrow."""
         avro = None
         last = self.timeline.last_completed_write()
         if last is not None:
@@ -172,11 +192,7 @@ class Table:
             return None
         from streamer.table.avro_schema import avro_to_arrow
 
-        schema = avro_to_arrow(json.loads(avro))
-        if self.properties.populate_meta_fields:
-            meta = [pa.field(c, pa.string()) for c in META_COLUMNS if c not in schema.names]
-            schema = pa.schema(meta + list(schema))
-        return schema
+        return avro_to_arrow(json.loads(avro))
 
     # ------------------------------------------------------------------ planning
     def _check_instant(self, ts: str | None, what: str) -> None:
@@ -295,6 +311,8 @@ class Table:
             add_partition_columns=props.drop_partition_columns,
             url_encode=props.url_encode_partitioning,
             filter_columns=filter_columns,
+            filter_fields=tuple(schema.field(c) for c in filter_columns or () if schema is not None
+                                and c in schema.names),
         )
         return ReadPlan(slices, spec, schema)
 
