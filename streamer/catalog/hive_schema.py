@@ -19,41 +19,13 @@ import pyarrow as pa
 from streamer.errors import ConfigError
 
 
-def hive_type(t: pa.DataType, support_timestamp: bool = False) -> str:
-    """The Hive type name of an Arrow type (lower case, as Hive prints them)."""
+def _scalar(t: pa.DataType) -> str | None:
+    """The kind of a scalar Arrow type, as both catalogs name it apart from spelling
+    (``None``: a nested type, or one neither has)."""
     if pa.types.is_boolean(t):
         return "boolean"
     if pa.types.is_integer(t):
-        return "bigint" if t.bit_width == 64 or (pa.types.is_unsigned_integer(t) and t.bit_width == 32) else "int"
-    if pa.types.is_float16(t) or pa.types.is_float32(t):
-        return "float"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return "binary"
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if support_timestamp else "bigint"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return f"array<{hive_type(t.value_type, support_timestamp)}>"
-    if pa.types.is_map(t):
-        return f"map<{hive_type(t.key_type, support_timestamp)},{hive_type(t.item_type, support_timestamp)}>"
-    if pa.types.is_struct(t):
-        inner = ",".join(f"{f.name}:{hive_type(f.type, support_timestamp)}" for f in t)
-        return f"struct<{inner}>"
-    raise ConfigError(f"catalog sync: no Hive type for Arrow type {t}")
-
-
-def _spark_type(t: pa.DataType) -> object:
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_integer(t):
-        return "long" if t.bit_width == 64 or (pa.types.is_unsigned_integer(t) and t.bit_width == 32) else "integer"
+        return "long" if t.bit_width == 64 or (pa.types.is_unsigned_integer(t) and t.bit_width == 32) else "int"
     if pa.types.is_float16(t) or pa.types.is_float32(t):
         return "float"
     if pa.types.is_float64(t):
@@ -68,6 +40,35 @@ def _spark_type(t: pa.DataType) -> object:
         return "date"
     if pa.types.is_timestamp(t):
         return "timestamp"
+    return None
+
+
+#: Where Hive and Spark spell a scalar kind differently.
+_HIVE_NAMES = {"long": "bigint"}
+_SPARK_NAMES = {"int": "integer"}
+
+
+def hive_type(t: pa.DataType, support_timestamp: bool = False) -> str:
+    """The Hive type name of an Arrow type (lower case, as Hive prints them)."""
+    kind = _scalar(t)
+    if kind == "timestamp" and not support_timestamp:
+        return "bigint"
+    if kind is not None:
+        return _HIVE_NAMES.get(kind, kind)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return f"array<{hive_type(t.value_type, support_timestamp)}>"
+    if pa.types.is_map(t):
+        return f"map<{hive_type(t.key_type, support_timestamp)},{hive_type(t.item_type, support_timestamp)}>"
+    if pa.types.is_struct(t):
+        inner = ",".join(f"{f.name}:{hive_type(f.type, support_timestamp)}" for f in t)
+        return f"struct<{inner}>"
+    raise ConfigError(f"catalog sync: no Hive type for Arrow type {t}")
+
+
+def _spark_type(t: pa.DataType) -> object:
+    kind = _scalar(t)
+    if kind is not None:
+        return _SPARK_NAMES.get(kind, kind)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return {"type": "array", "elementType": _spark_type(t.value_type), "containsNull": True}
     if pa.types.is_map(t):
