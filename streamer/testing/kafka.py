@@ -63,7 +63,14 @@ def _quiet() -> dict[str, object]:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A KRaft cluster id (base64 of a random UUID) that does not start with ``-``: the
+    storage tool would read it as an option and fail the broker's start (1 in 64 ids),
+    which is why Kafka's own ``Uuid.randomUuid`` draws again in that case."""
+    for _ in range(1000):
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+    raise AssertionError("no cluster id without a leading '-' in 1000 draws")
 
 
 @dataclass
