@@ -200,6 +200,8 @@ def throughput(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, t
     return {"pipeline": f"mor-streamer, {engine} engine, read: {read}", "records": sum(r for _, r in stamps),
             "batches": len(stamps), "total_s": total_s, "rps_total": rps, "rps_sustained": steady,
             "batch_s": statistics.median([r.latency_s for r in done[1:] or done]),
+            "phases": {name: statistics.median([getattr(r.phases, name) for r in done[1:] or done])
+                       for name in PhaseTimes.NAMES},
             "py_cpu_s": py_s, "jvm_cpu_s": jvm_s}
 
 
@@ -360,12 +362,15 @@ def write_results(args, runs: list[dict], avail: dict | None, fresh: list[tuple[
         f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}: the 2 cores are shared with other jobs, so compare the ratios "
         "and CPU seconds of one run, not absolute rates across runs.",
         "",
-        "| pipeline | sustained rec/s | vs ceiling | median batch (s) | wall (s) | driver CPU (s) | JVM CPU (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| pipeline | sustained rec/s | vs ceiling | median batch (s) | of which read / prepare / commit (s) "
+        "| wall (s) | driver CPU (s) | JVM CPU (s) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in runs:
         ratio = f"{r['rps_sustained'] / ceiling_rps:.2f}x" if ceiling_rps else "-"
-        body.append(f"| {r['pipeline']} | {r['rps_sustained']:,.0f} | {ratio} | {r['batch_s']:.2f} | "
+        phases = r.get("phases")
+        split = " / ".join(f"{phases[p]:.2f}" for p in ("read", "prepare", "commit")) if phases else "-"
+        body.append(f"| {r['pipeline']} | {r['rps_sustained']:,.0f} | {ratio} | {r['batch_s']:.2f} | {split} | "
                     f"{r['total_s']:.1f} | {r['py_cpu_s']:.1f} | {r['jvm_cpu_s']:.1f} |")
     if avail is not None:
         body += ["", f"`trigger.mode: available_now` over the same backlog into a fresh table (local engine, default "

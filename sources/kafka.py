@@ -25,7 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sources.base import ERROR_COLUMNS, Batch, PartitionLag, RecordIdentity
+from sources.base import (
+    ERROR_COLUMNS,
+    ERROR_SCHEMA_DDL,
+    SOURCE_ERROR_COL,
+    Batch,
+    PartitionLag,
+    RecordIdentity,
+)
 from sources.kafka_client import KafkaSourceClient
 from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
 from sources.position import KafkaOffsets, Position
@@ -156,12 +163,12 @@ class KafkaSource:
         """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen."""
         from pyspark.sql import functions as F
 
-        retype = redecode = None
+        retype = redecode = together = None
         if self._avro is not None:
             good, bad, cached = self._avro.decode(spark, raw)
             payload: tuple[Column, Column] = (F.base64(F.col("value")), F.lit("base64"))
         else:
-            good, bad, cached, redecode = json_decoder(spark, raw, self.config)
+            good, bad, cached, redecode, together = json_decoder(spark, raw, self.config)
             payload = _payload()
         if end is None:
             end = self._end_seen(cached[0], start)
@@ -172,7 +179,7 @@ class KafkaSource:
 
         def batch(good: DataFrame, bad: DataFrame, retype=None) -> Batch:
             return Batch(df=good, errors=bad, start=start, end=end, cached=cached, retype=retype,
-                         record_columns=record_columns, originals=originals)
+                         record_columns=record_columns, originals=originals, together=together)
 
         if redecode is not None:
             def retype(types: StructType) -> Batch:
@@ -274,56 +281,64 @@ def decode_json(
     ``infer_sample_records`` payloads of this batch (see :func:`json_decoder` to decode
     the same payloads again with the target table's types).
     """
-    good, bad, cached, _ = json_decoder(spark, raw, config)
+    good, bad, cached, _, _ = json_decoder(spark, raw, config)
     return good, bad, cached
 
 
 def json_decoder(
     spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig
-) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...], Callable[[StructType], tuple[DataFrame, DataFrame, DataFrame]] | None]:
+) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...],
+           Callable[[StructType], tuple[DataFrame, DataFrame, DataFrame]] | None, DataFrame | None]:
     """:func:`decode_json`, plus (for an inferred schema) a function decoding the same
-    payloads with given column types preferred (``Batch.retype``), reusing the cache."""
+    payloads with given column types preferred (``Batch.retype``), reusing the cache, and
+    (for a declared one) the good and bad rows in one frame (``Batch.together``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     # the payload once, as text holding the original bytes (cast to binary gives them back)
-    base = raw.select("topic", "partition", "offset", "timestamp", F.col("value").cast("string").alias("_raw")).cache()
+    base = raw.select("topic", "partition", "offset", "timestamp", F.col("value").cast("string").alias("_raw"))
     declared = config.schema_ddl is not None
-    if declared:
+    if declared:  # cached by the reader, if it reads both df and errors (Batch.cache)
         schema = StructType.fromDDL(config.schema_ddl)
-    else:
-        schema = infer_json_schema(spark, base, config.infer_sample_records)
+    else:  # inference reads the payloads, then the decode reads them again
+        schema = infer_json_schema(spark, base.cache(), config.infer_sample_records)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
         schema = StructType.fromDDL("value STRING")
-    good, bad, parsed = _decode_json_with(base, schema, config)
+    good, bad, parsed, together = _decode_json_with(base, schema, config)
     if declared:
-        return good, bad, (base, parsed), None
+        return good, bad, (base, parsed), None, together
+    parsed.cache()
 
-    def retype(types: StructType) -> tuple[DataFrame, DataFrame]:
+    def retype(types: StructType) -> tuple[DataFrame, DataFrame, DataFrame]:
         from sources.files import prefer_types
 
-        return _decode_json_with(base, prefer_types(schema, types), config)
+        good2, bad2, parsed2, _ = _decode_json_with(base, prefer_types(schema, types), config)
+        return good2, bad2, parsed2.cache()
 
-    return good, bad, (base, parsed), retype
+    return good, bad, (base, parsed), retype, None
 
 
 def _decode_json_with(
     base: DataFrame, schema: StructType, config: KafkaSourceConfig
-) -> tuple[DataFrame, DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """(good rows, error rows, the parse they share - to cache before reading both -, and
+    both kinds of rows in one frame)."""
     from pyspark.sql import functions as F
+
 
     exprs = _json_expressions(schema, config)
     # two projections (parse, then flag): every DataFrame operation is analysed eagerly,
     # so a chain of withColumn calls re-analyses the growing plan at each step
     parsed = base.select("topic", "partition", "offset", "timestamp", "_raw", exprs.parse.alias("_p"))
-    # cached: the good and the bad rows come from one parse (bytes kept for bad rows only)
+    # the good and the bad rows come from one parse (bytes kept for bad rows only)
     flagged = parsed.select(
         "topic", "partition", "offset", "timestamp", "_p", exprs.reason.alias("_reason"),
         F.when(exprs.reason.isNotNull(), F.col("_raw")).alias("_raw"),
-    ).cache()
+    )
     good = flagged.where(exprs.is_good).select(*exprs.good)
     bad = flagged.where(exprs.is_bad).select(*exprs.bad)
-    return good, bad, flagged
+    together = flagged.select(*exprs.good, exprs.error_struct.alias(SOURCE_ERROR_COL))
+    return good, bad, flagged, together
 
 
 @dataclass(frozen=True)
@@ -341,6 +356,9 @@ class _JsonExpressions:
     is_bad: Column
     good: tuple[Column, ...]
     bad: tuple[Column, ...]
+    #: A bad row's error columns as one struct (null on good rows; fields nullable, as Arrow
+    #: needs for a null struct): ``Batch.together``'s ``SOURCE_ERROR_COL``.
+    error_struct: Column
 
 
 #: Expressions by (SparkContext, schema, settings); small: one entry per schema a run sees.
@@ -386,10 +404,11 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
     good = (*[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], *_metadata_columns(config))
+    bad = tuple(_error_columns(*_payload(), F.col("_reason")))
+    is_bad = F.col("_reason").isNotNull()
     return _JsonExpressions(
-        parse=parse, reason=reason,
-        is_good=F.col("_reason").isNull(), is_bad=F.col("_reason").isNotNull(),
-        good=good, bad=tuple(_error_columns(*_payload(), F.col("_reason"))),
+        parse=parse, reason=reason, is_good=F.col("_reason").isNull(), is_bad=is_bad, good=good, bad=bad,
+        error_struct=F.when(is_bad, F.struct(*bad)).cast(StructType.fromDDL(ERROR_SCHEMA_DDL)),
     )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sources.base import RECORD_COLUMN, Batch, RecordIdentity
+from sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.config.pipeline import PipelineConfig
 from streamer.pipeline.collect import collect_together
 from streamer.pipeline.errors_table import (
@@ -100,24 +100,34 @@ def prepare(
     if retyped is not batch:
         cached.extend(d for d in retyped.cached if all(d is not c for c in batch.cached))
         batch = retyped
-    transformed = apply_transforms(batch.df, config.transforms, spark)
-    flagged = flag_unkeyable(transformed, config.target, metadata)
+    local = on_driver(config, batch)
+    one_pass = local and batch.together is not None and not config.transforms
+    if one_pass:
+        flagged = None
+        columns = batch.df.columns
+    else:
+        batch.cache()  # df and errors are both read below (before any of their plans runs)
+        flagged = flag_unkeyable(apply_transforms(batch.df, config.transforms, spark), config.target, metadata)
+        columns = flagged.columns
     # a source's record columns may be its metadata columns: dropped only when the runner added them
     hidden = (*hidden_columns, RECORD_COLUMN)
-    drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in flagged.columns]]
+    drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in columns]]
     n_good_in: int | None = None
-    if on_driver(config, batch):
+    if local:
         # one job: the source's error rows, the transformed rows and (with transforms, which
         # may drop rows) the count of the rows they were given
         from pyspark.sql import functions as F
 
-        frames = [batch.errors, flagged]
-        if config.transforms:
-            frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
-        collected = collect_together(*frames)
-        source_errors, rows = as_error_arrow(collected[0]), collected[1]
-        if config.transforms:
-            n_good_in = int(collected[2].column("n")[0].as_py())
+        if one_pass:
+            source_errors, rows = _one_pass(batch, config, metadata)
+        else:
+            frames = [batch.errors, flagged]
+            if config.transforms:
+                frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
+            collected = collect_together(*frames)
+            source_errors, rows = as_error_arrow(collected[0]), collected[1]
+            if config.transforms:
+                n_good_in = int(collected[2].column("n")[0].as_py())
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop)
         bad = rows.filter(pc.invert(good_mask))
@@ -125,6 +135,7 @@ def prepare(
     else:
         from pyspark.sql import functions as F
 
+        assert flagged is not None  # never one pass off the driver
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = flagged.persist()
         cached.append(flagged)
@@ -146,6 +157,27 @@ def prepare(
         written=n_written,
         _cached=cached,
     )
+
+
+def _one_pass(batch: Batch, config: PipelineConfig, metadata: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
+    """The source's error rows and the flagged rows of ``batch``, as :func:`prepare`'s
+    collect gives them, from one projection of its input (``Batch.together``).
+
+    Why: reading ``df`` and ``errors`` needs their shared decode cached so that the input
+    is parsed once (:meth:`Batch.cache`), and the collect then reads the cache twice;
+    filling and reading the cache was ~40% of the JVM's CPU of a 100k-record Kafka batch
+    and its planning ~0.2 s (benchmarks/RESULTS.md). Without transforms both kinds of
+    rows come from one pass here and are split on the driver.
+    """
+    batch.release()  # cached by someone after all: this plan must not read (and fill) it
+    flagged = flag_unkeyable(batch.together, config.target, (*metadata, SOURCE_ERROR_COL))
+    rows = flagged.toArrow()
+    column = rows.column(SOURCE_ERROR_COL)
+    is_error = pc.is_valid(column)
+    errors = column.filter(is_error)
+    error_rows = (pa.Table.from_struct_array(errors) if errors.num_chunks
+                  else pa.schema(list(column.type)).empty_table())
+    return as_error_arrow(error_rows), rows.filter(pc.invert(is_error)).drop_columns([SOURCE_ERROR_COL])
 
 
 def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) -> Batch:

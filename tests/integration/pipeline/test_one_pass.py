@@ -1,0 +1,76 @@
+"""A Kafka batch with a declared schema is collected in one pass (``Batch.together``,
+no cache): the rows, the source's error rows and the unkeyable rows (with their own
+offsets and bytes) are exactly those of the cached two-branch collect, and nothing was
+cached on the way."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from sources import build_source
+from streamer.config import parse_pipelines
+from streamer.pipeline.batch import prepare
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
+
+YAML = """
+pipelines:
+  - name: one_pass
+    source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic: {topic}, format: json,
+              schema: "id STRING, ts BIGINT, fare DOUBLE", include_metadata: true, max_record_bytes: 64}}
+    target: {{path: "{t}", record_key: [id], ordering_field: ts}}
+    trigger: {{mode: once}}
+    engine: local
+"""
+
+RECORDS = [
+    '{"id": "a", "ts": 1, "fare": 1.5}',
+    '{"id": "b", "ts": 2}',
+    "{not json",
+    '{"id": null, "ts": 3}',  # decodes, but has no key: an error row with its own offset and bytes
+    '{"id": "c", "ts": "x"}',  # wrong type
+    b'{"id": "\xff", "ts": 4}',  # not UTF-8
+    None,  # tombstone
+    '{"id": "d", "ts": 5, "fare": 2.0, "pad": "' + "p" * 80 + '"}',  # over max_record_bytes
+    '{"id": "  ", "ts": 6}',  # blank key
+    '{"id": "e", "ts": 7, "fare": 3.25}',
+]
+
+
+def _without_time(errors: pa.Table) -> list[dict]:
+    return sorted((dict(r, error_time=None) for r in errors.to_pylist()), key=lambda r: r["offset"])
+
+
+def test_one_pass_equals_the_cached_collect(kafka, spark, tmp_path):
+    topic = kafka.create_topic(f"one-pass-{uuid.uuid4().hex[:8]}", partitions=2)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=tmp_path / "t"))
+    assert not problems
+    kafka.produce(topic, RECORDS)
+    source = build_source(config.source)
+
+    one = source.read_batch(spark, None)
+    assert one.together is not None
+    two = dataclasses.replace(source.read_batch(spark, None), together=None)
+    try:
+        by_one = prepare(config, spark, one, "kafka", "{}")
+        assert not any(d.is_cached for d in one.cached), "the one pass filled a cache"
+        by_two = prepare(config, spark, two, "kafka", "{}")
+        assert any(d.is_cached for d in two.cached)
+    finally:
+        one.release()
+        two.release()
+
+    assert (by_one.read, by_one.written, by_one.errored) == (by_two.read, by_two.written, by_two.errored)
+    assert (by_one.read, by_one.written, by_one.errored) == (len(RECORDS), 3, 7)
+    assert by_one.good.schema == by_two.good.schema
+    assert by_one.good.sort_by("id").to_pylist() == by_two.good.sort_by("id").to_pylist()
+    assert sorted(by_one.good.column("id").to_pylist()) == ["a", "b", "e"]
+    assert by_one.errors.schema == by_two.errors.schema
+    assert _without_time(by_one.errors) == _without_time(by_two.errors)
+    unkeyed = [e for e in by_one.errors.to_pylist() if e["raw_payload"] == RECORDS[3]]
+    assert len(unkeyed) == 1 and unkeyed[0]["source_position"].startswith(f"{topic}/")
