@@ -325,7 +325,6 @@ def _decode_json_with(
     both kinds of rows in one frame)."""
     from pyspark.sql import functions as F
 
-
     exprs = _json_expressions(schema, config)
     # two projections (parse, then flag): every DataFrame operation is analysed eagerly,
     # so a chain of withColumn calls re-analyses the growing plan at each step

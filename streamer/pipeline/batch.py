@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.config.pipeline import PipelineConfig
-from streamer.pipeline.collect import collect_together
+from streamer.pipeline.collect import collect_together, set_rows
 from streamer.pipeline.errors_table import (
     ERROR_ARROW_SCHEMA,
     PAYLOAD_COL,
@@ -173,11 +173,8 @@ def _one_pass(batch: Batch, config: PipelineConfig, metadata: tuple[str, ...]) -
     flagged = flag_unkeyable(batch.together, config.target, (*metadata, SOURCE_ERROR_COL))
     rows = flagged.toArrow()
     column = rows.column(SOURCE_ERROR_COL)
-    is_error = pc.is_valid(column)
-    errors = column.filter(is_error)
-    error_rows = (pa.Table.from_struct_array(errors) if errors.num_chunks
-                  else pa.schema(list(column.type)).empty_table())
-    return as_error_arrow(error_rows), rows.filter(pc.invert(is_error)).drop_columns([SOURCE_ERROR_COL])
+    not_error = pc.is_null(column)
+    return as_error_arrow(set_rows(column)), rows.filter(not_error).drop_columns([SOURCE_ERROR_COL])
 
 
 def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) -> Batch:

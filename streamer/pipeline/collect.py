@@ -49,11 +49,17 @@ def collect_together(*frames: DataFrame) -> list[pa.Table]:
     return [_unnest(rows.column(name), schema) for name, schema in zip(names, schemas, strict=True)]
 
 
-def _unnest(column: pa.ChunkedArray, schema) -> pa.Table:
-    """The rows where the struct ``column`` is set, its fields as columns, with the
-    nullability of the frame's own columns (``schema``, a Spark ``StructType``)."""
+def set_rows(column: pa.ChunkedArray) -> pa.Table:
+    """The rows where the struct ``column`` is set (not null), its fields as columns."""
     present = column.filter(pc.is_valid(column))
-    table = (pa.schema(list(column.type)).empty_table() if present.num_chunks == 0
-             else pa.Table.from_struct_array(present))
+    if present.num_chunks == 0:
+        return pa.schema(list(column.type)).empty_table()
+    return pa.Table.from_struct_array(present)
+
+
+def _unnest(column: pa.ChunkedArray, schema) -> pa.Table:
+    """:func:`set_rows`, with the nullability of the frame's own columns (``schema``, a
+    Spark ``StructType``)."""
+    table = set_rows(column)
     fields = [f.with_nullable(s.nullable) for f, s in zip(table.schema, schema.fields, strict=True)]
     return table.cast(pa.schema(fields))
