@@ -184,6 +184,14 @@ class KeySummary:
         )
 
     @classmethod
+    def of_range(cls, keys: pa.Array) -> KeySummary:
+        """The key range of ``keys`` alone, no filter (``candidates`` then checks the range)."""
+        if len(keys) == 0:
+            return cls(None, None, None)
+        mm = pc.min_max(keys)
+        return cls(mm["min"].as_py(), mm["max"].as_py(), None)
+
+    @classmethod
     def of_keys(cls, keys: pa.Array, bloom: BloomFilter, chain: np.ndarray | None = None) -> KeySummary:
         """Summary of ``keys``; ``chain`` = their :func:`hash_chain` if already computed."""
         if len(keys) == 0:
@@ -235,12 +243,24 @@ class UnionSummary:
 
 
 def block_metadata(
-    sorted_keys: pa.Array, prev_logs: KeySummary | None, params: BloomParams, base_instant: str
+    sorted_keys: pa.Array,
+    prev_logs: KeySummary | None,
+    params: BloomParams,
+    base_instant: str,
+    *,
+    with_bloom: bool = True,
 ) -> dict[str, str]:
     """Parquet KV metadata for a new data block: its own index plus the key range of the
     slice's log blocks (``prev_logs`` = the range of the slice's earlier blocks, ``None``
-    for the first). The block's footer does not grow with the slice's earlier blocks."""
-    own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)))
+    for the first). The block's footer does not grow with the slice's earlier blocks.
+
+    ``with_bloom=False`` leaves the block's own filter out (its key range stays): for
+    tables whose index never probes blocks (the bucket index), where hashing every key
+    into a filter was about a quarter of an upsert's CPU (``benchmarks/bench_growth.py``)."""
+    if with_bloom:
+        own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)))
+    else:
+        own = KeySummary.of_range(sorted_keys)
     kv = own.to_kv(slice_level=False)
     kv.update(extend(prev_logs, sorted_keys).to_kv(slice_level=False, logs_level=True))
     kv[SLICE_BASE_INSTANT_KEY] = base_instant

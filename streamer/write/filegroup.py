@@ -78,6 +78,10 @@ class WriteContext:
     #: a file group's data in one commit is split into blocks of about this many bytes
     #: (``WriteOptions.log_block_max_size``, Hudi's ``hoodie.logfile.data.block.max.size``)
     log_block_max_size: int = defaults.LOG_BLOCK_MAX_SIZE
+    #: whether a Parquet data block carries its own bloom filter: only the bloom index
+    #: probes it, so a bucket-index table's blocks carry the key range only (as Hudi's own
+    #: log blocks carry none); base files keep theirs (Hudi writes one into every base file)
+    block_filters: bool = True
     #: local engine only: each looked-up slice's log-blocks key range as the index read
     #: it, keyed by (partition, file id, base instant), so appending does not read and
     #: parse the newest block's footer again (never shipped to Spark executors)
@@ -278,7 +282,7 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
     for i, (start, length) in enumerate(ranges):
         rows = data.slice(start, length)
         keys = rows.column(RECORD_KEY_COL).combine_chunks()
-        kv = block_metadata(keys, seed, ctx.bloom, task.base_instant)
+        kv = block_metadata(keys, seed, ctx.bloom, task.base_instant, with_bloom=ctx.block_filters)
         # rows are already sorted by key; framing the Parquet bytes ourselves skips
         # encode_data_block's default-sized filter that our kv would replace anyway
         blocks.append(encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec)))

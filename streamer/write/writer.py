@@ -416,6 +416,7 @@ class HudiWriter:
             first_active=state.first_active,
             codec=o.parquet_codec,
             log_block_max_size=o.log_block_max_size,
+            block_filters=not self.config.index.is_bucket,
         )
 
     def _lock(self) -> WriterLock:

@@ -37,8 +37,10 @@ def camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+@cache
 def snake(key: str) -> str:
-    """``totalLogBlocks`` -> ``total_log_blocks``."""
+    """``totalLogBlocks`` -> ``total_log_blocks`` (cached: a commit's metadata has a few
+    dozen distinct keys, decoded once per write stat of every commit a writer reads)."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 

@@ -85,7 +85,7 @@ class WriteStat:
     def from_dict(cls, d: dict[str, Any]) -> WriteStat:
         """Lenient, as JSON from any writer may be: unknown keys go to ``extra``, nulls are
         kept (Jackson writes an absent value as null) but for the counters, which read 0."""
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = _STAT_FIELDS
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for k, v in d.items():
@@ -100,6 +100,7 @@ class WriteStat:
 
 
 _NULL_DEFAULTS = ("cdcStats", "tempPath")
+_STAT_FIELDS = frozenset(f.name for f in fields(WriteStat)) - {"extra"}
 #: Keys of ``HoodieDeltaWriteStat`` only, written for log files.
 _LOG_KEYS = ("logVersion", "logOffset", "baseFile", "logFiles")
 _EMPTY_RECORDS_STATS: dict[str, Any] = {"val": None}

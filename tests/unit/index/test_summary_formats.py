@@ -28,18 +28,18 @@ def _rows(ids, ts):
                      "v": [f"v{ts}"] * len(ids)}, schema=SCHEMA)
 
 
-def _old_format(sorted_keys, prev, params, base_instant, *, base_keys):
+def _old_format(sorted_keys, prev, params, base_instant, *, base_keys, with_bloom=True):
     """What the first version wrote: the whole slice (base keys too) under slice.*"""
-    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant)
+    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant, with_bloom=with_bloom)
     whole = rfc06.KeySummary.of_keys(pa.concat_arrays([base_keys, sorted_keys]), params.new_slice())
     kv = {k: v for k, v in kv.items() if not k.startswith(rfc06.LOGS_PREFIX)}
     kv.update(whole.to_kv(slice_level=True))
     return kv
 
 
-def _logs_filter_format(sorted_keys, prev, params, base_instant, *, log_keys):
+def _logs_filter_format(sorted_keys, prev, params, base_instant, *, log_keys, with_bloom=True):
     """What the second version wrote: a cumulative filter of the slice's log keys."""
-    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant)
+    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant, with_bloom=with_bloom)
     logs = rfc06.KeySummary.of_keys(pa.concat_arrays([log_keys, sorted_keys]), params.new_slice())
     kv.update(logs.to_kv(slice_level=False, logs_level=True))
     return kv
@@ -63,7 +63,7 @@ def test_old_whole_slice_summaries_still_index_and_new_blocks_switch(tmp_path, m
     base_keys = pa.array([str(i) for i in range(200)])
     with monkeypatch.context() as m:
         m.setattr(filegroup, "block_metadata",
-                  lambda k, prev, params, bi: _old_format(k, None, params, bi, base_keys=base_keys))
+                  lambda k, prev, params, bi, **kw: _old_format(k, None, params, bi, base_keys=base_keys, **kw))
         w.upsert(_rows(range(150, 250), 1))  # 50 updates, 50 inserts: an old-format block
     assert all(rfc06.SLICE_BLOOM_KEY in k and rfc06.LOGS_BLOOM_KEY not in k for k in _footer_keys(p))
 
@@ -83,8 +83,8 @@ def test_logs_filter_blocks_still_index_and_new_blocks_switch(tmp_path, monkeypa
     w.upsert(_rows(range(200), 0))
     with monkeypatch.context() as m:
         m.setattr(filegroup, "block_metadata",
-                  lambda k, prev, params, bi: _logs_filter_format(k, None, params, bi,
-                                                                  log_keys=pa.array([], pa.string())))
+                  lambda k, prev, params, bi, **kw: _logs_filter_format(
+                      k, None, params, bi, log_keys=pa.array([], pa.string()), **kw))
         w.upsert(_rows(range(150, 250), 1))
     assert all(rfc06.LOGS_BLOOM_KEY in k for k in _footer_keys(p))
     w.upsert(_rows(range(0, 20), 2))  # base-only keys, looked up through the old-format block

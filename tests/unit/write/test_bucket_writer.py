@@ -12,11 +12,14 @@ import pytest
 from streamer.config.policies import CompactionPolicy
 from streamer.errors import ConfigError
 from streamer.fs import resolve
+from streamer.index import rfc06
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.bucket import bucket_ids, bucket_of_file_id
 from streamer.read import Table
 from streamer.services.compaction import schedule_compaction_safely
 from streamer.services.executor import execute
+from streamer.table.integrity import check_table
+from streamer.table.log_format import BlockType, read_log_file
 from streamer.table.properties import (
     BUCKET_HASH_FIELD,
     BUCKET_NUM_BUCKETS,
@@ -91,6 +94,37 @@ def test_inserts_into_existing_buckets_are_log_appends(tmp_path, no_lookup):
     model.apply(first)
     model.apply(new_keys)
     _check(p, model)
+
+
+def _block_footer_keys(path: str) -> list[set[str]]:
+    t = Table.open(path)
+    return [
+        {k.decode() for k in b.parquet_metadata()}
+        for s in t.fsview.latest_merged_slices()
+        for lf in s.log_files
+        for b in read_log_file(t.fs, lf.path, lazy=False)
+        if b.block_type == BlockType.PARQUET_DATA
+    ]
+
+
+@pytest.mark.parametrize("index", [BUCKET4, IndexConfig()], ids=["bucket", "bloom"])
+def test_only_a_bloom_index_table_gives_log_blocks_their_own_filter(tmp_path, index):
+    """A block's own filter serves the bloom index alone: a bucket table's blocks keep the
+    key ranges (integrity checks use them) and leave the filter out, as Hudi's do."""
+    p = str(tmp_path / "t")
+    w = _create(p, index)
+    gen, model = tg.Gen(5, key_space=60), tg.Model()
+    for _ in range(3):
+        tg.step(w, gen, model, rows=40)
+    footers = _block_footer_keys(p)
+    assert footers, "the updates wrote no Parquet data block"
+    for keys in footers:
+        assert {rfc06.MIN_KEY, rfc06.MAX_KEY, rfc06.LOGS_MIN_KEY, rfc06.LOGS_MAX_KEY} <= keys
+        assert (rfc06.BLOOM_KEY in keys) is (not index.is_bucket)
+    _check(p, model)
+    t = Table.open(p)
+    report = check_table(t.fs, t.fsview, t.timeline)
+    assert report.ok and report.slices, report.damage
 
 
 def test_deletes_of_keys_in_empty_buckets_are_dropped(tmp_path, no_lookup):
