@@ -120,6 +120,8 @@ class KafkaSourceConfig(StrictModel):
     commit_offsets: bool = True
     security: KafkaSecurity = KafkaSecurity()
     #: Extra ``kafka.*`` consumer options passed through verbatim (secret-looking ones masked).
+    #: Spark's consumers get ``kafka.fetch.max.wait.ms: 20`` unless set here (the client's
+    #: 500 ms default idles at the end of every caught-up micro-batch).
     options: OptionMap = {}
     #: JSON: Spark DDL of the payload (``"uuid STRING, ts BIGINT"``); None = infer from a sample.
     schema_ddl: str | None = Field(default=None, alias="schema")

@@ -9,7 +9,7 @@ import fastavro
 import pytest
 
 from sources.kafka_avro import _decode_one, confluent_frame
-from sources.kafka_options import plan_end, resolve_start
+from sources.kafka_options import FETCH_MAX_WAIT_MS, plan_end, resolve_start, spark_kafka_options
 from sources.position import KafkaOffsets
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
@@ -74,3 +74,13 @@ def test_avro_decoding_resolves_writer_into_reader_schema_and_names_failures():
     assert "trailing" in _decode_one(confluent_frame(1, body(SCHEMA_V1, {"a": 4}) + b"zz"), writers[1], writers, "confluent", False)[1]
     assert _decode_one(body(SCHEMA_V1, {"a": 3}), writers[1], {}, "raw", True) == ({"a": 3}, None)
     assert json.dumps(SCHEMA_V1)  # schemas are plain JSON-able data (shipped to executors)
+
+
+def test_spark_consumers_wait_briefly_at_a_partitions_end_unless_the_source_says_otherwise():
+    """A batch read up to the log end ends with a fetch the broker holds for
+    ``fetch.max.wait.ms``: ours is short (the consumer's 500 ms default cost ~1 s of
+    every caught-up micro-batch); a user's own setting wins."""
+    assert spark_kafka_options(cfg())["kafka.fetch.max.wait.ms"] == FETCH_MAX_WAIT_MS
+    assert int(FETCH_MAX_WAIT_MS) < 500
+    mine = cfg(options={"kafka.fetch.max.wait.ms": "250"})
+    assert spark_kafka_options(mine)["kafka.fetch.max.wait.ms"] == "250"
