@@ -39,35 +39,110 @@ SOURCE_ERROR_COL = "_mor_source_error"
 RECORD_COLUMN = "_mor_record"
 
 
-@dataclass(frozen=True)
+class Frames:
+    """A batch's ``df``, ``errors`` and the frames they share (``cached``), built on first
+    use and then kept: every copy of a batch (``dataclasses.replace``) sees the same ones.
+
+    Why lazily: each Spark DataFrame is analysed when it is made, and for a Kafka JSON
+    batch the error split's frames took ~0.1 s of JVM CPU per micro-batch to analyse
+    (the decode's error explanation is a large expression), wasted on a reader of
+    :attr:`Batch.together`, which needs none of them (issue 14).
+    """
+
+    def __init__(self, build: Callable[[], tuple[DataFrame, DataFrame, tuple[DataFrame, ...]]]) -> None:
+        self._build: Callable[[], tuple[DataFrame, DataFrame, tuple[DataFrame, ...]]] | None = build
+        self._built: tuple[DataFrame, DataFrame, tuple[DataFrame, ...]] | None = None
+
+    @classmethod
+    def of(cls, df: DataFrame, errors: DataFrame, cached: tuple[DataFrame, ...] = ()) -> Frames:
+        out = cls(lambda: (df, errors, tuple(cached)))
+        out()
+        return out
+
+    def __call__(self) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...]]:
+        if self._built is None:
+            assert self._build is not None
+            df, errors, cached = self._build()
+            self._built, self._build = (df, errors, tuple(cached)), None
+        return self._built
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None
+
+
+@dataclass(frozen=True, init=False)
 class Batch:
     """One micro-batch read from a source.
 
     ``df`` holds the good records, ``errors`` the bad ones (see :data:`ERROR_COLUMNS`);
     both are lazy Spark DataFrames over the same input. Sources that must parse the
     input once for both cache it; the runner calls :meth:`release` after the commit.
+    A source may hand them over already made (``df=``, ``errors=``, ``cached=``) or as
+    :class:`Frames` that make them when first asked for (``frames=``).
     """
 
-    df: DataFrame
-    errors: DataFrame
     start: Position | None
     end: Position
-    #: DataFrames serving both ``df`` and ``errors``: cached by the source or, when it left
-    #: that to the reader, by :meth:`cache`; unpersisted by :meth:`release`.
-    cached: tuple[DataFrame, ...] = ()
     #: For a batch whose schema was inferred: the same input decoded again with these
     #: column types for the columns they name (the target table's), so one bad value
     #: cannot make a column's inferred type wider than the table's. None = fixed schema.
-    retype: Callable[[StructType], Batch] | None = None
+    retype: Callable[[StructType], Batch] | None
     #: Hidden columns of ``df`` identifying each row's input record (dropped before writing).
-    record_columns: tuple[str, ...] = ()
+    record_columns: tuple[str, ...]
     #: Given a table of ``record_columns`` values, the error-table identity and original
     #: bytes of those records (``record_columns`` + :data:`ERROR_COLUMNS`, reason null).
-    originals: Callable[[pa.Table], pa.Table] | None = None
+    originals: Callable[[pa.Table], pa.Table] | None
     #: The good and the bad records as one frame, for a reader that collects both in one
     #: pass and needs no cache: the columns of ``df`` (null on bad rows) and
     #: :data:`SOURCE_ERROR_COL` (null on good rows). None: only ``df`` and ``errors``.
-    together: DataFrame | None = None
+    together: DataFrame | None
+    #: With ``together`` whose error rows leave ``reason`` null: given those rows (as
+    #: collected, :data:`ERROR_COLUMNS`), the same rows with their reasons. A source uses
+    #: it when the reason is costly to plan for every batch and only bad rows need it.
+    explain_errors: Callable[[pa.Table], pa.Table] | None
+    #: ``df``, ``errors`` and ``cached``, made on first use.
+    frames: Frames
+
+    def __init__(
+        self,
+        df: DataFrame | None = None,
+        errors: DataFrame | None = None,
+        *,
+        start: Position | None,
+        end: Position,
+        cached: tuple[DataFrame, ...] = (),
+        retype: Callable[[StructType], Batch] | None = None,
+        record_columns: tuple[str, ...] = (),
+        originals: Callable[[pa.Table], pa.Table] | None = None,
+        together: DataFrame | None = None,
+        explain_errors: Callable[[pa.Table], pa.Table] | None = None,
+        frames: Frames | None = None,
+    ) -> None:
+        if frames is None:
+            if df is None or errors is None:
+                raise TypeError("a Batch needs df and errors, or frames that make them")
+            frames = Frames.of(df, errors, cached)
+        elif df is not None or errors is not None or cached:
+            raise TypeError("a Batch takes df/errors/cached or frames, not both")
+        for name, value in (("start", start), ("end", end), ("retype", retype), ("record_columns", record_columns),
+                            ("originals", originals), ("together", together),
+                            ("explain_errors", explain_errors), ("frames", frames)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def df(self) -> DataFrame:
+        return self.frames()[0]
+
+    @property
+    def errors(self) -> DataFrame:
+        return self.frames()[1]
+
+    @property
+    def cached(self) -> tuple[DataFrame, ...]:
+        """DataFrames serving both ``df`` and ``errors``: cached by the source or, when it
+        left that to the reader, by :meth:`cache`; unpersisted by :meth:`release`."""
+        return self.frames()[2]
 
     def cache(self) -> None:
         """Cache the input ``df`` and ``errors`` share, before reading both (or one twice).
@@ -80,7 +155,10 @@ class Batch:
                 d.cache()
 
     def release(self) -> None:
-        """Free cached input once the batch is committed (safe to call more than once)."""
+        """Free cached input once the batch is committed (safe to call more than once;
+        frames never made hold no cache)."""
+        if not self.frames.built:
+            return
         for d in self.cached:
             if d.is_cached:
                 d.unpersist()

@@ -30,6 +30,7 @@ from sources.base import (
     ERROR_SCHEMA_DDL,
     SOURCE_ERROR_COL,
     Batch,
+    Frames,
     PartitionLag,
     RecordIdentity,
 )
@@ -163,31 +164,29 @@ class KafkaSource:
         """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen."""
         from pyspark.sql import functions as F
 
-        retype = redecode = together = None
         if self._avro is not None:
             good, bad, cached = self._avro.decode(spark, raw)
+            decoded = _Decoded(cached[0], Frames.of(good, bad, cached))
             payload: tuple[Column, Column] = (F.base64(F.col("value")), F.lit("base64"))
         else:
-            good, bad, cached, redecode, together = json_decoder(spark, raw, self.config)
+            decoded = json_decoder(spark, raw, self.config)
             payload = _payload()
         if end is None:
-            end = self._end_seen(cached[0], start)
+            end = self._end_seen(decoded.base, start)
         record_columns: tuple[str, ...] = ()
-        if "_kafka_offset" in good.columns:
+        if self.config.include_metadata:
             record_columns = ("_kafka_partition", "_kafka_offset")
-        originals = kafka_originals(cached[0], *payload) if record_columns else None
+        originals = kafka_originals(decoded.base, *payload) if record_columns else None
+        retype = None
+        if decoded.redecode is not None:
+            redecode = decoded.redecode
 
-        def batch(good: DataFrame, bad: DataFrame, retype=None) -> Batch:
-            return Batch(df=good, errors=bad, start=start, end=end, cached=cached, retype=retype,
-                         record_columns=record_columns, originals=originals, together=together)
-
-        if redecode is not None:
             def retype(types: StructType) -> Batch:
-                good2, bad2, flagged2 = redecode(types)
-                return Batch(df=good2, errors=bad2, start=start, end=end, cached=(*cached, flagged2),
-                             record_columns=record_columns, originals=originals)
+                return Batch(start=start, end=end, frames=redecode(types), record_columns=record_columns,
+                             originals=originals)
 
-        return batch(good, bad, retype)
+        return Batch(start=start, end=end, frames=decoded.frames, retype=retype, record_columns=record_columns,
+                     originals=originals, together=decoded.together, explain_errors=decoded.explain_errors)
 
     def _end_seen(self, source: DataFrame, start: KafkaOffsets | None) -> KafkaOffsets:
         """``end`` of a micro-batch: last offset seen + 1 per partition (else the start's)."""
@@ -281,17 +280,29 @@ def decode_json(
     ``infer_sample_records`` payloads of this batch (see :func:`json_decoder` to decode
     the same payloads again with the target table's types).
     """
-    good, bad, cached, _, _ = json_decoder(spark, raw, config)
-    return good, bad, cached
+    return json_decoder(spark, raw, config).frames()
 
 
-def json_decoder(
-    spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig
-) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...],
-           Callable[[StructType], tuple[DataFrame, DataFrame, DataFrame]] | None, DataFrame | None]:
-    """:func:`decode_json`, plus (for an inferred schema) a function decoding the same
-    payloads with given column types preferred (``Batch.retype``), reusing the cache, and
-    (for a declared one) the good and bad rows in one frame (``Batch.together``)."""
+@dataclass(frozen=True)
+class _Decoded:
+    """What the decode of one Kafka batch hands to its :class:`Batch`."""
+
+    #: the raw rows with the payload as text (``_raw``): offsets seen, originals of records
+    base: DataFrame
+    #: good rows, error rows and the frames they share (made when first asked for)
+    frames: Frames
+    #: an inferred schema's decode again with given column types (``Batch.retype``)
+    redecode: Callable[[StructType], Frames] | None = None
+    #: a declared schema's good and bad rows in one frame, reasons left out (``Batch.together``)
+    together: DataFrame | None = None
+    explain_errors: Callable[[pa.Table], pa.Table] | None = None
+
+
+def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig) -> _Decoded:
+    """:func:`decode_json`'s frames (made when first asked for), plus for an inferred
+    schema a function decoding the same payloads with given column types preferred
+    (``Batch.retype``), reusing the cache, and for a declared one the good and bad rows in
+    one frame (``Batch.together``) with the explanation of its bad rows."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -304,40 +315,72 @@ def json_decoder(
         schema = infer_json_schema(spark, base.cache(), config.infer_sample_records)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
         schema = StructType.fromDDL("value STRING")
-    good, bad, parsed, together = _decode_json_with(base, schema, config)
+    exprs = _json_expressions(schema, config)
+    parsed = base.select("topic", "partition", "offset", "timestamp", "_raw", exprs.parse.alias("_p"))
     if declared:
-        return good, bad, (base, parsed), None, together
-    parsed.cache()
+        together = parsed.select(*exprs.good, exprs.unexplained_error.alias(SOURCE_ERROR_COL))
+        return _Decoded(base, Frames(lambda: _split(base, parsed, exprs)), together=together,
+                        explain_errors=_explainer(spark, exprs))
+    frames = Frames.of(*_split(base, parsed, exprs))
+    frames()[2][1].cache()  # the flagged rows: df and errors both read them
 
-    def retype(types: StructType) -> tuple[DataFrame, DataFrame, DataFrame]:
+    def redecode(types: StructType) -> Frames:
         from sources.files import prefer_types
 
-        good2, bad2, parsed2, _ = _decode_json_with(base, prefer_types(schema, types), config)
-        return good2, bad2, parsed2.cache()
+        exprs2 = _json_expressions(prefer_types(schema, types), config)
+        parsed2 = base.select("topic", "partition", "offset", "timestamp", "_raw", exprs2.parse.alias("_p"))
+        good2, bad2, (_, flagged2) = _split(base, parsed2, exprs2)
+        return Frames.of(good2, bad2, (base, flagged2.cache()))
 
-    return good, bad, (base, parsed), retype, None
+    return _Decoded(base, frames, redecode=redecode)
 
 
-def _decode_json_with(
-    base: DataFrame, schema: StructType, config: KafkaSourceConfig
-) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
-    """(good rows, error rows, the parse they share - to cache before reading both -, and
-    both kinds of rows in one frame)."""
+def _split(
+    base: DataFrame, parsed: DataFrame, exprs: _JsonExpressions
+) -> tuple[DataFrame, DataFrame, tuple[DataFrame, ...]]:
+    """(good rows, error rows, the frames they share: to cache before reading both)."""
     from pyspark.sql import functions as F
 
-    exprs = _json_expressions(schema, config)
     # two projections (parse, then flag): every DataFrame operation is analysed eagerly,
     # so a chain of withColumn calls re-analyses the growing plan at each step
-    parsed = base.select("topic", "partition", "offset", "timestamp", "_raw", exprs.parse.alias("_p"))
-    # the good and the bad rows come from one parse (bytes kept for bad rows only)
     flagged = parsed.select(
         "topic", "partition", "offset", "timestamp", "_p", exprs.reason.alias("_reason"),
-        F.when(exprs.reason.isNotNull(), F.col("_raw")).alias("_raw"),
+        # bytes kept for bad rows only; the cheap test, not the reason again (an expression
+        # that large doubled the frame's analysis)
+        F.when(exprs.is_bad_record, F.col("_raw")).alias("_raw"),
     )
     good = flagged.where(exprs.is_good).select(*exprs.good)
     bad = flagged.where(exprs.is_bad).select(*exprs.bad)
-    together = flagged.select(*exprs.good, exprs.error_struct.alias(SOURCE_ERROR_COL))
-    return good, bad, flagged, together
+    return good, bad, (base, flagged)
+
+
+def _explainer(spark: SparkSession, exprs: _JsonExpressions) -> Callable[[pa.Table], pa.Table]:
+    """``Batch.explain_errors`` of a declared-schema JSON batch: the reasons of error rows
+    collected from ``together``, by the same expression over their own bytes (rebuilt from
+    ``raw_payload``: text, or base64 of bytes that are not UTF-8) in one small Spark job."""
+
+    def explain(errors: pa.Table) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        if errors.num_rows == 0:
+            return errors
+        payload, encoding = F.col("raw_payload"), F.col("payload_encoding")
+        raw = F.when(encoding == F.lit("base64"), F.unbase64(payload)).otherwise(payload.cast("binary"))
+        rows = spark.createDataFrame(pa.table({
+            "_i": pa.array(range(errors.num_rows), pa.int64()),
+            "raw_payload": errors.column("raw_payload"),
+            "payload_encoding": errors.column("payload_encoding"),
+        }))
+        texts = rows.select("_i", raw.cast("string").alias("_raw"))
+        found = texts.select("_i", "_raw", exprs.parse.alias("_p")).select("_i", exprs.reason.alias("reason"))
+        got = found.toArrow()
+        reasons = got.column("reason").take(pc.sort_indices(got.column("_i")))
+        at = errors.column_names.index("reason")
+        return errors.set_column(at, errors.schema.field(at), reasons.cast(errors.schema.field(at).type))
+
+    return explain
 
 
 @dataclass(frozen=True)
@@ -355,9 +398,13 @@ class _JsonExpressions:
     is_bad: Column
     good: tuple[Column, ...]
     bad: tuple[Column, ...]
-    #: A bad row's error columns as one struct (null on good rows; fields nullable, as Arrow
-    #: needs for a null struct): ``Batch.together``'s ``SOURCE_ERROR_COL``.
-    error_struct: Column
+    #: A bad record, over the parse (``_raw``, ``_p``): true exactly where ``reason`` is
+    #: not null, without the reason's explanation (a large expression to plan).
+    is_bad_record: Column
+    #: A bad row's error columns as one struct, ``reason`` null (null on good rows; fields
+    #: nullable, as Arrow needs for a null struct): ``Batch.together``'s ``SOURCE_ERROR_COL``,
+    #: over the parse; the reason comes from ``Batch.explain_errors``, for bad rows only.
+    unexplained_error: Column
 
 
 #: Expressions by (SparkContext, schema, settings); small: one entry per schema a run sees.
@@ -405,9 +452,15 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     good = (*[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], *_metadata_columns(config))
     bad = tuple(_error_columns(*_payload(), F.col("_reason")))
     is_bad = F.col("_reason").isNotNull()
+    # every branch of ``reason`` yields text, so it is null exactly when none of them holds
+    is_bad_record = F.col("_raw").isNull() | ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
+    if limit is not None:
+        is_bad_record = is_bad_record | (F.octet_length(F.col("_raw")) > F.lit(limit))
+    unexplained = _error_columns(*_payload(), F.lit(None).cast("string"))
     return _JsonExpressions(
         parse=parse, reason=reason, is_good=F.col("_reason").isNull(), is_bad=is_bad, good=good, bad=bad,
-        error_struct=F.when(is_bad, F.struct(*bad)).cast(StructType.fromDDL(ERROR_SCHEMA_DDL)),
+        is_bad_record=is_bad_record,
+        unexplained_error=F.when(is_bad_record, F.struct(*unexplained)).cast(StructType.fromDDL(ERROR_SCHEMA_DDL)),
     )
 
 

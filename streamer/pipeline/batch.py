@@ -104,7 +104,8 @@ def prepare(
     one_pass = local and batch.together is not None and not config.transforms
     if one_pass:
         flagged = None
-        columns = batch.df.columns
+        assert batch.together is not None
+        columns = [c for c in batch.together.columns if c != SOURCE_ERROR_COL]
     else:
         batch.cache()  # df and errors are both read below (before any of their plans runs)
         flagged = flag_unkeyable(apply_transforms(batch.df, config.transforms, spark), config.target, metadata)
@@ -174,7 +175,10 @@ def _one_pass(batch: Batch, config: PipelineConfig, metadata: tuple[str, ...]) -
     rows = flagged.toArrow()
     column = rows.column(SOURCE_ERROR_COL)
     not_error = pc.is_null(column)
-    return as_error_arrow(set_rows(column)), rows.filter(not_error).drop_columns([SOURCE_ERROR_COL])
+    errors = as_error_arrow(set_rows(column))
+    if errors.num_rows and batch.explain_errors is not None:
+        errors = batch.explain_errors(errors)  # a small job, for batches with bad records only
+    return errors, rows.filter(not_error).drop_columns([SOURCE_ERROR_COL])
 
 
 def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) -> Batch:

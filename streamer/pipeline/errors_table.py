@@ -85,8 +85,8 @@ def flag_unkeyable(df: DataFrame, target: TargetConfig, metadata: tuple[str, ...
     if branches is not None:
         reason = branches
     payload = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns if c not in metadata]))
-    flagged = df.withColumn(REASON_COL, reason)
-    return flagged.withColumn(PAYLOAD_COL, F.when(F.col(REASON_COL).isNotNull(), payload))
+    # one projection (each DataFrame is analysed when made); the reason's test is cheap to repeat
+    return df.select("*", reason.alias(REASON_COL), F.when(reason.isNotNull(), payload).alias(PAYLOAD_COL))
 
 
 def unkeyable_error_rows(

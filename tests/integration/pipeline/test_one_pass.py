@@ -1,7 +1,7 @@
 """A Kafka batch with a declared schema is collected in one pass (``Batch.together``,
-no cache): the rows, the source's error rows and the unkeyable rows (with their own
-offsets and bytes) are exactly those of the cached two-branch collect, and nothing was
-cached on the way."""
+no cache): the rows, the source's error rows (their reasons found afterwards, for bad
+rows only) and the unkeyable rows (with their own offsets and bytes) are exactly those
+of the cached two-branch collect, and nothing was made or cached on the way."""
 
 from __future__ import annotations
 
@@ -58,6 +58,8 @@ def test_one_pass_equals_the_cached_collect(kafka, spark, tmp_path):
     two = dataclasses.replace(source.read_batch(spark, None), together=None)
     try:
         by_one = prepare(config, spark, one, "kafka", "{}")
+        # the error split's frames were never made (each costs a plan analysis), nor cached
+        assert not one.frames.built, "the one pass made the two-branch frames"
         assert not any(d.is_cached for d in one.cached), "the one pass filled a cache"
         by_two = prepare(config, spark, two, "kafka", "{}")
         assert any(d.is_cached for d in two.cached)
@@ -71,6 +73,8 @@ def test_one_pass_equals_the_cached_collect(kafka, spark, tmp_path):
     assert by_one.good.sort_by("id").to_pylist() == by_two.good.sort_by("id").to_pylist()
     assert sorted(by_one.good.column("id").to_pylist()) == ["a", "b", "e"]
     assert by_one.errors.schema == by_two.errors.schema
+    # the one pass explains its bad rows afterwards (Batch.explain_errors): the same reasons
     assert _without_time(by_one.errors) == _without_time(by_two.errors)
+    assert all(e["reason"] for e in by_one.errors.to_pylist())
     unkeyed = [e for e in by_one.errors.to_pylist() if e["raw_payload"] == RECORDS[3]]
     assert len(unkeyed) == 1 and unkeyed[0]["source_position"].startswith(f"{topic}/")
