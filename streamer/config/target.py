@@ -103,8 +103,10 @@ class BloomIndexSettings(StrictModel):
 
 class BucketIndexSettings(StrictModel):
     """Hudi's bucket index (``hoodie.index.type=BUCKET``, SIMPLE engine): a key's hash picks
-    its file group, nothing is looked up (an upsert costs O(batch) at any table size).
-    Fixed when the table is created; Hudi writers of the table must set the same values."""
+    its file group, nothing is looked up (an upsert costs O(batch) at any table size), and
+    log blocks carry their key ranges but no bloom filter (nothing probes one; Hudi's own
+    log blocks carry none). Fixed when the table is created; Hudi writers of the table
+    must set the same values."""
 
     #: Hudi ``hoodie.index.type=BUCKET``.
     type: Literal["bucket"]
