@@ -242,7 +242,8 @@ def results_body(rows: list[dict], command: str, load_before: str, load_after: s
         "inserts, 8 partitions), repeated on copies of the loaded table; medians of the runs. "
         "`spark` runs the local engine's steps per table partition on executors (one shuffle; "
         "the driver receives write stats); `spark-collect` is the earliest path (keys collected "
-        "to the driver). CPU: driver = this Python process; JVM+workers = the local-mode Spark "
+        "to the driver); `local` gets an Arrow table, `local-df` the Spark engines' cached DataFrame "
+        "(collected as Arrow first, as every micro-batch is). CPU: driver = this Python process; JVM+workers = the local-mode Spark "
         "JVM and its Python workers (`/proc`). Driver RSS: the Python driver's peak above its "
         "RSS before the commit; JVM RSS: the JVM's peak (driver and, in local mode, executors).",
         "",
