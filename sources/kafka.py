@@ -306,13 +306,7 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    # the payload once, as text holding the original bytes (cast to binary gives them back),
-    # and whether it is UTF-8, tested here, in generated code: under ``from_json`` (which
-    # Spark evaluates without code generation) the test ran by reflection, a lookup per
-    # record (~7% of a batch's JVM CPU in a profile)
-    text = F.col("value").cast("string")
-    base = raw.select("topic", "partition", "offset", "timestamp", text.alias("_raw"),
-                      F.is_valid_utf8(text).alias("_valid"))
+    base = raw.select("topic", "partition", "offset", "timestamp", *_as_text(F.col("value")))
     declared = config.schema_ddl is not None
     if declared:  # cached by the reader, if it reads both df and errors (Batch.cache)
         schema = StructType.fromDDL(config.schema_ddl)
@@ -339,6 +333,18 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
         return Frames.of(good2, bad2, (base, flagged2.cache()))
 
     return _Decoded(base, frames, redecode=redecode)
+
+
+def _as_text(value: Column) -> tuple[Column, Column]:
+    """A payload's columns the decode reads: ``_raw``, the payload as text holding the
+    original bytes (cast to binary gives them back), and ``_valid``, whether it is UTF-8 -
+    tested here, in generated code: under ``from_json`` (which Spark evaluates without code
+    generation) the test ran by reflection, a lookup per record (~7% of a batch's JVM CPU
+    in a profile)."""
+    from pyspark.sql import functions as F
+
+    text = value.cast("string")
+    return text.alias("_raw"), F.is_valid_utf8(text).alias("_valid")
 
 
 def _split(
@@ -379,7 +385,7 @@ def _explainer(spark: SparkSession, exprs: _JsonExpressions) -> Callable[[pa.Tab
             "raw_payload": errors.column("raw_payload"),
             "payload_encoding": errors.column("payload_encoding"),
         }))
-        texts = rows.select("_i", raw.cast("string").alias("_raw"), F.is_valid_utf8(raw.cast("string")).alias("_valid"))
+        texts = rows.select("_i", *_as_text(raw))
         found = texts.select("_i", "_raw", "_valid", exprs.parse.alias("_p")).select("_i", exprs.reason.alias("reason"))
         got = found.toArrow()
         reasons = got.column("reason").take(pc.sort_indices(got.column("_i")))

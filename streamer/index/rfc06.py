@@ -184,14 +184,6 @@ class KeySummary:
         )
 
     @classmethod
-    def of_range(cls, keys: pa.Array) -> KeySummary:
-        """The key range of ``keys`` alone, no filter (``candidates`` then checks the range)."""
-        if len(keys) == 0:
-            return cls(None, None, None)
-        mm = pc.min_max(keys)
-        return cls(mm["min"].as_py(), mm["max"].as_py(), None)
-
-    @classmethod
     def of_keys(cls, keys: pa.Array, bloom: BloomFilter, chain: np.ndarray | None = None) -> KeySummary:
         """Summary of ``keys``; ``chain`` = their :func:`hash_chain` if already computed."""
         if len(keys) == 0:
@@ -260,7 +252,7 @@ def block_metadata(
     if with_bloom:
         own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)))
     else:
-        own = KeySummary.of_range(sorted_keys)
+        own = extend(None, sorted_keys)  # the block's own key range, no filter
     kv = own.to_kv(slice_level=False)
     kv.update(extend(prev_logs, sorted_keys).to_kv(slice_level=False, logs_level=True))
     kv[SLICE_BASE_INSTANT_KEY] = base_instant
