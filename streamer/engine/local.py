@@ -7,8 +7,10 @@ file groups are written concurrently (Parquet/gzip encoding and I/O release the 
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -23,29 +25,73 @@ from streamer.write.keygen import RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import KEY_COLUMNS, PrepareSpec, latest_per_key, prepare_rows
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 
 def to_arrow(data: Any) -> pa.Table:
     """Accept an Arrow table/batch, a Spark DataFrame or anything ``pa.table`` takes."""
     return batch_to_arrow(data)
 
 
-def split_by_task(rows: pa.Table) -> list[tuple[int, pa.Table]]:
-    """Group rows by task id with one sort (no per-row Python).
-
-    Within a task the rows come out sorted by record key, which is the order the
-    file-group writer needs anyway (it then skips its own sort): one ``take`` of the
-    batch instead of two.
-    """
-    if rows.num_rows == 0:
+def task_groups(task_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Each task id with the row numbers that go to it, in arrival order (one stable
+    integer sort on the driver; no copy of the rows)."""
+    if len(task_ids) == 0:
         return []
-    order = [(TASK_COL, "ascending")]
-    if RECORD_KEY_COL in rows.column_names:
-        order.append((RECORD_KEY_COL, "ascending"))
-    rows = rows.take(pc.sort_indices(rows, order))
-    tids = rows.column(TASK_COL).to_numpy()
+    order = np.argsort(task_ids, kind="stable")
+    tids = task_ids[order]
     starts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1]])
     ends = np.r_[starts[1:], len(tids)]
-    return [(int(tids[s]), rows.slice(s, e - s)) for s, e in zip(starts, ends, strict=True)]
+    return [(int(tids[s]), order[s:e]) for s, e in zip(starts, ends, strict=True)]
+
+
+def rows_of_task(rows: pa.Table, idx: np.ndarray) -> pa.Table:
+    """One task's rows, sorted by record key (stably): the order the file-group writer
+    needs, so it skips its own sort. Run by the task's own thread: the batch's gather
+    and key sort happen in parallel, a few thousand rows at a time, not on the driver."""
+    if RECORD_KEY_COL in rows.column_names and len(idx) > 1:
+        keys = rows.column(RECORD_KEY_COL).take(pa.array(idx))
+        idx = idx[pc.sort_indices(keys).to_numpy()]  # stable: ties keep arrival order
+    return rows.take(pa.array(idx))
+
+
+def run_tasks(fn: Callable[[T], R], items: Sequence[T], parallelism: int) -> list[R]:
+    """``[fn(i) for i in items]`` on ``parallelism`` threads, the calling thread one of
+    them (it would only wait otherwise, and its interpreter and allocator are warm).
+
+    Threads take the next item as they finish one. After a failure no new item starts;
+    the first error is raised once the items under way have ended.
+    """
+    if parallelism <= 1 or len(items) <= 1:
+        return [fn(i) for i in items]
+    results: list[Any] = [None] * len(items)
+    lock = threading.Lock()
+    pending = iter(range(len(items)))
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = None if failed else next(pending, None)
+            if i is None:
+                return
+            try:
+                results[i] = fn(items[i])
+            except BaseException as e:  # noqa: BLE001 - re-raised below, on the caller's thread
+                with lock:
+                    failed.append(e)
+                return
+
+    helpers = min(parallelism, len(items)) - 1
+    with ThreadPoolExecutor(helpers, thread_name_prefix="fg-writer") as ex:
+        futures = [ex.submit(work) for _ in range(helpers)]
+        work()
+        for f in futures:
+            f.result()
+    if failed:
+        raise failed[0]
+    return results
 
 
 class LocalEngine(Engine):
@@ -58,7 +104,8 @@ class LocalEngine(Engine):
         table = to_arrow(data)
         rows = prepare_rows(table, spec)
         if combine:
-            rows = latest_per_key(rows, spec.cfg.ordering_field)
+            rows = latest_per_key(rows, spec.cfg.ordering_field,
+                                  key_fields=spec.cfg.record_key_fields)
         return Prepared(rows.select(list(KEY_COLUMNS)), table.num_rows, rows)
 
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
@@ -68,13 +115,10 @@ class LocalEngine(Engine):
         dropped = pc.equal(rows.column(OP_COL), OP_DROP)
         if pc.any(dropped).as_py():
             rows = rows.filter(pc.invert(dropped))
-        groups = split_by_task(rows)
+        groups = task_groups(rows.column(TASK_COL).to_numpy())
 
-        def run(item: tuple[int, pa.Table]) -> WriteStat:
-            tid, part = item
-            return write_file_group(ctx, plan.tasks[tid], part)
+        def run(item: tuple[int, np.ndarray]) -> WriteStat:
+            tid, idx = item
+            return write_file_group(ctx, plan.tasks[tid], rows_of_task(rows, idx))
 
-        if self.parallelism == 1 or len(groups) <= 1:
-            return [run(g) for g in groups]
-        with ThreadPoolExecutor(self.parallelism, thread_name_prefix="fg-writer") as ex:
-            return list(ex.map(run, groups))
+        return run_tasks(run, groups, self.parallelism)

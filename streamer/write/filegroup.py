@@ -299,9 +299,11 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
                          task.next_log_version, token, task.base_file, tuple(task.log_files))
     header = {HeaderKey.INSTANT_TIME: ctx.instant, HeaderKey.SCHEMA: ctx.writer_avro_schema}
     blocks: list[bytes] = []
-    ops = rows.column(OP_COL)
-    upserts = rows.filter(pc.not_equal(ops, OP_DELETE))
-    deletes = rows.filter(pc.equal(ops, OP_DELETE))
+    is_delete = pc.equal(rows.column(OP_COL), OP_DELETE)
+    if pc.any(is_delete).as_py():
+        upserts, deletes = rows.filter(pc.invert(is_delete)), rows.filter(is_delete)
+    else:  # the common case: no copy of the rows
+        upserts, deletes = rows, rows.slice(0, 0)
     if upserts.num_rows:
         data = _with_meta(ctx, upserts, task, task.file_id)
         blocks.extend(_data_blocks(ctx, task, data, header))

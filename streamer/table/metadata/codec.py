@@ -55,17 +55,24 @@ def _key_of(f: dataclasses.Field[Any]) -> str | None:
     return f.metadata[_KEY] if _KEY in f.metadata else camel(f.name)
 
 
+@cache
+def _record_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """``(field name, record key)`` of ``cls``'s keyed fields, in field order (cached per
+    class: a commit encodes one write stat per file group, each with ~30 fields)."""
+    return tuple((f.name, key) for f in dataclasses.fields(cls) if (key := _key_of(f)) is not None)
+
+
 def encode(obj: Any) -> dict[str, Any]:
     """``obj``'s fields that have a key, as a camelCase record in field order."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        key = _key_of(f)
-        if key is not None:
-            out[key] = _encode_value(getattr(obj, f.name))
-    return out
+    return {key: _encode_value(getattr(obj, name)) for name, key in _record_fields(type(obj))}
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _encode_value(v: Any) -> Any:
+    if isinstance(v, _SCALARS):
+        return v
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return v.to_record() if hasattr(v, "to_record") else encode(v)
     if isinstance(v, (list, tuple, set, frozenset)):

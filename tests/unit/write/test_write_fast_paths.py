@@ -7,11 +7,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.engine.local import split_by_task
+from streamer.engine.local import rows_of_task, task_groups
 from streamer.write.filegroup import _sorted_by_key
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import TASK_COL
-from streamer.write.prepare import latest_per_key
+from streamer.write.prepare import _keys_unique, latest_per_key
 
 
 def _batch(keys, parts, ts):
@@ -37,13 +37,13 @@ def test_same_key_in_two_partitions_is_two_records():
     assert sorted((r[PARTITION_PATH_COL], r["row"]) for r in out) == [("p", 2), ("q", 1)]
 
 
-def test_split_by_task_sorts_each_group_by_key_stably():
+def test_each_task_gets_its_rows_sorted_by_key_stably():
     rng = np.random.default_rng(0)
     n = 500
     keys = pa.array([f"k{i:03d}" for i in rng.integers(0, 200, n)])  # duplicates on purpose
     tasks = pa.array(rng.integers(0, 5, n).astype(np.int32))
     rows = pa.table({RECORD_KEY_COL: keys, TASK_COL: tasks, "row": np.arange(n)})
-    groups = split_by_task(rows)
+    groups = [(tid, rows_of_task(rows, idx)) for tid, idx in task_groups(tasks.to_numpy())]
     assert [tid for tid, _ in groups] == sorted({int(t) for t in tasks.to_pylist()})
     for tid, g in groups:
         assert _sorted_by_key(g)
@@ -104,3 +104,16 @@ def test_appends_reuse_the_index_slice_summaries_with_identical_footers(tmp_path
     fresh = run(str(tmp_path / "b"), False)
     assert reused < fresh
     assert _slice_blooms(str(tmp_path / "a")) == _slice_blooms(str(tmp_path / "b"))
+
+
+def test_an_integer_key_field_is_tested_for_repeats_in_place_of_its_strings():
+    t = pa.table({"id": [3, 1, 3, 2], RECORD_KEY_COL: ["3", "1", "3", "2"],
+                  PARTITION_PATH_COL: ["p"] * 4, "ts": [1, 2, 3, 4]})
+    assert not _keys_unique(t, ("id",))
+    assert _keys_unique(t.slice(1), ("id",))
+    out = latest_per_key(t, "ts", key_fields=("id",)).to_pylist()
+    assert [(r["id"], r["ts"]) for r in out] == [(1, 2), (3, 3), (2, 4)]
+    # a null in the field (or a field that is not an integer) falls back to the keys
+    nulls = t.set_column(0, "id", pa.array([None, 1, 5, 2], pa.int64()))
+    assert not _keys_unique(nulls, ("id",))
+    assert _keys_unique(t.slice(1), ("ts",)) and _keys_unique(t.slice(1), ())
