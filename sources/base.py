@@ -16,7 +16,7 @@ from sources.position import Position
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 #: Columns of every source's ``Batch.errors`` (the error table's schema, in this order).
@@ -28,6 +28,21 @@ ERROR_COLUMNS = (
     "source_type", "source_position", "topic", "partition", "offset",
     "file", "raw_payload", "payload_encoding", "reason", "error_time",
 )
+
+
+def unstamped_error_time() -> Column:
+    """``error_time`` of error rows a source builds in Spark: null, stamped on the driver
+    when the rows are collected (``streamer.pipeline.errors_table.as_error_arrow``).
+
+    Why not ``current_timestamp()``: Spark's optimizer folds it into a timestamp literal,
+    and generated code inlines such literals, so every micro-batch's plan compiled to new
+    classes that the JVM then compiled to machine code again - ~1 s of JVM CPU per
+    100k-record Kafka batch, more than the decode itself (issue 14, benchmarks/RESULTS.md).
+    """
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast("timestamp")
+
 
 #: Column of :attr:`Batch.together`: on a bad record's row, its error row (a struct of
 #: :data:`ERROR_COLUMNS`); null on a good record's row.

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from sources.base import ERROR_COLUMNS, RECORD_COLUMN, Batch, empty_errors
+from sources.base import ERROR_COLUMNS, RECORD_COLUMN, Batch, empty_errors, unstamped_error_time
 from sources.lines import LINE_DDL
 from sources.position import FileListPosition, Position
 from streamer.config.base import reveal
@@ -382,7 +382,7 @@ def _error_rows(bad: DataFrame, payload_column: str, reason: str) -> DataFrame:
         F.col(payload_column).alias("raw_payload"),
         F.lit("utf-8").alias("payload_encoding"),
         F.lit(reason).alias("reason"),
-        F.current_timestamp().alias("error_time"),
+        unstamped_error_time().alias("error_time"),
     )
 
 
@@ -495,7 +495,7 @@ def line_errors(rows: DataFrame, reason: Column, keep: tuple[str, ...] = ()) -> 
         F.when(valid, F.col("_raw").cast("string")).otherwise(F.base64(F.col("_raw"))).alias("raw_payload"),
         F.when(valid, F.lit("utf-8")).otherwise(F.lit("base64")).alias("payload_encoding"),
         reason.cast("string").alias("reason"),
-        F.current_timestamp().alias("error_time"),
+        unstamped_error_time().alias("error_time"),
     ).select(*keep, *ERROR_COLUMNS)
 
 

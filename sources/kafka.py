@@ -33,6 +33,7 @@ from sources.base import (
     Frames,
     PartitionLag,
     RecordIdentity,
+    unstamped_error_time,
 )
 from sources.kafka_client import KafkaSourceClient
 from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
@@ -549,18 +550,23 @@ def _error_columns(payload: Column, encoding: str | Column, reason: Column) -> l
         "raw_payload": payload.cast("string"),
         "payload_encoding": encoding,
         "reason": reason.cast("string"),
-        "error_time": F.current_timestamp(),
+        "error_time": unstamped_error_time(),
     }
     return [columns[name].alias(name) for name in ERROR_COLUMNS]
 
 
 def at_or_after(position: KafkaOffsets) -> Column:
-    """Row filter keeping raw Kafka rows at or after the given offset of their partition."""
+    """Row filter keeping raw Kafka rows at or after the given offset of their partition
+    (rows of partitions the position does not name are kept).
+
+    The offsets are one map literal, not an ``offset < N`` comparison per partition:
+    generated code inlines integer literals, so each micro-batch's new offsets made Spark
+    compile the whole stage again and the JVM compile it to machine code again; a map
+    literal is a reference the code reads, the same code every batch (issue 14).
+    """
     from pyspark.sql import functions as F
 
-    cond = None
-    for p, off in position.partitions.items():
-        c = (F.col("partition") == F.lit(p)) & (F.col("offset") < F.lit(off))
-        cond = c if cond is None else cond | c
-    assert cond is not None
-    return ~cond
+    pairs = [c for p, off in sorted(position.partitions.items())
+             for c in (F.lit(int(p)).cast("int"), F.lit(int(off)).cast("bigint"))]
+    start = F.try_element_at(F.create_map(*pairs), F.col("partition"))
+    return F.col("offset") >= F.coalesce(start, F.lit(0).cast("bigint"))
