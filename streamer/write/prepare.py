@@ -64,18 +64,40 @@ def latest_per_key(table: pa.Table, ordering_field: str | None, *,
                    key_fields: tuple[str, ...] = ()) -> pa.Table:
     """Keep, for each (partition, record key), the row with the greatest ordering value (last on ties).
 
-    Sort by (key, ordering, arrival) and keep each key's last row: one sort and one
-    shifted comparison, no Python loop over rows. ``key_fields``: the record key's
-    source fields, when known (see :func:`_keys_unique`).
+    Rows whose record key occurs once are kept as they are; only the rows of repeated
+    keys (a few in a micro-batch of upserts) are sorted by (partition, key, ordering,
+    arrival), keeping each pair's last: one hash pass over the keys and a small sort
+    instead of sorting the whole batch by string keys (issue 14: ~40 ms of a 100k batch's
+    commit). ``key_fields``: the record key's source fields, when known (see
+    :func:`_keys_unique`). The result keeps arrival order.
     """
     n = table.num_rows
     if n <= 1:
         return table
     if ordering_field is not None and ordering_field not in table.column_names:
         raise SchemaError(f"ordering field {ordering_field!r} is missing from the batch")
-    if _keys_unique(table, key_fields):
+    if _int_keys_unique(table, key_fields):
         return table  # nothing to combine: every row is its key's last, in arrival order
-    work = table.append_column(_ROW_COL, pa.array(np.arange(n, dtype=np.int64)))
+    keys = table.column(RECORD_KEY_COL)
+    if keys.null_count:
+        return _combine(table, ordering_field, np.arange(n, dtype=np.int64))
+    codes = pc.dictionary_encode(keys.combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    repeated = np.bincount(codes)[codes] > 1
+    if not repeated.any():
+        return table
+    rows = np.flatnonzero(repeated)
+    keep = ~repeated
+    keep[_combine(table.take(pa.array(rows)), ordering_field, rows)] = True
+    return table.filter(pa.array(keep))
+
+
+def _combine(table: pa.Table, ordering_field: str | None, rows: np.ndarray) -> np.ndarray:
+    """``rows`` (the table's own row numbers, ascending) of the last row of each (partition,
+    key) of ``table`` by (ordering, arrival)."""
+    n = table.num_rows
+    work = table.select([PARTITION_PATH_COL, RECORD_KEY_COL]
+                        + ([ordering_field] if ordering_field is not None else []))
+    work = work.append_column(_ROW_COL, pa.array(np.arange(n, dtype=np.int64)))
     sort_keys = [
         (PARTITION_PATH_COL, "ascending", "at_start"),
         (RECORD_KEY_COL, "ascending", "at_start"),
@@ -90,33 +112,23 @@ def latest_per_key(table: pa.Table, ordering_field: str | None, *,
         s = pc.take(work.column(col), idx).combine_chunks()
         d = pc.not_equal(s.slice(0, n - 1), s.slice(1))
         differs = d if differs is None else pc.or_(differs, d)
-    is_last = pa.concat_arrays([differs, pa.array([True])])
-    keep = pc.filter(idx, is_last).to_numpy(zero_copy_only=False)
-    # restore arrival order so the result is stable and easy to reason about (the kept
-    # row numbers are distinct, so marking them and reading the marks back sorts them)
-    marks = np.zeros(n, dtype=bool)
-    marks[keep] = True
-    return table.take(pa.array(np.flatnonzero(marks)))
+    is_last = pa.concat_arrays([differs, pa.array([True])]) if n > 1 else pa.array([True])
+    return rows[pc.filter(idx, is_last).to_numpy(zero_copy_only=False)]
 
 
-def _keys_unique(table: pa.Table, key_fields: tuple[str, ...] = ()) -> bool:
-    """True when no record key repeats (then no (partition, key) pair can either).
+def _int_keys_unique(table: pa.Table, key_fields: tuple[str, ...] = ()) -> bool:
+    """True when the record key is made from one integer field whose values do not repeat.
 
-    One hash pass: much cheaper than the sort that combining needs, and the common
-    case for a micro-batch. A key made from one integer field (``id``, Hudi's
-    ``SimpleKeyGenerator`` or the complex one with a single field) is a one-to-one
-    function of that integer, so the integers are tested instead: a sort of 8-byte
-    values is several times cheaper than hashing their decimal strings.
+    Such a key (``id``, Hudi's ``SimpleKeyGenerator`` or the complex one with a single
+    field) is a one-to-one function of that integer, so the integers are tested instead:
+    a sort of 8-byte values is several times cheaper than hashing their decimal strings.
     """
     if len(key_fields) == 1 and key_fields[0] in table.column_names:
         source = table.column(key_fields[0])
         if pa.types.is_integer(source.type) and not source.null_count:
             values = np.sort(source.to_numpy())
             return not bool((values[1:] == values[:-1]).any())
-    keys = table.column(RECORD_KEY_COL)
-    if keys.null_count:
-        return False
-    return len(pc.unique(keys)) == len(keys)
+    return False
 
 
 def _deleted_mask(table: pa.Table) -> pa.Array | None:

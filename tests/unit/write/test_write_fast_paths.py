@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 from streamer.engine.local import rows_of_task, task_groups
 from streamer.write.filegroup import _sorted_by_key
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import TASK_COL
-from streamer.write.prepare import _keys_unique, latest_per_key
+from streamer.write.prepare import _combine, _int_keys_unique, latest_per_key
 
 
 def _batch(keys, parts, ts):
@@ -109,11 +110,29 @@ def test_appends_reuse_the_index_slice_summaries_with_identical_footers(tmp_path
 def test_an_integer_key_field_is_tested_for_repeats_in_place_of_its_strings():
     t = pa.table({"id": [3, 1, 3, 2], RECORD_KEY_COL: ["3", "1", "3", "2"],
                   PARTITION_PATH_COL: ["p"] * 4, "ts": [1, 2, 3, 4]})
-    assert not _keys_unique(t, ("id",))
-    assert _keys_unique(t.slice(1), ("id",))
+    assert not _int_keys_unique(t, ("id",))
+    assert _int_keys_unique(t.slice(1), ("id",))
     out = latest_per_key(t, "ts", key_fields=("id",)).to_pylist()
     assert [(r["id"], r["ts"]) for r in out] == [(1, 2), (3, 3), (2, 4)]
-    # a null in the field (or a field that is not an integer) falls back to the keys
+    # a null in the field (or no integer key field) leaves the test to the keys themselves
     nulls = t.set_column(0, "id", pa.array([None, 1, 5, 2], pa.int64()))
-    assert not _keys_unique(nulls, ("id",))
-    assert _keys_unique(t.slice(1), ("ts",)) and _keys_unique(t.slice(1), ())
+    assert not _int_keys_unique(nulls, ("id",))
+    assert not _int_keys_unique(t.slice(1), ()) and not _int_keys_unique(t.slice(1), ("city",))
+    assert latest_per_key(nulls, "ts", key_fields=("id",)).column("ts").to_pylist() == [2, 3, 4]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_only_repeated_keys_are_sorted_and_the_result_is_the_full_sorts(seed):
+    """Rows of keys that occur once are kept without sorting; the rest are combined by the
+    full sort's rule (greatest ordering, last on ties, per partition and key) - the same
+    rows, in arrival order, as sorting the whole batch."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    keys = [f"k{i}" for i in rng.integers(0, max(2, n // (1 + seed)), n)]
+    parts = [f"p{i}" for i in rng.integers(0, 1 + seed % 3, n)]
+    ts = pa.array([None if x < 0.05 else int(x * 10) for x in rng.random(n)], pa.int64())
+    t = _batch(keys, parts, ts)
+    expected = t.take(pa.array(np.sort(_combine(t, "ts", np.arange(n)))))
+    assert latest_per_key(t, "ts").to_pylist() == expected.to_pylist()
+    assert latest_per_key(t, None).to_pylist() == t.take(
+        pa.array(np.sort(_combine(t, None, np.arange(n))))).to_pylist()
