@@ -11,7 +11,12 @@ writer, in one process with one SparkSession, on the **same topic**.
 * **Throughput**: ``--records`` JSON upserts (30% updates) are produced first, then the
   continuous pipeline ingests them with ``--batch`` records per micro-batch, once per
   engine in ``--engines``; records/s "sustained" excludes the first micro-batch (JIT
-  warm-up) in every pipeline, ceiling included.
+  warm-up) in every pipeline, ceiling included. Before each measured run the same
+  pipeline runs once, unmeasured, over ``--warmup-records`` records of another topic into
+  another folder: the JVM compiles Spark's planner, the Kafka client and the decode to
+  machine code over tens of batches (its compiler threads used ~0.6 s of CPU per batch
+  ten batches in), so without it the pipelines measured later ran on a warmer JVM than
+  the first (the default-wait ceiling warmed the tuned one's identical query).
 * **available_now**: the same backlog into a fresh table, ``trigger.mode: available_now``
   in batches of ``--batch``; the run returns by itself; a second run commits nothing.
 * **Freshness**: while a background producer keeps ``--background-rps`` records/s
@@ -124,8 +129,8 @@ class CpuClock:
         return py - start[0], jvm - start[1]
 
 
-def produce_backlog(kafka, n: int) -> tuple[str, float]:
-    topic = kafka.create_topic("bench-throughput", partitions=3)
+def produce_backlog(kafka, n: int, name: str = "bench-throughput") -> tuple[str, float]:
+    topic = kafka.create_topic(name, partitions=3)
     rng = random.Random(1)
     t0 = time.monotonic()
     for start in range(0, n, 20_000):
@@ -317,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="trigger interval of the ceiling and throughput runs: short, so that batches run back to "
                          "back (at 1s, 100k-record batches cap every pipeline at 100k records/s)")
     ap.add_argument("--freshness-reads", default="stream,poll", help="trigger.read of the freshness runs")
+    ap.add_argument("--warmup-records", type=int, default=300_000,
+                    help="records of an unmeasured run of each pipeline before its measured one (0: none)")
     ap.add_argument("--skip", default="", help="parts to skip: ceiling,throughput,available_now,freshness")
     ap.add_argument("--write-results", action="store_true", help="replace our section of benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
@@ -341,14 +348,27 @@ def main(argv: list[str] | None = None) -> int:
         fresh_topics = {read: kafka.create_topic(f"bench-freshness-{read}", partitions=3)
                         for read in filter(None, args.freshness_reads.split(","))}
         print(f"produced {args.records:,} records in {produce_s:.1f}s", flush=True)
+        warm_topic = None
+        if args.warmup_records and not {"ceiling", "throughput"} <= skip:
+            warm_topic, _ = produce_backlog(kafka, args.warmup_records, name="bench-warmup")
+        warmups = iter(range(1_000))
+
+        def warm_up(run, *rest) -> None:
+            """One unmeasured run of the same pipeline over the warm-up topic, its own folder."""
+            if warm_topic is not None:
+                r = run(kafka, spark, cpu, warm_topic, f"{lake}/warmup-{next(warmups)}", *rest)
+                print(f"warm-up ({r['pipeline']}): {r['rps_sustained']:,.0f} rec/s", flush=True)
+
         if "ceiling" not in skip:
             from sources.kafka_options import FETCH_MAX_WAIT_MS
 
             for wait in (None, FETCH_MAX_WAIT_MS):
+                warm_up(ceiling, args.batch, args.throughput_trigger, wait)
                 runs.append(ceiling(kafka, spark, cpu, topic, lake, args.batch, args.throughput_trigger, wait))
                 print("throughput:", json.dumps(runs[-1]), flush=True)
         if "throughput" not in skip:
             for engine in filter(None, args.engines.split(",")):
+                warm_up(throughput, args.batch, args.throughput_trigger, engine)
                 runs.append(throughput(kafka, spark, cpu, topic, lake, args.batch, args.throughput_trigger, engine))
                 print("throughput:", json.dumps(runs[-1]), flush=True)
         if "available_now" not in skip:
@@ -376,7 +396,10 @@ def write_results(args, runs: list[dict], avail: dict | None, fresh: list[tuple[
         f"Command: `.venv/bin/{cmd}`  ",
         f"{machine_line()} Local KRaft broker, 3-partition topic, {args.records:,} JSON records (30% updates) "
         f"produced before the runs, micro-batches of <= {args.batch:,} (trigger interval {args.throughput_trigger}), local filesystem, SparkSession `local[*]`, "
-        "one process and one run. Throughput runs: table services off. Load average (1/5/15 min) at the end: "
+        "one process and one run"
+        + (f", each measured run after an unmeasured run of the same pipeline over {args.warmup_records:,} records "
+           "of another topic (JVM warm-up)" if args.warmup_records else "")
+        + ". Throughput runs: table services off. Load average (1/5/15 min) at the end: "
         f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}: the 2 cores are shared with other jobs, so compare the ratios "
         "and CPU seconds of one run, not absolute rates across runs.",
         "",
