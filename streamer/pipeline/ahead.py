@@ -10,7 +10,8 @@ Exactly once is untouched: a batch read ahead starts at this batch's end and is 
 only if that is where the table's committed position is when it is wanted, i.e. after
 this batch committed; otherwise (a failed commit, a stop) it is released unwritten and
 the next batch is read from the committed position as always. Nothing is read ahead
-when caught up (each batch then waits for its trigger, so freshness is unchanged), nor
+unless a batch at least as large waits (when keeping up, each batch waits for its trigger
+and reads what arrived meanwhile, so freshness is unchanged), nor
 when a batch's preparation depends on the table (an inferred schema takes the table's
 column types after the commit), nor for batches Spark writes (their work is the commit).
 """

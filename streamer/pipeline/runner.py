@@ -196,16 +196,19 @@ class PipelineRunner:
         """Release a batch read ahead, unwritten (the loop stops or failed)."""
         self._ahead.discard()
 
-    def _read_ahead_after(self, batch: Batch) -> None:
-        """Start reading the batch after ``batch`` if there is a backlog and its preparation
-        cannot depend on this batch's commit (see ``ahead.py``)."""
+    def _read_ahead_after(self, batch: Batch, records: int) -> None:
+        """Start reading the batch after ``batch`` (of ``records`` records) if at least as
+        many records wait after it - a backlog, batches running back to back - and its
+        preparation cannot depend on this batch's commit (see ``ahead.py``). A pipeline
+        keeping up (a trickle arriving during the batch) waits for its trigger instead: a
+        batch read early would hold back what arrives during this commit."""
         engine = self.config.engine
         estimate = estimated_rows(batch)
         local = engine.mode == "local" or (
             engine.mode == "auto" and estimate is not None and estimate <= engine.local_max_records)
         if not local or batch.retype is not None or batch.end is None:
             return
-        if not isinstance(self.source, ReportsLag) or sum(p.records for p in self._lag(batch.end)) <= 0:
+        if not isinstance(self.source, ReportsLag) or sum(p.records for p in self._lag(batch.end)) < max(1, records):
             return
         end = batch.end
         self._ahead.start(
@@ -309,7 +312,7 @@ class PipelineRunner:
             self._check_error_fraction(prepared)
             clock.lap()
             if read_ahead:
-                self._read_ahead_after(batch)
+                self._read_ahead_after(batch, prepared.read)
             error_instant = self._write_errors(prepared)
             errors_s = clock.lap()
             self.last_commit = None
