@@ -23,12 +23,19 @@ from tests.support.trip_model import (
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
 
-def test_polled_continuous_kafka_commits_each_record_once(kafka, spark, tmp_path):
-    topic = kafka.create_topic(f"poll-{uuid.uuid4().hex[:8]}", partitions=3)
+def _polled(kafka, tmp_path, name: str, partitions: int, interval: str, cap: int):
+    """A fresh topic and a continuous JSON-trips pipeline polling it, ``cap`` records a batch."""
+    topic = kafka.create_topic(f"{name}-{uuid.uuid4().hex[:8]}", partitions=partitions)
     (config,), problems = parse_pipelines("pipelines:\n" + kafka_pipeline_yaml(
-        "poll", kafka.bootstrap_servers, topic, str(tmp_path / "lake"),
-        trigger="{mode: continuous, interval: 300ms, read: poll}", source_extra=", max_records_per_batch: 700"))
+        name, kafka.bootstrap_servers, topic, str(tmp_path / "lake"),
+        trigger=f"{{mode: continuous, interval: {interval}, read: poll}}",
+        source_extra=f", max_records_per_batch: {cap}"))
     assert not problems
+    return topic, config
+
+
+def test_polled_continuous_kafka_commits_each_record_once(kafka, spark, tmp_path):
+    topic, config = _polled(kafka, tmp_path, "poll", partitions=3, interval="300ms", cap=700)
     model = TripModel(seed=21, key_space=1_500)
     produce_records(kafka, topic, model.records(2_000))
     done = threading.Event()
@@ -60,11 +67,7 @@ def test_a_batch_read_ahead_of_a_failed_commit_is_never_written(kafka, spark, tm
     """The commit of a batch fails while the next one is read ahead: the loop stops with
     the failure, the batch read ahead is released unwritten, and a new run reads from
     the committed position - every record once, the table equal to the model."""
-    topic = kafka.create_topic(f"poll-ahead-{uuid.uuid4().hex[:8]}", partitions=2)
-    (config,), problems = parse_pipelines("pipelines:\n" + kafka_pipeline_yaml(
-        "ahead", kafka.bootstrap_servers, topic, str(tmp_path / "lake"),
-        trigger="{mode: continuous, interval: 100ms, read: poll}", source_extra=", max_records_per_batch: 300"))
-    assert not problems
+    topic, config = _polled(kafka, tmp_path, "ahead", partitions=2, interval="100ms", cap=300)
     model = TripModel(seed=5, key_space=800)
     produce_records(kafka, topic, model.records(1_500))
 
