@@ -55,7 +55,6 @@ def progress_event(report: BatchReport, table: str) -> dict[str, Any]:
         "bytesWritten": report.bytes_written,
         "filesWritten": report.files_written,
         "freshnessMs": None if report.freshness_s is None else _ms(report.freshness_s),
-        "readAhead": report.read_ahead,
         "lag": [{"partition": lag.partition, "records": lag.records} for lag in report.lag],
         "services": [
             {"action": s.action, "instant": s.instant, "outcome": s.outcome,

@@ -97,9 +97,6 @@ class BatchReport:
     services: tuple[ServiceRun, ...] = ()
     #: The table's file layout after the commit (only collected when metrics are on).
     layout: TableLayout | None = None
-    #: Read and prepared while the previous batch committed (``ahead.py``): its read and
-    #: prepare phases overlapped that commit.
-    read_ahead: bool = False
 
     @property
     def status(self) -> str:

@@ -38,8 +38,7 @@ from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
 from streamer.errors import ConfigError, SourceError
 from streamer.observe.layout import TableLayout, table_layout
-from streamer.pipeline.ahead import Ahead, ReadAhead
-from streamer.pipeline.batch import PreparedBatch, estimated_rows, prepare
+from streamer.pipeline.batch import PreparedBatch, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
     CHECKPOINT_KEYS,
@@ -102,8 +101,6 @@ class PipelineRunner:
         self.last_commit: CommitResult | None = None
         #: Collect the table layout after each commit into the report (metrics turn it on).
         self.collect_layout = False
-        #: The next batch, read while this one commits (continuous polling, see ``ahead.py``).
-        self._ahead = ReadAhead()
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -178,45 +175,11 @@ class PipelineRunner:
         self._services = services
 
     # ------------------------------------------------------------------ run
-    def run_once(self, read_ahead: bool = False) -> BatchReport:
-        """Read everything after the stored position (up to the source's batch cap), commit once.
-
-        ``read_ahead``: with a backlog, read and prepare the next batch while this one
-        commits (the polling loop asks for it; see ``ahead.py``). A batch read ahead by the
-        previous call is used if it starts at the committed position.
-        """
-        ahead = self._ahead.take(self.position)
-        if ahead is not None:
-            return self._process(ahead.batch, ahead.started_at, ahead.read_s, ahead=ahead, read_ahead=read_ahead)
+    def run_once(self) -> BatchReport:
+        """Read everything after the stored position (up to the source's batch cap), commit once."""
         started_at, t0 = time.time(), time.monotonic()
         batch = self.source.read_batch(self.spark, self.position)
-        return self._process(batch, started_at, time.monotonic() - t0, read_ahead=read_ahead)
-
-    def discard_read_ahead(self) -> None:
-        """Release a batch read ahead, unwritten (the loop stops or failed)."""
-        self._ahead.discard()
-
-    def _read_ahead_after(self, batch: Batch, records: int) -> None:
-        """Start reading the batch after ``batch`` (of ``records`` records) if at least as
-        many records wait after it - a backlog, batches running back to back - and its
-        preparation cannot depend on this batch's commit (see ``ahead.py``). A pipeline
-        keeping up (a trickle arriving during the batch) waits for its trigger instead: a
-        batch read early would hold back what arrives during this commit."""
-        engine = self.config.engine
-        estimate = estimated_rows(batch)
-        local = engine.mode == "local" or (
-            engine.mode == "auto" and estimate is not None and estimate <= engine.local_max_records)
-        if not local or batch.retype is not None or batch.end is None:
-            return
-        if not isinstance(self.source, ReportsLag) or sum(p.records for p in self._lag(batch.end)) < max(1, records):
-            return
-        end = batch.end
-        self._ahead.start(
-            end,
-            read=lambda: self.source.read_batch(self.spark, end),
-            prepare=lambda b: prepare(self.config, self.spark, b, self.source.source_type, _retry_identity(b),
-                                      self.identity),
-        )
+        return self._process(batch, started_at, time.monotonic() - t0)
 
     def run_available_now(self, stop: threading.Event | None = None) -> list[BatchReport]:
         """Everything available when called, in capped batches, then return (``available_now``).
@@ -284,13 +247,11 @@ class PipelineRunner:
         return self._process(batch, started_at, time.monotonic() - t0)
 
     # ------------------------------------------------------------------ one batch
-    def _process(self, batch: Batch, started_at: float | None = None, read_s: float = 0.0,
-                 ahead: Ahead | None = None, read_ahead: bool = False) -> BatchReport:
-        """Prepare (unless ``ahead`` did), write errors, commit, run services, report."""
+    def _process(self, batch: Batch, started_at: float | None = None, read_s: float = 0.0) -> BatchReport:
         cfg = self.config
         batch_id = self._next_batch_id
         started_at = time.time() if started_at is None else started_at
-        t0 = time.monotonic() - read_s - (ahead.prepare_s if ahead is not None else 0.0)
+        t0 = time.monotonic() - read_s
         end_json = position_to_json(batch.end)
         start_json = None if batch.start is None else position_to_json(batch.start)
         prepared: PreparedBatch | None = None
@@ -303,16 +264,10 @@ class PipelineRunner:
                                 phases=PhaseTimes(read=read_s), lag=self._lag(batch.end))
                 )
             clock = _Clock()
-            if ahead is not None and ahead.prepared is not None:
-                prepared, prepare_s = ahead.prepared, ahead.prepare_s
-            else:
-                prepared = prepare(cfg, self.spark, batch, self.source.source_type, _retry_identity(batch),
-                                   self.identity)
-                prepare_s = clock.lap()
+            prepared = prepare(cfg, self.spark, batch, self.source.source_type, _retry_identity(batch),
+                               self.identity)
             self._check_error_fraction(prepared)
-            clock.lap()
-            if read_ahead:
-                self._read_ahead_after(batch, prepared.read)
+            prepare_s = clock.lap()
             error_instant = self._write_errors(prepared)
             errors_s = clock.lap()
             self.last_commit = None
@@ -341,7 +296,6 @@ class PipelineRunner:
                     freshness_s=_freshness(batch.end, prepared.good, committed_at, self.identity.event_time),
                     lag=self._lag(batch.end), services=services,
                     layout=self._layout() if instant is not None else None,
-                    read_ahead=ahead is not None,
                 )
             )
         finally:

@@ -56,9 +56,7 @@ class Pipeline(Protocol):
 
     def seed_position(self, start: Position) -> None: ...
 
-    def run_once(self, read_ahead: bool = False) -> Any: ...
-
-    def discard_read_ahead(self) -> None: ...
+    def run_once(self) -> Any: ...
 
     def foreach_batch(self, raw: DataFrame, spark_batch_id: int | None = None) -> Any: ...
 
@@ -103,15 +101,10 @@ def run_polling(runner: Pipeline, stop: threading.Event, max_batches: int | None
     interval = runner.config.trigger.interval.total_seconds()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     first = len(runner.reports)
-    try:
-        while not _done(runner, stop, max_batches, deadline, first):
-            started = time.monotonic()
-            # the next batch is read during this one's commit, unless this is the last wanted
-            last = max_batches is not None and len(runner.reports) - first + 1 >= max_batches
-            runner.run_once(read_ahead=not last)
-            stop.wait(max(0.0, interval - (time.monotonic() - started)))
-    finally:
-        runner.discard_read_ahead()  # stopping or failed: a batch read ahead is not written
+    while not _done(runner, stop, max_batches, deadline, first):
+        started = time.monotonic()
+        runner.run_once()
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
 
 def run_stream(runner: Pipeline, stop: threading.Event, max_batches: int | None,
