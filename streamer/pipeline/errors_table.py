@@ -157,16 +157,16 @@ def with_originals(rows: pa.Table, keys: pa.Table, originals: Callable[[pa.Table
     return pa.table(cols, schema=ERROR_ARROW_SCHEMA)
 
 
-def as_error_arrow(errors: pa.Table, now: dt.datetime | None = None) -> pa.Table:
+def as_error_arrow(errors: pa.Table) -> pa.Table:
     """Error rows from a source (Spark's ``toArrow``) in :data:`ERROR_ARROW_SCHEMA`,
-    ``error_time`` stamped here (``now``, UTC) where the source left it null: sources
+    ``error_time`` stamped here (now, UTC) where the source left it null: sources
     build it in Spark as null (:func:`sources.base.unstamped_error_time` says why)."""
     rows = errors.select(list(ERROR_COLUMNS)).cast(ERROR_ARROW_SCHEMA)
     at = rows.column_names.index("error_time")
     times = rows.column(at)
     if times.null_count == 0:
         return rows
-    stamp = pa.scalar(now or dt.datetime.now(dt.UTC), ERROR_ARROW_SCHEMA.field(at).type)
+    stamp = pa.scalar(dt.datetime.now(dt.UTC), ERROR_ARROW_SCHEMA.field(at).type)
     return rows.set_column(at, ERROR_ARROW_SCHEMA.field(at), pc.fill_null(times, stamp))
 
 

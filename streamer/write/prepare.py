@@ -69,7 +69,7 @@ def latest_per_key(table: pa.Table, ordering_field: str | None, *,
     arrival), keeping each pair's last: one hash pass over the keys and a small sort
     instead of sorting the whole batch by string keys (issue 14: ~40 ms of a 100k batch's
     commit). ``key_fields``: the record key's source fields, when known (see
-    :func:`_keys_unique`). The result keeps arrival order.
+    :func:`_int_keys_unique`). The result keeps arrival order.
     """
     n = table.num_rows
     if n <= 1:
@@ -112,7 +112,7 @@ def _combine(table: pa.Table, ordering_field: str | None, rows: np.ndarray) -> n
         s = pc.take(work.column(col), idx).combine_chunks()
         d = pc.not_equal(s.slice(0, n - 1), s.slice(1))
         differs = d if differs is None else pc.or_(differs, d)
-    is_last = pa.concat_arrays([differs, pa.array([True])]) if n > 1 else pa.array([True])
+    is_last = pa.concat_arrays([differs, pa.array([True])])  # n >= 2: only repeated keys come here
     return rows[pc.filter(idx, is_last).to_numpy(zero_copy_only=False)]
 
 
