@@ -86,20 +86,65 @@ def _find_in_slice(
     cand_keys = keys.take(pa.array(cand_idx))
     live = np.zeros(len(cand_keys), dtype=bool)
     prepared = _Prepared(cand_keys)
+    held: list[pa.Array] = []  # key columns in memory, matched together (see _direct_keys)
+
+    def match_held() -> None:
+        if held:
+            live[_present_in_any(cand_keys, held)] = True
+            held.clear()
+
     for m in members:
         if m.kind == "delete":
-            # a key deleted after its last write here is no longer in this group
+            # a key deleted after its last write here is no longer in this group; the
+            # members before it first (a key written again after its delete stays live)
+            match_held()
             if live.any():
                 gone = _present(cand_keys, m.keys(stats)).to_numpy(zero_copy_only=False)
                 live &= ~gone
+            continue
+        direct = _direct_keys(m, len(cand_keys), stats)
+        if direct is not None:
+            held.append(direct)
             continue
         own = _member_candidates(m, cand_keys, stats, index.filtered, prepared)
         if own is None or not own.any():
             continue
         present = _present(cand_keys.filter(pa.array(own)), m.keys(stats))
         live[np.flatnonzero(own)[present.to_numpy(zero_copy_only=False)]] = True
+    match_held()
     found[cand_idx[live]] = True
     return found
+
+
+#: A member whose key column this process already holds is matched against the slice's
+#: candidates directly, skipping its range and bloom filter, while it has at most this
+#: many rows per candidate. Why: a probe of the filter costs ~0.2 us per candidate and any
+#: hit then streams the member's keys anyway (~30-90 ns per row), so in a long-running
+#: pipeline whose batches update keys all over a slice's blocks (every block holds some)
+#: the probes were pure overhead - 60% of the lookup's CPU on the streamer benchmark
+#: (benchmarks/RESULTS.md). A large member with few candidates keeps its filter: then most
+#: probes end at the first hash and the member is never read.
+DIRECT_MATCH_ROWS_PER_KEY = 16
+
+
+def _direct_keys(m: Member, n_keys: int, stats: LookupStats) -> pa.Array | None:
+    """``m``'s key column when it is in memory and small enough to match directly."""
+    if m.kind not in ("base", "parquet"):
+        return None
+    held = m.cached_keys(None)
+    if held is None or len(held) > DIRECT_MATCH_ROWS_PER_KEY * max(n_keys, 1):
+        return None
+    return m.cached_keys(stats)  # counted as read: what the lookup matched against
+
+
+def _present_in_any(keys: pa.Array, columns: list[pa.Array]) -> np.ndarray:
+    """Bool per ``keys``: in any of ``columns`` (one hash of ``keys``; the columns stream
+    through it, then the few keys found are matched back)."""
+    members = pa.chunked_array([c if c.type == keys.type else c.cast(keys.type) for c in columns], type=keys.type)
+    found = members.filter(pc.is_in(members, value_set=keys))
+    if len(found) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    return pc.is_in(keys, value_set=found.combine_chunks()).to_numpy(zero_copy_only=False)
 
 
 def _present(keys: pa.Array, member_keys: pa.Array) -> pa.Array:

@@ -62,6 +62,20 @@ class FooterCache:
                     self._bytes -= freed
         return value
 
+    def peek(self, kind: str, path: str, size: int, mtime_ns: int) -> Any | None:
+        """The cached value if there is one (counted as a hit), else ``None``; never loads.
+
+        Why: a lookup chooses between probing a member's bloom filter and matching its key
+        column, and the column is the cheaper test once it is already in memory."""
+        key = (kind, path, size, mtime_ns)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return hit[0]
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -83,6 +83,12 @@ class Member:
     def member_id(self) -> str:
         return self.path if self.block is None else f"{self.path}@{self.block.offset}"
 
+    def _cache_key(self) -> tuple[str, int, int]:
+        """(path, size, mtime) this member is cached under (see :meth:`_cached`)."""
+        if self.block is None:
+            return self.path, self.size, self.mtime_ns
+        return f"{self.member_id}#{self.instant}", self.size, 1 if self.size > 0 else 0
+
     def _cached(self, kind: str, load: Callable[[], tuple[T, int]]) -> T:
         """``load()`` once per process for this immutable member (see :mod:`footer_cache`).
 
@@ -91,10 +97,7 @@ class Member:
         place (a new write is a new version; an append by another writer changes the size),
         and the listing gives log files no modification time. Unknown size: not cached.
         """
-        if self.block is None:
-            return CACHE.get_or_load(kind, self.path, self.size, self.mtime_ns, load)
-        return CACHE.get_or_load(kind, f"{self.member_id}#{self.instant}", self.size,
-                                 1 if self.size > 0 else 0, load)
+        return CACHE.get_or_load(kind, *self._cache_key(), load)
 
     def footer_kv(self, stats: LookupStats | None) -> dict[bytes, bytes] | None:
         """Parquet KV metadata (base file or Parquet block); ``None`` for Avro blocks."""
@@ -142,6 +145,14 @@ class Member:
         """The summary of the slice's log blocks up to this one (see ``rfc06``): their key
         range, and in blocks of an older format a cumulative filter too."""
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=False, logs_level=True)
+
+    def cached_keys(self, stats: LookupStats | None) -> pa.Array | None:
+        """The record-key column if this process already holds it (counted as read), else
+        ``None`` without reading anything."""
+        found = CACHE.peek("keys", *self._cache_key())
+        if found is not None and stats is not None:
+            stats.keys(self.member_id)
+        return found
 
     def keys(self, stats: LookupStats | None) -> pa.Array:
         """Only the record-key column."""

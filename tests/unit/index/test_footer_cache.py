@@ -27,3 +27,12 @@ def test_hits_misses_versions_and_eviction():
     assert c.nbytes <= 1000
     assert c.get_or_load("footer", "/a", 10, 1, load("reloaded", 200)) == "reloaded"
     assert loads == ["a1", "a2", "unknown", "unknown2", "big", "f0", "f1", "f2", "f3", "f4", "reloaded"]
+
+
+def test_peek_never_loads():
+    c = FooterCache(max_bytes=1000)
+    assert c.peek("keys", "/a", 10, 1) is None
+    c.get_or_load("keys", "/a", 10, 1, lambda: ("k", 10))
+    assert c.peek("keys", "/a", 10, 1) == "k"
+    assert c.peek("keys", "/a", 11, 1) is None  # another version of the file
+    assert (c.hits, c.misses) == (1, 1)

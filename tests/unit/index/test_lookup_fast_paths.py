@@ -149,3 +149,55 @@ def test_present_matches_is_in_whichever_side_is_hashed(cands, members):
     keys = pa.array([f"k{i}" for i in cands], pa.string())
     member_keys = pa.array([f"k{i}" for i in members], pa.string())
     assert bloom_index._present(keys, member_keys).to_pylist() == pc.is_in(keys, value_set=member_keys).to_pylist()
+
+
+def _all_member_keys_cached(path: str) -> None:
+    from streamer.index.slice_members import slice_members
+
+    t = Table.open(path)
+    completed = frozenset(i.timestamp for i in t.timeline.completed())
+    for s in t.fsview.latest_merged_slices():
+        for m in slice_members(t.fs, s, lambda i: i in completed, with_deletes=True):
+            m.keys(None)
+
+
+def test_keys_in_memory_are_matched_directly_with_the_same_tags(tmp_path, monkeypatch):
+    """A warm process matches cached key columns without probing filters, and a delete
+    still hides the keys written before it - not those written again after it."""
+    from streamer.write import HudiWriter
+    from tests.support.bloom_tables import rows
+
+    path = build_indexed_table(tmp_path)
+    w = HudiWriter.open(path)
+    w.delete(pa.table({"id": [2001, 2002, 1005, 3010], "city": ["sf"] * 4, "ts": [9] * 4}))
+    w.upsert(rows([2002, 3010], "sf", 10))  # deleted, then written again: live again
+    truth = file_group_truth(path)
+    existing = sorted(truth)
+    gone = [("sf", "2001"), ("sf", "1005")]
+    assert not set(gone) & set(truth)
+    asked = existing + gone + [("sf", "999"), ("nyc", "7")]
+    keys, parts = pa.array([k for _, k in asked]), pa.array([p for p, _ in asked])
+    expected = [truth.get(a) for a in asked]
+
+    probes = []
+    real = BloomFilter.might_contain_many
+
+    def spy(self, ks):
+        probes.append(len(ks))
+        return real(self, ks)
+
+    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    monkeypatch.setattr(bloom_index, "DIRECT_MATCH_ROWS_PER_KEY", 0)
+    cold = _lookup(path, keys, parts, monkeypatch, 0.0)
+    cold_probes = len(probes)
+    monkeypatch.setattr(bloom_index, "DIRECT_MATCH_ROWS_PER_KEY", 16)
+    CACHE.clear()
+    _all_member_keys_cached(path)
+    probes.clear()
+    t = Table.open(path)
+    completed = frozenset(i.timestamp for i in t.timeline.completed())
+    warm = BloomIndex(t.fs, t.fsview.latest_merged_slices(), lambda i: i in completed, parallelism=1).lookup(keys, parts)
+    assert cold.file_ids.to_pylist() == expected
+    assert warm.file_ids.to_pylist() == expected
+    # the cold lookup probed members' filters, the warm one only the slices' summaries
+    assert len(probes) < cold_probes
