@@ -36,6 +36,19 @@ def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
     )
 
 
+def _count_probes(monkeypatch) -> list[int]:
+    """A list that receives the number of keys of every bloom filter probe."""
+    probes: list[int] = []
+    real = BloomFilter.might_contain_many
+
+    def spy(self, ks):
+        probes.append(len(ks))
+        return real(self, ks)
+
+    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    return probes
+
+
 def test_bloom_skip_gives_the_same_tags(tmp_path, monkeypatch):
     defaults = (bloom_index.BLOOM_SKIP_FRACTION, bloom_index.BLOOM_SKIP_MIN_KEYS)
     path = build_indexed_table(tmp_path)
@@ -47,14 +60,7 @@ def test_bloom_skip_gives_the_same_tags(tmp_path, monkeypatch):
     parts = pa.array([p for p, _ in existing + new])
     expected = [truth[k] for k in existing] + [None] * len(new)
 
-    probes = []
-    real = BloomFilter.might_contain_many
-
-    def spy(self, ks):
-        probes.append(len(ks))
-        return real(self, ks)
-
-    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    probes = _count_probes(monkeypatch)
     never = _lookup(path, keys, parts, monkeypatch, 1e9)
     probed_never = len(probes)
     probes.clear()
@@ -179,14 +185,7 @@ def test_keys_in_memory_are_matched_directly_with_the_same_tags(tmp_path, monkey
     keys, parts = pa.array([k for _, k in asked]), pa.array([p for p, _ in asked])
     expected = [truth.get(a) for a in asked]
 
-    probes = []
-    real = BloomFilter.might_contain_many
-
-    def spy(self, ks):
-        probes.append(len(ks))
-        return real(self, ks)
-
-    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    probes = _count_probes(monkeypatch)
     monkeypatch.setattr(bloom_index, "DIRECT_MATCH_ROWS_PER_KEY", 0)
     cold = _lookup(path, keys, parts, monkeypatch, 0.0)
     cold_probes = len(probes)
