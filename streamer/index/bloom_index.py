@@ -131,10 +131,11 @@ def _direct_keys(m: Member, n_keys: int, stats: LookupStats) -> pa.Array | None:
     """``m``'s key column when it is in memory and small enough to match directly."""
     if m.kind not in ("base", "parquet"):
         return None
-    held = m.cached_keys(None)
+    held = m.cached_keys()
     if held is None or len(held) > DIRECT_MATCH_ROWS_PER_KEY * max(n_keys, 1):
         return None
-    return m.cached_keys(stats)  # counted as read: what the lookup matched against
+    stats.keys(m.member_id)  # counted as read: what the lookup matched against
+    return held
 
 
 def _present_in_any(keys: pa.Array, columns: list[pa.Array]) -> np.ndarray:

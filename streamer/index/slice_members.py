@@ -146,13 +146,10 @@ class Member:
         range, and in blocks of an older format a cumulative filter too."""
         return KeySummary.from_kv(self.footer_kv(stats), slice_level=False, logs_level=True)
 
-    def cached_keys(self, stats: LookupStats | None) -> pa.Array | None:
-        """The record-key column if this process already holds it (counted as read), else
-        ``None`` without reading anything."""
-        found = CACHE.peek("keys", *self._cache_key())
-        if found is not None and stats is not None:
-            stats.keys(self.member_id)
-        return found
+    def cached_keys(self) -> pa.Array | None:
+        """The record-key column if this process already holds it, else ``None`` without
+        reading anything."""
+        return CACHE.peek("keys", *self._cache_key())
 
     def keys(self, stats: LookupStats | None) -> pa.Array:
         """Only the record-key column."""
