@@ -52,6 +52,26 @@ class Tagged:
     tag: str | None = None
 
 
+#: Start of the name of :meth:`FileSystem.write_atomic`'s temp files.
+TEMP_PREFIX = "_mor_tmp."
+
+
+def temp_name(path: str) -> str:
+    """Where :meth:`FileSystem.write_atomic` stages ``path``: ``_mor_tmp.<name>.<hex>.tmp``.
+
+    Why this shape: a killed writer (a Spark task attempt, kill -9) can leave its temp file
+    behind, and no reader may take it for table data. The earlier ``.<name>.<hex>.tmp``
+    of a log file still matched Apache Hudi's log-file pattern (``^\\.(.+)_(.*)\\.(log|archive)
+    \\.(\\d+)...``, found, not matched whole), and hudi-rs read such a leftover as the log of
+    another file group: every key of the block appeared twice (the Spark-cluster kill test).
+    A leading ``_`` is outside that pattern, ``.tmp`` is no base-file extension, and Spark's
+    and Hadoop's listings skip ``_``-prefixed names. The target's name stays inside, so a
+    rollback finds the leftovers of the files it deletes (``rollback._temp_leftovers``).
+    """
+    parent, name = posixpath.split(path)
+    return posixpath.join(parent, f"{TEMP_PREFIX}{name}.{uuid.uuid4().hex}.tmp")
+
+
 class FileSystem:
     """A thin, typed wrapper over a :class:`pyarrow.fs.FileSystem`.
 
@@ -161,14 +181,14 @@ class FileSystem:
     def write_atomic(self, path: str, data: bytes) -> None:
         """Make ``path`` appear with all of ``data`` or not at all.
 
-        Local/HDFS: write a hidden temp file, fsync, rename. Object stores: a single PUT
-        is already atomic.
+        Local/HDFS: write a temp file (:func:`temp_name`), fsync, rename. Object stores:
+        a single PUT is already atomic.
         """
         if not self.supports_atomic_rename:
             self.write_bytes(path, data)
             return
         parent = posixpath.dirname(path)
-        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        tmp = temp_name(path)
         try:
             self.write_bytes(tmp, data)
             if self.is_local:

@@ -22,7 +22,7 @@ import posixpath
 import time
 from dataclasses import dataclass
 
-from streamer.fs import FileSystem
+from streamer.fs import TEMP_PREFIX, FileSystem
 from streamer.table.instant import Action, Instant, State
 from streamer.table.log_format import HeaderKey, encode_command_block
 from streamer.table.metadata import (
@@ -91,10 +91,11 @@ def build_plan(fs: FileSystem, base_path: str, target: Instant) -> RollbackPlan:
 
 
 def _temp_leftovers(fs: FileSystem, path: str) -> list[str]:
-    """Temp files a crashed atomic write left next to ``path`` (never renamed)."""
+    """Temp files a crashed atomic write left next to ``path`` (never renamed): named by
+    :func:`streamer.fs.temp_name`, or ``.<name>.<hex>.tmp`` by writers before it."""
     parent, name = posixpath.split(path)
-    prefix = f".{name}."
-    return [st.path for st in fs.list_dir(parent) if st.name.startswith(prefix) and st.name.endswith(".tmp")]
+    prefixes = (f"{TEMP_PREFIX}{name}.", f".{name}.")
+    return [st.path for st in fs.list_dir(parent) if st.name.startswith(prefixes) and st.name.endswith(".tmp")]
 
 
 def _next_log_version(fs: FileSystem, base_path: str, partition: str, file_id: str, base_instant: str) -> int:
