@@ -36,7 +36,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.slow, pyte
 
 SEED = 20_261_116
 N_KILLS = 10
-TOTAL_LIMIT_S = 420.0
+#: A hang guard, not a speed bound: the loop's pace is each process's first batch (a JVM
+#: start and a Spark job beside another process's, on 2 cores), so it follows the machine's
+#: load; a clean-clone CI run with all 10 kills done overran 420 s by 0.05 s.
+TOTAL_LIMIT_S = 600.0
 MAX_PRODUCED = 15_000
 
 
