@@ -110,12 +110,17 @@ class Batch:
     originals: Callable[[pa.Table], pa.Table] | None
     #: The good and the bad records as one frame, for a reader that collects both in one
     #: pass and needs no cache: the columns of ``df`` (null on bad rows) and
-    #: :data:`SOURCE_ERROR_COL` (null on good rows). None: only ``df`` and ``errors``.
-    together: DataFrame | None
+    #: :data:`SOURCE_ERROR_COL` (null on good rows), made when called (a plan costs JVM
+    #: time a reader of ``driver_rows`` may not need). None: only ``df`` and ``errors``.
+    together: Callable[[], DataFrame] | None
     #: With ``together`` whose error rows leave ``reason`` null: given those rows (as
     #: collected, :data:`ERROR_COLUMNS`), the same rows with their reasons. A source uses
     #: it when the reason is costly to plan for every batch and only bad rows need it.
     explain_errors: Callable[[pa.Table], pa.Table] | None
+    #: With ``together``: its good rows made on the driver without the Spark decode (its
+    #: columns but :data:`SOURCE_ERROR_COL`, as Spark's collect types them), or None when
+    #: a record of the batch needs that decode (a reader then collects ``together``).
+    driver_rows: Callable[[], pa.Table | None] | None
     #: ``df``, ``errors`` and ``cached``, made on first use.
     frames: Frames
 
@@ -130,8 +135,9 @@ class Batch:
         retype: Callable[[StructType], Batch] | None = None,
         record_columns: tuple[str, ...] = (),
         originals: Callable[[pa.Table], pa.Table] | None = None,
-        together: DataFrame | None = None,
+        together: Callable[[], DataFrame] | None = None,
         explain_errors: Callable[[pa.Table], pa.Table] | None = None,
+        driver_rows: Callable[[], pa.Table | None] | None = None,
         frames: Frames | None = None,
     ) -> None:
         if frames is None:
@@ -142,7 +148,7 @@ class Batch:
             raise TypeError("a Batch takes df/errors/cached or frames, not both")
         for name, value in (("start", start), ("end", end), ("retype", retype), ("record_columns", record_columns),
                             ("originals", originals), ("together", together),
-                            ("explain_errors", explain_errors), ("frames", frames)):
+                            ("explain_errors", explain_errors), ("driver_rows", driver_rows), ("frames", frames)):
             object.__setattr__(self, name, value)
 
     @property

@@ -71,6 +71,8 @@ class KafkaSource:
         self.config = config
         self.client = KafkaSourceClient(config)
         self._avro = None
+        #: the declared fields the driver decodes (``_driver_rows``); False: not looked at yet
+        self._driver_fields: list[pa.Field] | None | bool = False
         if config.format == "avro":
             from sources.kafka_avro import AvroDecoder
 
@@ -170,6 +172,9 @@ class KafkaSource:
             decoded = _Decoded(cached[0], Frames.of(good, bad, cached))
             payload: tuple[Column, Column] = (F.base64(F.col("value")), F.lit("base64"))
         else:
+            driver_rows = self._driver_rows(raw) if self.config.schema_ddl is not None else None
+            if driver_rows is not None and end is not None:
+                return self._deferred_batch(spark, raw, start, end, driver_rows)
             decoded = json_decoder(spark, raw, self.config)
             payload = _payload()
         if end is None:
@@ -186,8 +191,65 @@ class KafkaSource:
                 return Batch(start=start, end=end, frames=redecode(types), record_columns=record_columns,
                              originals=originals)
 
+        together = decoded.together
         return Batch(start=start, end=end, frames=decoded.frames, retype=retype, record_columns=record_columns,
-                     originals=originals, together=decoded.together, explain_errors=decoded.explain_errors)
+                     originals=originals, together=None if together is None else (lambda: together),
+                     explain_errors=decoded.explain_errors,
+                     driver_rows=self._driver_rows(raw) if together is not None else None)
+
+    def _deferred_batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position,
+                        driver_rows: Callable[[], pa.Table | None]) -> Batch:
+        """A batch the driver may decode (``driver_rows``): Spark's decode is planned only
+        when something asks for it - the driver declined, or a reader wants ``df`` -,
+        since planning it costs ~0.1 s of JVM time a batch (benchmarks/RESULTS.md)."""
+        made: list[_Decoded] = []
+
+        def decoded() -> _Decoded:
+            if not made:
+                made.append(json_decoder(spark, raw, self.config))
+            return made[0]
+
+        def explain(errors: pa.Table) -> pa.Table:
+            explainer = decoded().explain_errors
+            assert explainer is not None  # a declared schema's decode explains its errors
+            return explainer(errors)
+
+        def together() -> DataFrame:
+            frame = decoded().together
+            assert frame is not None  # made for a declared schema
+            return frame
+
+        record_columns: tuple[str, ...] = ()
+        originals = None
+        if self.config.include_metadata:
+            record_columns = ("_kafka_partition", "_kafka_offset")
+
+            def originals(keys: pa.Table) -> pa.Table:
+                return kafka_originals(decoded().base, *_payload())(keys)
+
+        return Batch(start=start, end=end, frames=Frames(lambda: decoded().frames()), record_columns=record_columns,
+                     originals=originals, together=together, explain_errors=explain, driver_rows=driver_rows)
+
+    def _driver_rows(self, raw: DataFrame) -> Callable[[], pa.Table | None] | None:
+        """``Batch.driver_rows`` of a declared-schema JSON batch whose field types the
+        driver decodes as Spark does (:mod:`sources.kafka_driver_json`), else None."""
+        from pyspark.sql.types import StructType
+
+        from sources import kafka_driver_json
+
+        assert self.config.schema_ddl is not None  # ``together`` is made for a declared schema only
+        if self._driver_fields is False:  # once per source: parsing the DDL asks the JVM
+            self._driver_fields = kafka_driver_json.arrow_fields(StructType.fromDDL(self.config.schema_ddl))
+        fields = self._driver_fields
+        if fields is None:
+            return None
+        metadata = METADATA_COLUMNS if self.config.include_metadata else {}
+        limit = None if self.config.max_record_bytes is None else int(self.config.max_record_bytes)
+
+        def rows() -> pa.Table | None:
+            return kafka_driver_json.decode(kafka_driver_json.collect_raw(raw), fields, metadata, limit)
+
+        return rows
 
     def _end_seen(self, source: DataFrame, start: KafkaOffsets | None) -> KafkaOffsets:
         """``end`` of a micro-batch: last offset seen + 1 per partition (else the start's)."""

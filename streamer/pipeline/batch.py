@@ -23,9 +23,11 @@ from streamer.pipeline.errors_table import (
     ERROR_ARROW_SCHEMA,
     PAYLOAD_COL,
     REASON_COL,
+    all_keyable,
     as_error_arrow,
     flag_unkeyable,
     unkeyable_error_rows,
+    with_no_reasons,
     with_originals,
 )
 from transforms import apply_transforms
@@ -102,17 +104,16 @@ def prepare(
         batch = retyped
     local = on_driver(config, batch)
     one_pass = local and batch.together is not None and not config.transforms
-    if one_pass:
-        flagged = None
-        assert batch.together is not None
-        columns = [c for c in batch.together.columns if c != SOURCE_ERROR_COL]
-    else:
+    flagged = None
+    if not one_pass:
         batch.cache()  # df and errors are both read below (before any of their plans runs)
         flagged = flag_unkeyable(apply_transforms(batch.df, config.transforms, spark), config.target, metadata)
-        columns = flagged.columns
     # a source's record columns may be its metadata columns: dropped only when the runner added them
     hidden = (*hidden_columns, RECORD_COLUMN)
-    drop = [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in columns]]
+
+    def drop(columns: list[str]) -> list[str]:
+        return [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in columns]]
+
     n_good_in: int | None = None
     if local:
         # one job: the source's error rows, the transformed rows and (with transforms, which
@@ -130,7 +131,7 @@ def prepare(
             if config.transforms:
                 n_good_in = int(collected[2].column("n")[0].as_py())
         good_mask = pc.is_null(rows.column(REASON_COL))
-        good: Any = rows.filter(good_mask).drop_columns(drop)
+        good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
         bad = rows.filter(pc.invert(good_mask))
         n_written, n_flagged = good.num_rows, rows.num_rows
     else:
@@ -140,7 +141,7 @@ def prepare(
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = flagged.persist()
         cached.append(flagged)
-        good = flagged.where(F.col(REASON_COL).isNull()).drop(*drop)
+        good = flagged.where(F.col(REASON_COL).isNull()).drop(*drop(flagged.columns))
         bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
         n_written = good.count()
         n_flagged = n_written + bad.num_rows
@@ -169,9 +170,18 @@ def _one_pass(batch: Batch, config: PipelineConfig, metadata: tuple[str, ...]) -
     filling and reading the cache was ~40% of the JVM's CPU of a 100k-record Kafka batch
     and its planning ~0.2 s (benchmarks/RESULTS.md). Without transforms both kinds of
     rows come from one pass here and are split on the driver.
+
+    A batch the source can decode on the driver (``Batch.driver_rows``: every record
+    ordinary, and here every row keyable) skips Spark's decode; any other goes through
+    ``together``, whose Kafka read then runs a second time.
     """
     batch.release()  # cached by someone after all: this plan must not read (and fill) it
-    flagged = flag_unkeyable(batch.together, config.target, (*metadata, SOURCE_ERROR_COL))
+    if batch.driver_rows is not None:
+        rows = batch.driver_rows()
+        if rows is not None and all_keyable(rows, config.target):
+            return ERROR_ARROW_SCHEMA.empty_table(), with_no_reasons(rows)
+    assert batch.together is not None
+    flagged = flag_unkeyable(batch.together(), config.target, (*metadata, SOURCE_ERROR_COL))
     rows = flagged.toArrow()
     column = rows.column(SOURCE_ERROR_COL)
     not_error = pc.is_null(column)

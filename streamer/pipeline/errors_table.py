@@ -89,6 +89,30 @@ def flag_unkeyable(df: DataFrame, target: TargetConfig, metadata: tuple[str, ...
     return df.select("*", reason.alias(REASON_COL), F.when(reason.isNotNull(), payload).alias(PAYLOAD_COL))
 
 
+def all_keyable(rows: pa.Table, target: TargetConfig) -> bool:
+    """Whether :func:`flag_unkeyable` would flag none of ``rows`` (collected to the
+    driver): every key field and the ordering field present, none null, no key blank
+    (Spark's ``trim`` takes spaces only). A driver-decoded batch with a row it would flag
+    goes through the Spark decode instead, which writes that row's error."""
+    needed = [*target.record_key, *([target.ordering_field] if target.ordering_field else [])]
+    for name in needed:
+        if name not in rows.column_names:
+            return False
+        column = rows.column(name)
+        if column.null_count:
+            return False
+        text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        if name in target.record_key and text and pc.any(pc.equal(pc.utf8_trim(column, " "), "")).as_py():
+            return False
+    return True
+
+
+def with_no_reasons(rows: pa.Table) -> pa.Table:
+    """``rows``, all good, with :func:`flag_unkeyable`'s two columns (null)."""
+    text = pa.nulls(rows.num_rows, pa.string())
+    return rows.append_column(REASON_COL, text).append_column(PAYLOAD_COL, text)
+
+
 def unkeyable_error_rows(
     bad: pa.Table, source_type: str, position_json: str, positions: tuple[tuple[str, str], ...] = ()
 ) -> pa.Table:
