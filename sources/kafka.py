@@ -54,6 +54,10 @@ RAW_KAFKA_DDL = (
     "key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
 )
+#: After the driver declined a batch (:mod:`sources.kafka_driver_json`), this many go
+#: straight to Spark's decode: a declined batch reads its records twice, and a topic with
+#: a bad record in every batch must not pay that every time.
+DRIVER_RETRY_AFTER = 8
 METADATA_COLUMNS = {
     "_kafka_topic": "topic",
     "_kafka_partition": "partition",
@@ -73,6 +77,8 @@ class KafkaSource:
         self._avro = None
         #: the declared fields the driver decodes (``_driver_rows``); False: not looked at yet
         self._driver_fields: list[pa.Field] | None | bool = False
+        #: batches still to decode with Spark after the driver declined one
+        self._driver_skip = 0
         if config.format == "avro":
             from sources.kafka_avro import AvroDecoder
 
@@ -167,6 +173,7 @@ class KafkaSource:
         """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen."""
         from pyspark.sql import functions as F
 
+        driver_rows = None
         if self._avro is not None:
             good, bad, cached = self._avro.decode(spark, raw)
             decoded = _Decoded(cached[0], Frames.of(good, bad, cached))
@@ -195,7 +202,7 @@ class KafkaSource:
         return Batch(start=start, end=end, frames=decoded.frames, retype=retype, record_columns=record_columns,
                      originals=originals, together=None if together is None else (lambda: together),
                      explain_errors=decoded.explain_errors,
-                     driver_rows=self._driver_rows(raw) if together is not None else None)
+                     driver_rows=driver_rows if together is not None else None)
 
     def _deferred_batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position,
                         driver_rows: Callable[[], pa.Table | None]) -> Batch:
@@ -243,11 +250,17 @@ class KafkaSource:
         fields = self._driver_fields
         if fields is None:
             return None
+        if self._driver_skip:
+            self._driver_skip -= 1
+            return None
         metadata = METADATA_COLUMNS if self.config.include_metadata else {}
         limit = None if self.config.max_record_bytes is None else int(self.config.max_record_bytes)
 
         def rows() -> pa.Table | None:
-            return kafka_driver_json.decode(kafka_driver_json.collect_raw(raw), fields, metadata, limit)
+            got = kafka_driver_json.decode(kafka_driver_json.collect_raw(raw), fields, metadata, limit)
+            if got is None:
+                self._driver_skip = DRIVER_RETRY_AFTER
+            return got
 
         return rows
 

@@ -184,3 +184,19 @@ def test_a_record_spark_flags_keeps_the_batch_on_spark_with_its_error_row(spark,
     ours, theirs, _ = _both(spark, config, [_j(), b'{"uuid": "  ", "ts": 1}', None])
     assert _same(ours, theirs) is None
     assert ours.written == 1 and ours.errored == 2
+
+
+def test_after_a_declined_batch_the_next_ones_go_straight_to_spark(spark, tmp_path):
+    """A declined batch reads its records twice: the following DRIVER_RETRY_AFTER batches
+    of the source skip the driver, then it tries again."""
+    from sources.kafka import DRIVER_RETRY_AFTER
+
+    config = _config(tmp_path, include_metadata=True)
+    source = build_source(config.source)
+    start = KafkaOffsets(topic="dj", partitions={0: 100, 1: 101})
+    end = KafkaOffsets(topic="dj", partitions={0: 102, 1: 103})
+    declined = source._batch(spark, _raw(spark, [_j(), b"null"]), start, end)
+    assert declined.driver_rows is not None and declined.driver_rows() is None
+    tries = [source._batch(spark, _raw(spark, [_j()]), start, end).driver_rows for _ in range(DRIVER_RETRY_AFTER + 1)]
+    assert tries[:-1] == [None] * DRIVER_RETRY_AFTER and tries[-1] is not None
+    assert tries[-1]() is not None
