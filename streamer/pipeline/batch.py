@@ -173,7 +173,7 @@ def _one_pass(batch: Batch, config: PipelineConfig, metadata: tuple[str, ...]) -
 
     A batch the source can decode on the driver (``Batch.driver_rows``: every record
     ordinary, and here every row keyable) skips Spark's decode; any other goes through
-    ``together``, whose Kafka read then runs a second time.
+    ``together``, whose source read then runs a second time.
     """
     batch.release()  # cached by someone after all: this plan must not read (and fill) it
     if batch.driver_rows is not None:
