@@ -118,9 +118,17 @@ def test_the_next_batch_compiles_no_new_code(kafka, spark, tmp_path, read):
 
     end, first = one_batch(None)
     end, second = one_batch(end)  # the first batch from a position (stream: filtered)
-    before = _compilations(spark)
-    end3, third = one_batch(end)
-    assert end3 != end
+    # two more batches, each counted: code that differs per batch compiles in both, while
+    # a one-off compile of another thread of this JVM (a job of an earlier test still
+    # finishing on a loaded machine, seen once) lands in at most one of them
+    compiled, reads = [], [first.read, second.read]
+    for _ in range(2):
+        before = _compilations(spark)
+        after, got = one_batch(end)
+        compiled.append(_compilations(spark) - before)
+        assert after != end
+        end = after
+        reads.append(got.read)
     # each read exactly its 4 records: the stream's filter still drops committed ones
-    assert (first.read, second.read, third.read) == (4, 4, 4)
-    assert _compilations(spark) == before, "the next micro-batch compiled new code"
+    assert reads == [4, 4, 4, 4]
+    assert min(compiled) == 0, f"every next micro-batch compiled new code: {compiled}"
