@@ -100,8 +100,10 @@ class KafkaSourceConfig(StrictModel):
     bootstrap_servers: str = Field(min_length=1)
     #: The one topic read (HoodieStreamer's ``hoodie.streamer.source.kafka.topic``).
     topic: str = Field(min_length=1)
-    #: Message value encoding: ``json`` (UTF-8 JSON, parsed with Spark's ``from_json``) or ``avro``
-    #: (see ``avro_wire_format``, ``schema_registry``, ``avro_schema_file``).
+    #: Message value encoding: ``json`` (UTF-8 JSON, parsed with Spark's ``from_json``; on the
+    #: local engine a batch of plain one-line JSON objects, with a declared ``schema`` of
+    #: strings, integers, doubles and booleans, is parsed on the driver by Arrow instead, with
+    #: the same result) or ``avro`` (see ``avro_wire_format``, ``schema_registry``, ``avro_schema_file``).
     format: Literal["json", "avro"] = "json"
     #: Where a pipeline with no stored position starts: earliest, latest or {partition: offset}.
     starting_offsets: StartingOffsets = "earliest"
