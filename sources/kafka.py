@@ -186,9 +186,7 @@ class KafkaSource:
             payload = _payload()
         if end is None:
             end = self._end_seen(decoded.base, start)
-        record_columns: tuple[str, ...] = ()
-        if self.config.include_metadata:
-            record_columns = ("_kafka_partition", "_kafka_offset")
+        record_columns = self._record_columns()
         originals = kafka_originals(decoded.base, *payload) if record_columns else None
         retype = None
         if decoded.redecode is not None:
@@ -203,6 +201,10 @@ class KafkaSource:
                      originals=originals, together=None if together is None else (lambda: together),
                      explain_errors=decoded.explain_errors,
                      driver_rows=driver_rows if together is not None else None)
+
+    def _record_columns(self) -> tuple[str, ...]:
+        """``Batch.record_columns``: each row's own partition and offset, when kept."""
+        return ("_kafka_partition", "_kafka_offset") if self.config.include_metadata else ()
 
     def _deferred_batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position,
                         driver_rows: Callable[[], pa.Table | None]) -> Batch:
@@ -226,10 +228,9 @@ class KafkaSource:
             assert frame is not None  # made for a declared schema
             return frame
 
-        record_columns: tuple[str, ...] = ()
+        record_columns = self._record_columns()
         originals = None
-        if self.config.include_metadata:
-            record_columns = ("_kafka_partition", "_kafka_offset")
+        if record_columns:
 
             def originals(keys: pa.Table) -> pa.Table:
                 return kafka_originals(decoded().base, *_payload())(keys)
