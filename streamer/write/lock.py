@@ -151,8 +151,14 @@ class FileLock:
         seen = self.current()
         if seen is not None and not self.is_stale(seen):
             return False
-        if seen is None and self._fresh_file(self.path):
-            return False  # present but unreadable: its creator is mid-write
+        if seen is None:
+            if not self.fs.exists(self.path):
+                # Released between our create and our read. Compete through the
+                # exclusive create again - never through a takeover, whose delete could
+                # remove the lock a faster taker has just created.
+                return self.fs.create_exclusive(self.path, self._me()) and self._start()
+            if self._fresh_file(self.path):
+                return False  # present but unreadable: its creator is mid-write
         if not self.fs.create_exclusive(self.guard_path, self._me()):
             if self.fs.exists(self.guard_path) and not self._fresh_file(self.guard_path):
                 self.fs.delete_file(self.guard_path)  # a taker died mid-takeover; retry later
@@ -161,6 +167,8 @@ class FileLock:
             again = self.current()
             if again != seen or (again is not None and not self.is_stale(again)):
                 return False
+            if again is None and not self.fs.exists(self.path):
+                return False  # the unreadable lock went away meanwhile: not ours to delete
             self.fs.delete_file(self.path)
             if not self.fs.create_exclusive(self.path, self._me()):
                 return False

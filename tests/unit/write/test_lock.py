@@ -152,3 +152,45 @@ def test_fs_delete_dir_tolerates_a_concurrent_deleter(tmp_path):
         for i in range(200):
             fs.write_bytes(str(d / f"p{i % 7}" / f"f{i}.marker"), b"")
         assert _delete_together(fs, str(d), 4) == [] and not d.exists()
+
+
+class _Peeking(WriterLock):
+    """A taker whose reads of the lock file let the world move on: its first read sees
+    the holder release, and after every read a rival gets one ``try_acquire``."""
+
+    def __init__(self, fs, base, holder, rival):
+        super().__init__(fs, base, expiry_s=30)
+        self.holder, self.rival, self.reads = holder, rival, 0
+
+    def current(self):
+        info = super().current()
+        self.reads += 1
+        if self.reads == 1:
+            self.holder.release()
+            info = None  # what we read was the lock as it was being deleted
+        elif not self.rival.held:
+            self.rival.try_acquire()
+        return info
+
+
+def test_a_lock_released_under_a_taker_is_never_taken_from_a_fresh_holder(tmp_path):
+    """The race behind a one-in-many CI overlap: a taker read "no lock" (the holder had just
+    released it), went for a takeover, and its delete removed the lock a rival had created
+    meanwhile - so both held it. A vanished lock is now competed for by exclusive create only."""
+    fs = FileSystem()
+    base = str(tmp_path)
+    holder = WriterLock(fs, base, expiry_s=30).acquire()
+    rival = WriterLock(fs, base, expiry_s=30)
+    taker = _Peeking(fs, base, holder, rival)
+    try:
+        got = taker.try_acquire()
+        if not rival.held:
+            rival.try_acquire()
+        assert taker.reads >= 1
+        assert not (got and rival.held), "two holders of one lock"
+        assert got or rival.held
+        owner = LockInfo.from_bytes(fs.read_bytes(taker.path)).owner
+        assert owner == (taker.owner if got else rival.owner)
+    finally:
+        taker.release()
+        rival.release()
