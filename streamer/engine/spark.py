@@ -3,18 +3,25 @@
 The driver sees write statistics, never keys (issue 13), and the batch crosses
 between the JVM and Python twice, with one shuffle (issue 14):
 
-* ``mapInArrow(prepare_rows)`` builds keys and conforms the schema batch by batch
-  (with the bucket index it also appends each row's bucket);
-* ``repartition(partition path[, bucket])`` brings every row of a table partition
-  (bucket index: of a partition's bucket) to one Spark task - the unit within which
-  the local engine's planning is self-contained: a key's duplicates, its file group
-  and the partition's insert bin-packing never look past the partition;
-* ``mapInArrow(write_partitions)`` then runs, per table partition in the task, exactly
-  what the local engine runs for the whole batch: combine duplicates, look keys up in
-  the partition's slices (the executor reads footers and key columns from the table's
-  storage), plan (:func:`~streamer.write.tagging.plan_on_driver`), write the file
-  groups (:meth:`LocalEngine.write`) - and returns one Hudi write stat per file group
-  plus the task's input row count. The driver commits those.
+* ``mapInArrow(Packer)`` builds keys and conforms the schema (with the bucket index it
+  also computes each row's bucket), then packs the rows of each table partition (bucket
+  index: of each partition's bucket) into Arrow IPC streams: one Spark row per piece,
+  ``(partition path[, bucket], rows)``;
+* ``repartition(partition path[, bucket])`` brings every piece of a table partition to
+  one Spark task - the unit within which the local engine's planning is self-contained:
+  a key's duplicates, its file group and the partition's insert bin-packing never look
+  past the partition;
+* ``mapInArrow(PartitionWriter)`` unpacks the pieces and runs, per table partition in
+  the task, exactly what the local engine runs for the whole batch: combine duplicates,
+  look keys up in the partition's slices (the executor reads footers and key columns
+  from the table's storage), plan (:func:`~streamer.write.tagging.plan_on_driver`),
+  write the file groups (:meth:`LocalEngine.write`) - and returns one Hudi write stat
+  per file group plus the task's input row count. The driver commits those.
+
+Why pack: Spark would otherwise turn every record into a JVM row after the first
+Python step, shuffle it row by row and turn it back into Arrow for the second - about
+half of the engine's JVM CPU at 1M rows (RESULTS.md, "Engines"). Packed, the JVM
+routes a few hundred binary values and the records stay columnar end to end.
 
 No cache, no count job, no sort: the planning happens in :meth:`write` (after the
 instant is inflight), so :meth:`plan` returns a deferred plan. Because the unit is the
@@ -67,6 +74,10 @@ from streamer.write.tagging import (
 _STAT = "stat"
 _ROWS = "rows"
 _OUT_SCHEMA = pa.schema([pa.field(_STAT, pa.string()), pa.field(_ROWS, pa.int64())])
+_PIECE = "_mor_rows"  # one Arrow IPC stream: prepared rows of one partition (and bucket)
+#: Rows a packer holds before it packs them (bounds a Python worker's memory; fewer,
+#: larger pieces cost the shuffle less).
+PACK_ROWS = 200_000
 
 
 def _spark_schema(schema: pa.Schema):
@@ -104,21 +115,96 @@ def _per_batch(fn):
     return run
 
 
-def by_partition(rows: pa.Table) -> Iterator[pa.Table]:
-    """``rows`` split by table partition (one sort of the partition codes, no per-row Python)."""
-    if rows.num_rows == 0:
-        return
-    enc = pc.dictionary_encode(rows.column(PARTITION_PATH_COL)).combine_chunks()
-    codes = enc.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")  # arrival order kept within a partition
+def _runs(codes: np.ndarray) -> Iterator[np.ndarray]:
+    """Row indices per distinct code, codes ascending, arrival order kept within one."""
+    order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
     ends = np.r_[starts[1:], len(order)]
-    if len(starts) == 1:
-        yield rows
-        return
     for s, e in zip(starts, ends, strict=True):
-        yield rows.take(pa.array(order[s:e]))
+        yield order[s:e]
+
+
+def _partition_codes(rows: pa.Table) -> np.ndarray:
+    enc = pc.dictionary_encode(rows.column(PARTITION_PATH_COL)).combine_chunks()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _ipc(rows: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as w:
+        w.write_table(rows)
+    return sink.getvalue().to_pybytes()
+
+
+def pack(rows: pa.Table, bucketed: bool) -> pa.Table:
+    """One row per table partition (``bucketed``: per partition and bucket) of ``rows``:
+    the keys the shuffle routes it by and its rows as one Arrow IPC stream, arrival order kept."""
+    rows = rows.combine_chunks()  # one copy; gathers from contiguous columns are ~25% cheaper
+    codes = _partition_codes(rows)
+    if bucketed:
+        bucket = rows.column(BUCKET_COL).to_numpy().astype(np.int64)
+        codes = codes * (int(bucket.max()) + 1) + bucket
+        rows = rows.drop_columns([BUCKET_COL])
+    parts, buckets, packed = [], [], []
+    for idx in _runs(codes):
+        first = int(idx[0])
+        parts.append(rows.column(PARTITION_PATH_COL)[first].as_py())
+        if bucketed:
+            buckets.append(int(bucket[first]))
+        packed.append(_ipc(rows.take(pa.array(idx)) if len(idx) < rows.num_rows else rows))
+    cols = {PARTITION_PATH_COL: pa.array(parts, pa.string())}
+    if bucketed:
+        cols[BUCKET_COL] = pa.array(buckets, pa.int32())
+    cols[_PIECE] = pa.array(packed, pa.binary())
+    return pa.table(cols)
+
+
+def unpack(pieces: Iterator[pa.RecordBatch]) -> dict[str, list[pa.Table]]:
+    """The rows of :func:`pack`'s pieces, by table partition, in the order they came."""
+    by_part: dict[str, list[pa.Table]] = {}
+    for b in pieces:
+        parts = b.column(PARTITION_PATH_COL).to_pylist()
+        for part, piece in zip(parts, b.column(_PIECE), strict=True):
+            by_part.setdefault(part, []).append(pa.ipc.open_stream(piece.as_buffer()).read_all())
+    return by_part
+
+
+@dataclasses.dataclass(frozen=True)
+class Packer:
+    """The first Python step (picklable): prepare rows, then pack them per table
+    partition (and bucket) into Arrow IPC pieces the shuffle routes without looking inside."""
+
+    spec: PrepareSpec
+    bucketed: bool
+
+    def schema(self) -> pa.Schema:
+        fields = [pa.field(PARTITION_PATH_COL, pa.string())]
+        if self.bucketed:
+            fields.append(BUCKET_COLUMN)
+        return pa.schema([*fields, pa.field(_PIECE, pa.binary())])
+
+    def _packed(self, held: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = prepare_rows(pa.Table.from_batches(held), self.spec)
+        if self.bucketed:
+            rows = tag_buckets(rows, self.spec.cfg.index)
+        yield from pack(rows, self.bucketed).to_batches()
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Spark hands Arrow over in batches of 10k rows: prepared and packed together up to
+        # PACK_ROWS, one call of the prepare step per 200k rows instead of per 10k
+        held: list[pa.RecordBatch] = []
+        count = 0
+        for b in batches:
+            if not b.num_rows:
+                continue
+            held.append(b)
+            count += b.num_rows
+            if count >= PACK_ROWS:
+                yield from self._packed(held)
+                held, count = [], 0
+        if held:
+            yield from self._packed(held)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,21 +234,16 @@ class PartitionWriter:
         return LocalEngine(self.parallelism).write(Prepared(keys, rows.num_rows, rows), plan, self.ctx)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        got = [b for b in batches if b.num_rows]
-        if not got:
+        by_part = unpack(batches)
+        if not by_part:
             return
-        rows = pa.Table.from_batches(got)
-        del got
-        if BUCKET_COL in rows.column_names:
-            rows = rows.drop_columns([BUCKET_COL])
-        for col in (RECORD_KEY_COL, PARTITION_PATH_COL):  # Spark may hand strings back as large_string
-            i = rows.schema.get_field_index(col)
-            if rows.schema.field(i).type != pa.string():
-                rows = rows.set_column(i, col, rows.column(col).cast(pa.string()))
         stats: list[str | None] = [None]  # first: this task's input rows
-        for part_rows in by_partition(rows):
-            stats += [json.dumps(s.to_dict()) for s in self.write(part_rows)]
-        counts = [rows.num_rows] + [0] * (len(stats) - 1)
+        rows_in = 0
+        for part in sorted(by_part):
+            rows = pa.concat_tables(by_part.pop(part))
+            rows_in += rows.num_rows
+            stats += [json.dumps(s.to_dict()) for s in self.write(rows)]
+        counts = [rows_in] + [0] * (len(stats) - 1)
         yield from pa.table([pa.array(stats, pa.string()), pa.array(counts, pa.int64())],
                             schema=_OUT_SCHEMA).to_batches()
 
@@ -196,20 +277,10 @@ class SparkEngine(Engine):
         self._combine = combine
         if not self.tag_on_executors:
             return self._prepare_collect(df, spec, out_schema, combine)
-        index = spec.cfg.index
-        if index.is_bucket:
-            def prep(t: pa.Table) -> pa.Table:
-                return tag_buckets(prepare_rows(t, spec), index)
-
-            schema = pa.schema([*out_schema, BUCKET_COLUMN])
-        else:
-            def prep(t: pa.Table) -> pa.Table:
-                return prepare_rows(t, spec)
-
-            schema = out_schema
+        packer = Packer(spec, spec.cfg.index.is_bucket)
         # many small input partitions (an Arrow table handed in is cut every 10k rows) cost
         # a Python round trip each: at most as many as the shuffle has (never more: no shuffle)
-        rows = df.coalesce(self._tasks(df)).mapInArrow(_per_batch(prep), _spark_schema(schema))
+        rows = df.coalesce(self._tasks(df)).mapInArrow(packer, _spark_schema(packer.schema()))
         # input rows are counted where the rows are written (no count job here)
         return Prepared(None, 0, rows)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from streamer.engine.spark import by_partition
+from streamer.engine.spark import pack, unpack
 from streamer.index.bucket import bucket_file_id, bucket_ids
 from streamer.table.fsview import BaseFile, FileSlice
 from streamer.write.config import IndexConfig
@@ -22,7 +22,7 @@ from streamer.write.filegroup import OP_COL
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, SizingPolicy, build_bucket_plan, build_plan
 from streamer.write.prepare import IS_DELETE_COL
-from streamer.write.tagging import PlanRequest, partition_request
+from streamer.write.tagging import BUCKET_COL, PlanRequest, partition_request
 
 PARTS = ["a", "b", "c"]
 SIZING = SizingPolicy(small_file_limit=5_000, max_file_size=8_000, avg_record_size=100)
@@ -132,14 +132,36 @@ def test_a_partition_planned_alone_routes_buckets_as_the_whole_batch_does():
     assert sorted(new_partitions) == sorted(whole.new_partitions)
 
 
-def test_rows_are_split_by_partition_in_arrival_order():
+def test_rows_are_packed_by_partition_in_arrival_order():
+    """The Spark engine's shuffle routes packed pieces: each holds one partition's rows
+    (bucket index: one bucket's), and unpacked they are that partition's rows as they came."""
     keys, _ = _batch(3, 200)
-    pieces = list(by_partition(keys))
-    assert sorted(p.column(PARTITION_PATH_COL)[0].as_py() for p in pieces) == PARTS
-    for p in pieces:
-        part = p.column(PARTITION_PATH_COL)[0].as_py()
-        assert p.column(PARTITION_PATH_COL).to_pylist() == [part] * p.num_rows
-        assert p.equals(keys.take(pa.array(_rows_of(keys, part))))
-    assert list(by_partition(keys.slice(0, 0))) == []
+    packed = pack(keys, bucketed=False)
+    assert sorted(packed.column(PARTITION_PATH_COL).to_pylist()) == PARTS
+    got = unpack(iter(packed.to_batches()))
+    assert sorted(got) == PARTS
+    for part, tables in got.items():
+        assert len(tables) == 1
+        assert tables[0].equals(keys.take(pa.array(_rows_of(keys, part))))
     one = keys.filter(pa.compute.equal(keys.column(PARTITION_PATH_COL), "a"))
-    assert [p.num_rows for p in by_partition(one)] == [one.num_rows]
+    assert pack(one, bucketed=False).num_rows == 1
+    # two pieces of one partition (two packers, or one packer flushing twice) stay in order
+    twice = unpack(iter([*pack(one.slice(0, 5), False).to_batches(), *pack(one.slice(5), False).to_batches()]))
+    assert pa.concat_tables(twice["a"]).equals(one)
+
+
+def test_bucketed_rows_are_packed_per_partition_and_bucket():
+    keys, _ = _batch(4, 300)
+    buckets = pa.array(bucket_ids(keys.column(RECORD_KEY_COL), 4, ()), pa.int32())
+    tagged = keys.append_column(BUCKET_COL, buckets)
+    packed = pack(tagged, bucketed=True)
+    pairs = list(zip(packed.column(PARTITION_PATH_COL).to_pylist(), packed.column(BUCKET_COL).to_pylist(),
+                     strict=True))
+    expected = sorted(set(zip(keys.column(PARTITION_PATH_COL).to_pylist(), buckets.to_pylist(), strict=True)))
+    assert sorted(pairs) == expected
+    for (part, bucket), b in zip(pairs, packed.column("_mor_rows"), strict=True):
+        rows = pa.ipc.open_stream(b.as_buffer()).read_all()
+        assert BUCKET_COL not in rows.column_names
+        want = [i for i, (p, k) in enumerate(zip(keys.column(PARTITION_PATH_COL).to_pylist(), buckets.to_pylist(),
+                                                  strict=True)) if (p, k) == (part, bucket)]
+        assert rows.equals(keys.take(pa.array(want)))
