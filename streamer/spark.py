@@ -39,6 +39,11 @@ _DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Arrow batches for Python steps (mapInArrow) bounded by rows (maxRecordsPerBatch,
+    # 10,000) only: with a byte bound Spark re-measures the batch after every row, which
+    # was ~40% of the JVM's time in the Spark engine's upsert (benchmarks/RESULTS.md,
+    # "Engines"). Value exactly Int.MaxValue: Spark skips the check.
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
 
