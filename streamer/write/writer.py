@@ -305,7 +305,10 @@ class HudiWriter:
                 sizing = SizingPolicy(
                     self.options.small_file_limit,
                     self.options.max_file_size,
-                    state.avg_record_size(self.options.default_record_size),
+                    # the bucket index never sizes files (the bucket count fixes the groups):
+                    # no reading of recent commits' metadata for it
+                    (self.options.default_record_size if index_cfg.is_bucket
+                     else state.avg_record_size(self.options.default_record_size)),
                     use_small_files=(op != "bulk_insert"),
                 )
                 request = PlanRequest(

@@ -6,7 +6,8 @@ Parquet log blocks with Parquet's prefix/suffix encoding instead of dictionary/p
 readers (parquet-mr through Spark's vectorized and parquet-avro readers), hudi-rs
 (arrow-rs) and ours must decode it, including values that span several data pages (long
 keys: a page's prefix state restarts at its boundary, the case readers got wrong before).
-Every column is compared, the two encoded ones included.
+Every column is compared, the two encoded ones included, and a data column of unique
+values that ``plain_columns`` writes PLAIN where Arrow would have used a dictionary.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def test_delta_encoded_meta_columns_read_identically(tmp_path, hudi_sessions):
     for md in (base, blocks[0]._parquet_file().metadata):
         enc = _encodings(md)
         assert all("DELTA_BYTE_ARRAY" in enc[c] for c in ENCODED), enc
+        # a column of unique doubles is written PLAIN, a repeating one with a dictionary
+        # (``plain_columns``, parquet-mr's rule): the readers below decode both
+        assert "RLE_DICTIONARY" not in enc["v"] and "PLAIN" in enc["v"], enc
+        assert "RLE_DICTIONARY" in enc["city"], enc
     key_col = base.schema.names.index("_hoodie_record_key")
     encoded = sum(base.row_group(rg).column(key_col).total_uncompressed_size for rg in range(base.num_row_groups))
     assert encoded > 1024 * 1024 * 1.2, "precondition: the keys span data pages"

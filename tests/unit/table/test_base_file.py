@@ -93,3 +93,69 @@ def test_fixture_footers(hudi_fixtures_dir) -> None:
         assert footer.min_record_key == min(keys) and footer.max_record_key == max(keys)
         assert footer.bloom_filter().might_contain_many(keys).all()
         assert "parquet.avro.schema" in footer.kv
+
+
+# ----------------------------------------------------------------------------- encodings
+def _encodings_of(data: bytes) -> dict[str, tuple[str, ...]]:
+    import io
+
+    md = pq.read_metadata(io.BytesIO(data))
+    return {md.row_group(0).column(i).path_in_schema: md.row_group(0).column(i).encodings
+            for i in range(md.num_columns)}
+
+
+def test_plain_columns_follows_parquet_mrs_dictionary_rule() -> None:
+    import numpy as np
+
+    from streamer.table.base_file import parquet_bytes, plain_columns
+
+    n = 20_000
+    rng = np.random.default_rng(7)
+    t = pa.table({
+        "_hoodie_record_key": [f"k{i:06d}" for i in range(n)],
+        "_hoodie_commit_seqno": [f"s_{i}" for i in range(n)],
+        "unique_id": np.arange(n, dtype=np.int64),
+        "price": rng.random(n),
+        "uuid": [f"{i:032x}" for i in rng.integers(0, 2**62, n)],
+        "city": np.array(["sf", "nyc", "oslo"])[rng.integers(0, 3, n)],
+        "day": np.repeat(np.arange(20, dtype=np.int32), n // 20),  # runs: 1,000 of each
+        "skewed": np.where(rng.random(n) < 0.9, 0, np.arange(n)).astype(np.int64),  # 10% unique
+        "flag": rng.random(n) < 0.5,
+        "nested": pa.array([{"a": i} for i in range(n)]),
+        "nulls": pa.nulls(n, pa.int64()),
+    })
+    plain = plain_columns(t)
+    # unique values: dictionary page + indices outweigh the values themselves
+    assert {"unique_id", "price", "uuid"} <= plain
+    # repeating values, a skewed column (the estimate is a lower bound on distinct values),
+    # booleans, nested and all-null columns keep Arrow's dictionary default, as do meta columns
+    assert not plain & {"city", "day", "skewed", "flag", "nested", "nulls",
+                        "_hoodie_record_key", "_hoodie_commit_seqno"}, plain
+    assert plain_columns(t) == plain, "the same rows always decide the same way"
+    assert plain_columns(t.slice(0, 10)) == set(), "too few rows to matter"
+
+    enc = _encodings_of(parquet_bytes(t, {}))
+    for c in ("unique_id", "price", "uuid"):
+        assert "RLE_DICTIONARY" not in enc[c], (c, enc[c])
+    for c in ("city", "day", "skewed"):
+        assert "RLE_DICTIONARY" in enc[c], (c, enc[c])
+    back = pq.read_table(__import__("io").BytesIO(parquet_bytes(t, {})))
+    assert back.equals(t)
+
+
+def test_plain_columns_are_smaller_than_their_dictionary() -> None:
+    """The rule's point: for unique values, PLAIN is the smaller encoding."""
+    import io
+
+    import numpy as np
+
+    from streamer.table.base_file import parquet_bytes
+
+    t = pa.table({"_hoodie_record_key": [f"k{i:06d}" for i in range(50_000)],
+                  "price": np.random.default_rng(1).random(50_000)})
+    ours = len(parquet_bytes(t, {}))
+    sink = io.BytesIO()
+    pq.write_table(t, sink, compression="snappy", use_dictionary=["price"], store_schema=False,
+                   column_encoding={"_hoodie_record_key": "DELTA_BYTE_ARRAY"},
+                   write_page_checksum=True)
+    assert ours < len(sink.getvalue())
