@@ -444,10 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         c = json.loads(args.child)
         if c[0] == "grow":
-            print(json.dumps(child_grow(c[1], c[2], c[3], c[4], c[5], c[6])))
+            print(json.dumps(child_grow(c[1], c[2], c[3], c[4], c[5], c[6])), flush=True)
         else:
-            print(json.dumps(child_upsert(*c[1:])))
-        return 0
+            print(json.dumps(child_upsert(*c[1:])), flush=True)
+        # the result is out: skip interpreter teardown, where pyarrow's dataset writer
+        # threads once aborted a Parquet-append child ("terminate called without an
+        # active exception", exit -6) after its measurement had finished
+        sys.stderr.flush()
+        os._exit(0)
     reading = Path(args.reading).read_text().rstrip("\n").split("\n") if args.reading else []
     if args.render:
         data = json.loads(Path(args.render).read_text())
