@@ -54,3 +54,18 @@ def test_rfc48_runs_every_policy(tmp_path: Path) -> None:
     assert outs["compaction-only"].compactions >= 1 and outs["log+rare-full"].log_compactions >= 1
     lines = bench_rfc48.lines_for(list(outs.values()), a, "cmd", "b", "a", 0.0)
     assert any(line.startswith("| log+rare-full |") for line in lines)
+
+
+def test_before_child_upserts_with_the_trees_code(tmp_path: Path) -> None:
+    """bench_before's child runs a tree's code on a copy of a table and reports its cost;
+    here the tree is this checkout and the table a bloom table bench_growth grew."""
+    from benchmarks import bench_before
+
+    work = tmp_path / "bloom"
+    work.mkdir()
+    bench_growth.child_grow("bloom", str(work), [3000], 1000, 2, seed=1)
+    here = Path(bench_before.__file__).resolve().parents[1]
+    wall, cpu, written = bench_before.one(here, str(work / "at-3000"), 3000, 500, 1,
+                                          bench_growth.UPSERT_TS, tmp_path)
+    assert wall > 0 and cpu > 0 and written > 0
+    assert not (tmp_path / "run" / ".hoodie").samefile(work / "at-3000" / ".hoodie"), "a copy, not the table"
