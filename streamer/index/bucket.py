@@ -162,11 +162,26 @@ def _list_hashes(element_hashes: np.ndarray, owner: np.ndarray, n: int) -> np.nd
     return out
 
 
+def _may_hold(strings: pa.Array, byte: bytes) -> bool:
+    """Whether any of ``strings`` may contain ``byte``: a scan of the value bytes the
+    offsets cover (a null's bytes may be scanned too: then the exact check runs),
+    instead of two ``match_substring`` passes (half of a 100k batch's bucket hashing)."""
+    data_buf = strings.buffers()[2]
+    if data_buf is None or len(strings) == 0:
+        return False
+    width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    offsets = np.frombuffer(strings.buffers()[1], width)[strings.offset : strings.offset + len(strings) + 1]
+    data = np.frombuffer(data_buf, np.uint8)[int(offsets[0]) : int(offsets[-1])]
+    return bool((data == byte[0]).any())
+
+
 def hash_key_hashes(record_keys: pa.Array | pa.ChunkedArray, hash_fields: Sequence[str]) -> np.ndarray:
     """``getHashKeys(recordKey, hashFields).hashCode()`` per key, as uint64 in ``[0, 2**32)``."""
     keys = record_keys.combine_chunks() if isinstance(record_keys, pa.ChunkedArray) else record_keys
     keys = keys.cast(pa.string())
     out = (_31 + java_string_hashes(keys)) & _MASK32  # [recordKey]
+    if not _may_hold(keys, b":"):  # no "name:value" anywhere: one pass over the bytes
+        return out
     complex_rows = pc.and_(
         pc.match_substring(keys, ","), pc.match_substring(keys, ":")
     ).to_numpy(zero_copy_only=False)

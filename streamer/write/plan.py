@@ -229,7 +229,12 @@ def build_bucket_plan(
         enc = pc.dictionary_encode(parts)
         part_idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         code = part_idx * num_buckets + buckets.astype(np.int64)
-        groups, inverse = np.unique(code, return_inverse=True)
+        # the codes are small (partitions x buckets): count them instead of sorting rows
+        counts = np.bincount(code)
+        groups = np.flatnonzero(counts)
+        remap = np.zeros(len(counts), dtype=np.int64)
+        remap[groups] = np.arange(len(groups))
+        inverse = remap[code]
         names = enc.dictionary.to_pylist()
         group_tid = np.full(len(groups), -1, dtype=np.int32)
         group_new = np.zeros(len(groups), dtype=bool)
