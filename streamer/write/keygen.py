@@ -87,9 +87,19 @@ def _null_or_empty(s: pa.Array) -> pa.Array:
     return pc.fill_null(pc.equal(pc.utf8_length(s), 0), True)
 
 
+def _never_empty(t: pa.DataType) -> bool:
+    """Types whose every non-null value renders as a non-empty string."""
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_date(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t)
+            or pa.types.is_time(t) or pa.types.is_duration(t))
+
+
 # --------------------------------------------------------------------------- record keys
 def _simple_record_key(table: pa.Table, name: str) -> pa.Array:
-    s = value_to_string(_column(table, name), name)
+    col = _column(table, name)
+    s = value_to_string(col, name)
+    if _never_empty(col.type) and not s.null_count:
+        return s  # numbers, dates, times render non-empty: only a null could be bad
     bad = _null_or_empty(s)
     if pc.any(bad).as_py():
         row = pc.index(bad, True).as_py()
@@ -130,7 +140,8 @@ def record_keys(table: pa.Table, cfg: TableConfig) -> pa.Array:
 def _partition_part(s: pa.Array, name: str, hive: bool, url_encode: bool = False) -> pa.Array:
     """One field's path segment, in Hudi's order: default for null/empty, then the
     value escaped (``hoodie.datasource.write.partitionpath.urlencode``), then ``name=``."""
-    value = pc.if_else(_null_or_empty(s), DEFAULT_PARTITION, s)
+    bad = _null_or_empty(s)
+    value = pc.if_else(bad, DEFAULT_PARTITION, s) if pc.any(bad).as_py() else s
     if url_encode:
         value = escape_path_names(value)
     return pc.binary_join_element_wise(f"{name}=", value, "") if hive else value
