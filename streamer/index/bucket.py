@@ -166,11 +166,11 @@ def _may_hold(strings: pa.Array, byte: bytes) -> bool:
     """Whether any of ``strings`` may contain ``byte``: a scan of the value bytes the
     offsets cover (a null's bytes may be scanned too: then the exact check runs),
     instead of two ``match_substring`` passes (half of a 100k batch's bucket hashing)."""
-    data_buf = strings.buffers()[2]
+    _, offsets_buf, data_buf = strings.buffers()
     if data_buf is None or len(strings) == 0:
         return False
     width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
-    offsets = np.frombuffer(strings.buffers()[1], width)[strings.offset : strings.offset + len(strings) + 1]
+    offsets = np.frombuffer(offsets_buf, width)[strings.offset : strings.offset + len(strings) + 1]
     data = np.frombuffer(data_buf, np.uint8)[int(offsets[0]) : int(offsets[-1])]
     return bool((data == byte[0]).any())
 

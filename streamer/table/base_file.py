@@ -209,11 +209,12 @@ def plain_columns(table: pa.Table) -> set[str]:
 
     The rule is parquet-mr's, decided up front: dictionary when ``D*v + n*bits(D)/8 <
     n*v`` (``v`` a value's plain size). ``D`` comes from a random sample of about
-    ``sqrt(32 n)`` distinct rows (a hash of every value would cost as much as the dictionary it
-    decides on): the pairs of equal values in the sample estimate ``sum c_i (c_i - 1)``
-    over the column, and ``n^2 / (n + that)`` is a lower bound on ``D``, so a column goes
-    plain only when even the bound says the dictionary does not pay (skewed columns keep
-    it); unique values have no equal pair, so they always go plain. The sample is seeded by the row count: the same rows always encode the same way.
+    ``sqrt(32 n)`` distinct rows (a hash of every value would cost as much as the
+    dictionary it decides on): the pairs of equal values in the sample estimate
+    ``sum c_i (c_i - 1)`` over the column, and ``n^2 / (n + that)`` is a lower bound on
+    ``D``, so a column goes plain only when even the bound says the dictionary does not
+    pay (skewed columns keep it); unique values have no equal pair, so they always go
+    plain. The sample is seeded by the row count: the same rows always encode the same way.
     Flat columns only (numbers, temporals, decimals, strings, binaries); meta columns,
     nested and other types keep the dictionary, and so do files of fewer than
     ``_MIN_ROWS_FOR_PLAIN`` rows.
