@@ -274,17 +274,20 @@ def merge_records(
     base: pa.Table | None,
     blocks: Sequence[tuple[str, pa.Table]],
     spec: MergeSpec,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table | None:
     """Merge base records with log blocks (``("data"|"delete", table)`` in effective order).
 
     Delete tables carry ``_hoodie_record_key`` (and ``ordering_value`` when the writer
     set one). Returns ``None`` when there is nothing at all. Rows come out in record
-    key order.
+    key order. ``columns``: the columns the caller keeps afterwards (``None``: all); the
+    others (the record key, the ordering value) are not carried through the final gather.
 
     When the base is in strict key order (our writer's and Hudi's sorted base files)
-    only the base rows whose keys the log mentions take part in the sort; the rest are
-    kept as they are and the two key-ordered parts are interleaved by binary search.
-    The result is the same as sorting everything, at the cost of the touched rows.
+    only the base rows whose keys the log mentions take part in the sort; the rest stay
+    where they are and the two key-ordered parts are interleaved by binary search, in
+    one gather of the output columns. The result is the same as sorting everything, at
+    the cost of the touched rows.
     """
     if base is not None and not blocks:
         return base  # nothing to overlay: a base file holds one version per key
@@ -300,22 +303,22 @@ def merge_records(
     if not data:
         return None
     schema = pa.unify_schemas([t.schema for t in data], promote_options="permissive")
-    split = _split_untouched(data[0], data[1:], deletes) if base is not None else None
-    if split is None:
-        return _merge_sorted(data, deletes, spec, schema)
-    untouched, touched = split
-    merged = _merge_sorted([touched, *data[1:]], deletes, spec, schema, drop=False)
-    (rest,) = align_tables([untouched], schema)
-    rest = _finish(rest, drop=False)
-    if merged is not None and len(merged):
-        rest = _interleave(rest, merged)
-    return _finish(rest)
+    touched = _touched_rows(data[0], data[1:], deletes) if base is not None else None
+    if touched is None:
+        return _keep(_merge_sorted(data, deletes, spec, schema), columns)
+    merged = _merge_sorted([data[0].filter(pa.array(touched)), *data[1:]], deletes, spec, schema, drop=False)
+    return _interleave(data[0], touched, merged, schema, columns)
 
 
-def _split_untouched(
-    base: pa.Table, logs: list[pa.Table], deletes: list[pa.Table]
-) -> tuple[pa.Table, pa.Table] | None:
-    """(base rows no log block names, base rows some block names), or ``None`` when the
+def _keep(table: pa.Table | None, columns: Sequence[str] | None) -> pa.Table | None:
+    if table is None or columns is None:
+        return table
+    wanted = set(columns)
+    return table.select([c for c in table.column_names if c in wanted])
+
+
+def _touched_rows(base: pa.Table, logs: list[pa.Table], deletes: list[pa.Table]) -> np.ndarray | None:
+    """Which base rows some log block names (a boolean mask), or ``None`` when the
     shortcut does not apply (base not strictly key-ordered, null keys, most rows touched)."""
     keys = base.column(_KEY)
     n = len(keys)
@@ -328,27 +331,41 @@ def _split_untouched(
     if not pc.all(pc.less(keys.slice(0, n - 1), keys.slice(1))).as_py():
         return None  # not sorted, or a key repeats: the full merge decides
     if not log_keys:
-        return base, base.slice(0, 0)
+        return np.zeros(n, dtype=bool)
     named = pa.chunked_array([c for k in log_keys for c in k.chunks], pa.string())
-    touched = pc.is_in(keys, value_set=named)
-    if pc.sum(touched).as_py() * 2 > n:
+    touched = pc.is_in(keys, value_set=named).to_numpy(zero_copy_only=False)
+    if touched.sum() * 2 > n:
         return None  # most rows change: sorting them all costs about the same
-    return base.filter(pc.invert(touched)), base.filter(touched)
+    return touched
 
 
-def _interleave(a: pa.Table, b: pa.Table) -> pa.Table:
-    """Rows of two tables ordered by disjoint ``_KEY`` values, in key order."""
-    at = pc.search_sorted(a.column(_KEY), b.column(_KEY)).to_numpy(zero_copy_only=False).astype(np.int64)
-    na, nb = len(a), len(b)
-    b_pos = at + np.arange(nb, dtype=np.int64)  # final position of each b row
+def _interleave(base: pa.Table, touched: np.ndarray, merged: pa.Table | None, schema: pa.Schema,
+                columns: Sequence[str] | None) -> pa.Table:
+    """The base rows no log names (minus those flagged ``_hoodie_is_deleted``) and the
+    merged rows (their keys are disjoint from those), in key order, output columns only."""
+    keep = ~touched
+    if IS_DELETED in base.column_names:
+        flag = pc.fill_null(pc.cast(base.column(IS_DELETED), pa.bool_()), False)
+        keep &= ~flag.to_numpy(zero_copy_only=False)
+    untouched = np.flatnonzero(keep)
+    names = [f.name for f in schema if f.name not in (_KEY, _SEQ, _ROW, _ORD)
+             and (columns is None or f.name in columns)]
+    out_schema = pa.schema([schema.field(c) for c in names])
+    (a,) = align_tables([base.select([c for c in names if c in base.column_names])], out_schema)
+    if merged is None or not len(merged):
+        return a.take(pa.array(untouched))
+    # each merged row goes after the untouched base rows with smaller keys
+    below = pc.search_sorted(base.column(_KEY), merged.column(_KEY)).to_numpy(zero_copy_only=False)
+    before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])[below]
+    na, nb = len(untouched), len(merged)
+    b_pos = before + np.arange(nb, dtype=np.int64)
     perm = np.empty(na + nb, dtype=np.int64)
     is_b = np.zeros(na + nb, dtype=bool)
     is_b[b_pos] = True
-    perm[b_pos] = na + np.arange(nb, dtype=np.int64)
-    perm[~is_b] = np.arange(na, dtype=np.int64)
-    b = b.select(a.column_names)
-    both = pa.concat_tables([a, b if b.schema.equals(a.schema) else b.cast(a.schema)])
-    return both.take(pa.array(perm))
+    perm[b_pos] = len(base) + np.arange(nb, dtype=np.int64)
+    perm[~is_b] = untouched
+    (b,) = align_tables([merged], out_schema)
+    return pa.concat_tables([a, b]).take(pa.array(perm))
 
 
 def _finish(winners: pa.Table, drop: bool = True) -> pa.Table:
@@ -404,27 +421,31 @@ def _apply_deletes(winners: pa.Table, deletes: pa.Table, event_time: bool) -> pa
     ordering value is Hudi's default 0 (or null) means "natural order": write order."""
     if not len(deletes) or not len(winners):
         return winners
-    cols = [_KEY, _SEQ] + ([_ORD] if event_time else [])
-    probe = winners.select(cols)
-    joined = deletes.join(probe, keys=_KEY, join_type="inner")
-    if not len(joined):
+    # winners hold one row per key, so each delete names at most one of them: a hash
+    # lookup (no join plan to build, which dominates at the sizes a slice sees)
+    at = pc.index_in(deletes.column(_KEY), value_set=winners.column(_KEY).combine_chunks())
+    hit = pc.is_valid(at)
+    if not pc.any(hit).as_py():
         return winners
-    later = pc.greater(joined.column("del_seq"), joined.column(_SEQ))
+    deletes, at = deletes.filter(hit), at.filter(hit)
+    later = pc.greater(deletes.column("del_seq"), winners.column(_SEQ).take(at))
     beats = later
     if event_time:
-        rec = joined.column(_ORD)
-        d = joined.column("del_ord")
+        rec = winners.column(_ORD).take(at)
+        d = deletes.column("del_ord")
         try:
             d_cast = d.cast(rec.type) if not d.type.equals(rec.type) else d
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            d_cast = pa.nulls(len(joined), rec.type)
+            d_cast = pa.nulls(len(deletes), rec.type)
         natural = pc.fill_null(pc.is_null(d_cast), True)
         with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
             natural = pc.or_(natural, pc.fill_null(pc.equal(d, pa.scalar(0, d.type)), False))
         higher = pc.fill_null(pc.greater(d_cast, rec), False)
         tie_later = pc.and_(pc.fill_null(pc.equal(d_cast, rec), False), later)
         beats = pc.if_else(natural, later, pc.or_(higher, tie_later))
-    killed = pc.unique(joined.filter(beats).column(_KEY))
+    killed = at.filter(beats)
     if not len(killed):
         return winners
-    return winners.filter(pc.invert(pc.is_in(winners.column(_KEY), value_set=killed)))
+    keep = np.ones(len(winners), dtype=bool)
+    keep[killed.to_numpy(zero_copy_only=False)] = False
+    return winners.filter(pa.array(keep))

@@ -125,13 +125,20 @@ def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]
 
 
 def _projection(spec: SliceReadSpec) -> list[str] | None:
-    """The columns a slice read needs: the query's, the filter's (it runs after the
-    merge), and what merging needs (key, ordering value, delete marker, commit time for
-    incremental queries). ``None`` (all) when a filter's columns are not known."""
+    """The columns a slice read needs: those kept after the merge (:func:`_kept_columns`)
+    and what merging needs (key, ordering value, delete marker). ``None`` (all) when a
+    filter's columns are not known."""
+    kept = _kept_columns(spec)
+    return None if kept is None else list(dict.fromkeys([*kept, *spec.merge.needed_columns()]))
+
+
+def _kept_columns(spec: SliceReadSpec) -> list[str] | None:
+    """The columns a slice read still needs after the merge: the query's, the filter's
+    and (incremental) the commit time. ``None``: all."""
     if spec.columns is None or (spec.filter is not None and spec.filter_columns is None):
         return None
     extra = [COMMIT_TIME] if spec.incremental else []
-    return list(dict.fromkeys([*spec.columns, *(spec.filter_columns or ()), *spec.merge.needed_columns(), *extra]))
+    return list(dict.fromkeys([*spec.columns, *(spec.filter_columns or ()), *extra]))
 
 
 def _key_column(spec: SliceReadSpec) -> str | None:
@@ -213,7 +220,7 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
                 base = _read_base_pruned(fs, path, spec, project, log_keys, stats)
         if base is None:
             base = _read_base(fs, path, pushdown, project, spec.filter_fields)
-    table = merge_records(base, blocks, spec.merge)
+    table = merge_records(base, blocks, spec.merge, _kept_columns(spec))
     if table is None:
         return None, stats
     if not spec.merge.populate_meta_fields:

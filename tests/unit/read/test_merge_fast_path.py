@@ -62,7 +62,7 @@ def _scenario(seed, spec, base_kind):
 
 def _full_sort(base, blocks, spec, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(merge, "_split_untouched", lambda *a: None)
+        m.setattr(merge, "_touched_rows", lambda *a: None)
         return merge_records(base, blocks, spec)
 
 
@@ -70,14 +70,14 @@ def _full_sort(base, blocks, spec, monkeypatch):
 @pytest.mark.parametrize("base_kind", ["sorted", "unsorted", "duplicates"])
 def test_fast_merge_equals_full_sort(spec, base_kind, monkeypatch):
     calls = []
-    real = merge._split_untouched
+    real = merge._touched_rows
 
     def spy(*a):
         out = real(*a)
         calls.append(out is not None)
         return out
 
-    monkeypatch.setattr(merge, "_split_untouched", spy)
+    monkeypatch.setattr(merge, "_touched_rows", spy)
     for seed in range(40):
         base, blocks = _scenario(seed, spec, base_kind)
         got = merge_records(base, blocks, spec)
@@ -97,3 +97,26 @@ def test_untouched_rows_keep_base_values_and_order():
     out = merge_records(base, [("data", log), ("delete", dels)], EVENT)
     assert out.column("_hoodie_record_key").to_pylist() == ["a", "b", "bb", "c", "d", "f"]
     assert out.column("v").to_pylist() == ["A", "B", "BB", "C2", "D", "F"]
+
+
+@pytest.mark.parametrize("base_kind", ["sorted", "unsorted"])
+def test_kept_columns_are_the_full_merge_projected(base_kind, monkeypatch):
+    """``columns`` leaves the key and ordering value out of the final gather only."""
+    for seed in range(20):
+        base, blocks = _scenario(seed, EVENT, base_kind)
+        want = _full_sort(base, blocks, EVENT, monkeypatch).select(["v"])
+        got = merge_records(base, blocks, EVENT, columns=["v"])
+        assert got.column_names == ["v"], seed
+        assert got.to_pylist() == want.to_pylist(), seed
+
+
+def test_deletes_without_a_join_plan():
+    """A delete beats the winner it names when later in write order; under event time a
+    real ordering value must also not be lower; a delete of an unknown key is ignored."""
+    base = pa.table({"_hoodie_record_key": ["a", "b", "c"], "ts": [5, 5, 5], "v": list("ABC")})
+    log = pa.table({"_hoodie_record_key": ["b"], "ts": [9], "v": ["B2"]})
+    dels = pa.table({"_hoodie_record_key": ["a", "b", "zz"], "ordering_value": pa.array([7, 6, 1], pa.int64())})
+    out = merge_records(base, [("data", log), ("delete", dels)], EVENT)
+    assert out.column("v").to_pylist() == ["B2", "C"]  # b's 9 beats the delete's 6
+    out = merge_records(base, [("data", log), ("delete", dels)], COMMIT)
+    assert out.column("v").to_pylist() == ["C"]
