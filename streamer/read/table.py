@@ -345,6 +345,9 @@ class Table:
         props = self.properties
         values = partition_values(partition, props.partition_fields, props.hive_style_partitioning,
                                   props.url_encode_partitioning)
+        # a formatted value (a timestamp key generator's "2024/01/15") says nothing about
+        # the stored column; a dropped partition column is read back from the path itself
+        values = {k: v for k, v in values.items() if k not in _formatted_fields(props)}
         if not values:
             return True
         cols = {}
@@ -442,6 +445,12 @@ class Table:
         return schema.empty_table()
 
 
+def _formatted_fields(props: TableProperties) -> frozenset[str]:
+    """Partition columns whose value the path does not hold verbatim (see
+    :attr:`TableProperties.formatted_partition_fields`)."""
+    return frozenset() if props.drop_partition_columns else props.formatted_partition_fields
+
+
 def _conjuncts(filter: pc.Expression | Sequence[pc.Expression] | None
                ) -> tuple[pc.Expression | None, list[pc.Expression]]:
     """``(the filter as one expression, its conjuncts)``."""
@@ -474,7 +483,12 @@ def _filter_columns(expr: pc.Expression, schema: pa.Schema | None,
 
     if not binds(full):
         return None
-    return tuple(f.name for i, f in enumerate(full) if not binds(full.remove(i)))
+    text = str(expr)
+    # a column the filter's text never names cannot be read by it (unless referred to by
+    # position or nested path): only the named ones need the binding test
+    by_name = "FieldPath" not in text and "Nested" not in text
+    return tuple(f.name for i, f in enumerate(full)
+                 if (not by_name or f.name in text) and not binds(full.remove(i)))
 
 
 def _written_in(slices: list[FileSlice], metas: list) -> list[FileSlice]:

@@ -265,6 +265,23 @@ class TableProperties:
         return tuple(f.split(":")[0] for f in _split_fields(self.raw.get(PARTITION_FIELDS)))
 
     @property
+    def formatted_partition_fields(self) -> frozenset[str]:
+        """Partition fields whose path segment is a formatted value, not the column's own:
+        every field of Hudi's ``TimestampBasedKeyGenerator``, and the ``:TIMESTAMP`` fields
+        of its ``CustomKeyGenerator`` (all of them when the table does not say which). A
+        filter on such a column cannot be decided from the partition path."""
+        keygen = f"{self.raw.get(KEYGEN_CLASS, '')} {self.raw.get(KEYGEN_TYPE, '')}".upper()
+        raw = _split_fields(self.raw.get(PARTITION_FIELDS))
+        if "TIMESTAMP" in keygen:
+            return frozenset(self.partition_fields)
+        if "CUSTOM" in keygen:
+            typed = [f.partition(":") for f in raw]
+            if not any(sep for _, sep, _ in typed):
+                return frozenset(self.partition_fields)
+            return frozenset(name for name, _, kind in typed if kind.upper() != "SIMPLE")
+        return frozenset()
+
+    @property
     def ordering_fields(self) -> tuple[str, ...]:
         """Precombine/ordering fields: ``ordering.fields`` (v9) else ``precombine.field``."""
         return _split_fields(self.raw.get(ORDERING_FIELDS) or self.raw.get(PRECOMBINE_FIELD))

@@ -65,3 +65,25 @@ def test_the_benchmark_query_plans_only_its_partition(tmp_path):
     assert result.stats.file_slices == len(sf) and result.table.column_names == COLUMNS
     expected = t.read().filter(query()).select(COLUMNS)
     assert sorted(result.table.to_pylist(), key=lambda r: r["id"]) == sorted(expected.to_pylist(), key=lambda r: r["id"])
+
+
+def test_a_formatted_partition_path_does_not_prune_its_column(tmp_path):
+    """A timestamp key generator writes ``day = '2024-01-15'`` under ``2024/01/15``: the
+    path's value is not the column's, so a filter on ``day`` must read the data (it once
+    compared the path's value and returned no rows)."""
+    import pyarrow as pa
+
+    from streamer.write import HudiWriter, TableConfig, WriteOptions
+    from streamer.write.config import KeyGenType, TimestampKeyGenConfig, TimestampType
+
+    cfg = TableConfig("t", ("id",), ("day",), None, keygen=KeyGenType.TIMESTAMP,
+                      timestamp=TimestampKeyGenConfig(timestamp_type=TimestampType.DATE_STRING,
+                                                      input_format="yyyy-MM-dd", output_format="yyyy/MM/dd"))
+    w = HudiWriter.create(str(tmp_path / "t"), cfg, options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1, 2], "day": ["2024-01-15", "2024-01-16"]}))
+    t = Table.open(str(tmp_path / "t"))
+    assert t.properties.formatted_partition_fields == {"day"}
+    day = pc.field("day")
+    assert t.read(columns=["id"], filter=day == "2024-01-15").column("id").to_pylist() == [1]
+    assert t.read(columns=["id"], filter=day == "2024/01/15").num_rows == 0
+    assert len(t.plan("snapshot", filter=day == "2024-01-16").slices) == 2  # nothing decided by the path

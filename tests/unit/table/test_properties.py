@@ -59,3 +59,17 @@ def test_merge_mode_explicit_wins():
     p = TableProperties({"hoodie.table.ordering.fields": "ts", "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"})
     assert p.precombine_field == "ts" and p.merge_mode == "COMMIT_TIME_ORDERING"
     assert TableProperties({}).merge_mode == "COMMIT_TIME_ORDERING"
+
+
+@pytest.mark.parametrize(("raw", "formatted"), [
+    ({"hoodie.table.partition.fields": "city"}, set()),
+    ({"hoodie.table.partition.fields": "day",
+      "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator"}, {"day"}),
+    ({"hoodie.table.partition.fields": "day", "hoodie.table.keygenerator.type": "TIMESTAMP"}, {"day"}),
+    ({"hoodie.table.partition.fields": "city:SIMPLE,day:TIMESTAMP",
+      "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator"}, {"day"}),
+    ({"hoodie.table.partition.fields": "city,day",  # custom, types not recorded: trust none
+      "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator"}, {"city", "day"}),
+])
+def test_formatted_partition_fields(raw, formatted):
+    assert TableProperties(raw).formatted_partition_fields == formatted
