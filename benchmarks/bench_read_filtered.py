@@ -68,21 +68,23 @@ def generate(path: str, records: int, batch: int, upserts: int, seed: int = 11, 
     return time.perf_counter() - t
 
 
-#: Where the time goes (cProfile and per-step CPU timers on the 10M table, 2026-11-23; see the commit).
+#: Where the time goes (py-spy --native over 30 warm single-threaded reads of the 10M table, 2026-11-27).
 READING = [
-    "Reading: before statistics/row pruning and projection under a filter (commit 3ecd342), the same "
-    "read on the same table measured 1.35 s CPU beside hudi-rs's 0.48 s: cProfile put 1.22 of 2.98 "
-    "profiled seconds in base-file Parquet reads of all 11 columns (a filter switched projection "
-    "off), 0.41 s in the post-merge filter and 0.40 s in gathers of full-width rows. Now the filter's "
-    "columns are found by binding it, so a filtered read projects (key, ts, id, fare, city); base "
-    "rows the filter rules out and no log record names are dropped while reading (row groups too, "
-    "by min/max statistics, when their key range holds no log key). A warm single-threaded read: "
-    "base reads and pruning 0.17 s for the 11 slices, merge 0.08 s, log blocks 0.01 s, planning "
-    "0.03 s plus the committed-files check (commit metadata parsing, about 0.05-0.09 s, mostly "
-    "`codec.snake` regexes - outside the read module). A fresh process adds about 0.15 s of one-time "
-    "initialisation to the first read, as the child runs here do. Row groups: our writer writes one "
-    "per base file at this size, so here pruning works row by row; `fare > 50` is uniform, so "
-    "statistics cannot skip anything for it, while `city` prunes 77 of 88 slices at planning.",
+    "Reading: the merge of each slice's base rows with its log blocks is about 40% of a warm read's "
+    "CPU, the pruned base-file reads 21%, decoding the log blocks 15%, planning (listing, commit "
+    "metadata, partition pruning, binding the filter) 12%, opening the table and the rest 12%. "
+    "What this session took out of it (commit 247decd): deletes were applied with an Arrow hash "
+    "join, whose plan setup cost more than the work at a slice's size (now a hash lookup of the "
+    "deleted keys among the winners); and the merge copied every projected column three times "
+    "(filter the base into untouched and touched rows, gather the interleaved result, filter "
+    "`_hoodie_is_deleted`), the record key twice over (`_hoodie_record_key` and the merge's own "
+    "key column). Now one gather of only the columns the query keeps: 0.63 to 0.48 s CPU for a "
+    "warm single-threaded read. Tried and left out: telling Arrow each base file's partition value "
+    "(a fragment partition expression, so `city = 'sf'` folds away while reading) measured within "
+    "noise (0.40-0.48 s against 0.40-0.48 s). Before statistics/row pruning and projection under "
+    "a filter (commit 3ecd342) the same read cost 1.35 s CPU. Row groups: our writer writes one per "
+    "base file at this size, so pruning works row by row; `fare > 50` is uniform, so statistics "
+    "cannot skip anything for it, while `city` prunes 77 of 88 slices at planning.",
 ]
 
 
