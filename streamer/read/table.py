@@ -347,7 +347,8 @@ class Table:
                                   props.url_encode_partitioning)
         # a formatted value (a timestamp key generator's "2024/01/15") says nothing about
         # the stored column; a dropped partition column is read back from the path itself
-        values = {k: v for k, v in values.items() if k not in _formatted_fields(props)}
+        formatted = _formatted_fields(props)
+        values = {k: v for k, v in values.items() if k not in formatted}
         if not values:
             return True
         cols = {}
