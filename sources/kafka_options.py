@@ -171,22 +171,23 @@ def resolve_start(
 def plan_end(start: KafkaOffsets, high: dict[int, int], max_records: int | None) -> KafkaOffsets:
     """End offsets of the next batch: everything up to ``high``, capped at ``max_records``.
 
-    The cap is shared in proportion to each partition's backlog (as Spark's
-    ``maxOffsetsPerTrigger`` does), and every partition with a backlog moves by at least one.
+    Every partition with a backlog moves by at least one (none starves behind a busy one),
+    and the rest of the cap is shared in proportion to what each has left, as Spark's
+    ``maxOffsetsPerTrigger`` does. The cap is exact: a batch holds more than
+    ``max_records`` only when more partitions than that have a backlog (one each).
     """
     backlog = {p: max(0, high[p] - o) for p, o in start.partitions.items()}
     total = sum(backlog.values())
     if max_records is None or total <= max_records:
         return KafkaOffsets(topic=start.topic, partitions={p: start.partitions[p] + n for p, n in backlog.items()})
-    share = {p: (n * max_records) // total for p, n in backlog.items()}
-    left = max_records - sum(share.values())
-    for p in sorted(backlog, key=lambda p: -backlog[p]):
-        if left <= 0:
-            break
-        if share[p] < backlog[p]:
-            share[p] += 1
+    share = {p: min(n, 1) for p, n in backlog.items()}
+    rest = {p: n - share[p] for p, n in backlog.items()}
+    room = max(0, max_records - sum(share.values()))
+    extra = {p: n * room // max(1, sum(rest.values())) for p, n in rest.items()}
+    left = room - sum(extra.values())
+    for p in sorted(rest, key=lambda p: -rest[p]):  # the rounding's remainder, largest first
+        if left > 0 and extra[p] < rest[p]:
+            extra[p] += 1
             left -= 1
-    for p, n in backlog.items():
-        if n > 0 and share[p] == 0:
-            share[p] = 1
+    share = {p: share[p] + extra[p] for p in backlog}
     return KafkaOffsets(topic=start.topic, partitions={p: start.partitions[p] + share[p] for p in backlog})
