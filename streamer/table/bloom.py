@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.errors import CorruptDataError
+from streamer.table.bloom_bits import Base64Text, LazyBits, PackedBits
 
 SIMPLE = "SIMPLE"
 DYNAMIC_V0 = "DYNAMIC_V0"
@@ -233,106 +234,6 @@ def _as_binary(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 # -- filters ----------------------------------------------------------------------------------
-class PackedBits:
-    """A bit vector kept packed, 8 bits a byte in the serialized layout (bit ``i`` ->
-    byte ``i >> 3``, ``1 << (i & 7)``), indexed like the ``bool`` array it stands for.
-
-    Packed, a parsed filter takes an eighth of the memory of one byte per bit, so the
-    process's footer cache (:mod:`streamer.index.footer_cache`) holds eight times the
-    filters (issue 13). Tests gather the byte and shift; adds set bits in place.
-    """
-
-    __slots__ = ("packed", "size")
-
-    def __init__(self, size: int, packed: np.ndarray | None = None) -> None:
-        self.size = size
-        nbytes = (size + 7) // 8
-        if packed is None:
-            packed = np.zeros(nbytes, dtype=np.uint8)
-        elif packed.dtype != np.uint8 or packed.shape != (nbytes,):
-            raise ValueError(f"{size} bits need {nbytes} packed bytes, got {packed.shape} {packed.dtype}")
-        self.packed = packed
-
-    @classmethod
-    def from_bools(cls, bits: np.ndarray) -> PackedBits:
-        bits = np.asarray(bits, dtype=bool)
-        return cls(len(bits), np.packbits(bits, bitorder="little"))
-
-    def __len__(self) -> int:
-        return self.size
-
-    @property
-    def nbytes(self) -> int:
-        return self.packed.nbytes
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (self.size,)
-
-    def unpacked(self) -> np.ndarray:
-        """The bits as a new ``bool`` array (one byte per bit)."""
-        return np.unpackbits(self.packed, count=self.size, bitorder="little").view(bool)
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        u = self.unpacked()
-        return u if dtype is None else u.astype(dtype)
-
-    def _positions(self, idx) -> np.ndarray:
-        pos = np.asarray(idx)
-        if pos.dtype.kind not in "iu":
-            raise IndexError(f"bit positions must be integers, got {pos.dtype}")
-        if pos.dtype.kind == "i" and pos.size and pos.min() < 0:
-            pos = np.where(pos < 0, pos + self.size, pos)
-        if pos.size and (pos.min() < 0 or pos.max() >= self.size):
-            raise IndexError(f"bit position out of range for {self.size} bits")
-        return pos
-
-    def test(self, pos: np.ndarray) -> np.ndarray:
-        """``bool`` per position (any shape), positions known to be in range."""
-        return ((self.packed[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).view(bool)
-
-    def set(self, pos: np.ndarray) -> None:
-        """Set the bits at ``pos`` (positions known to be in range, repeats allowed)."""
-        pos = np.asarray(pos).ravel()
-        if len(pos) == 0:
-            return
-        if len(pos) * 8 >= self.size:  # many: one scatter into the unpacked bits is cheaper
-            u = np.unpackbits(self.packed, bitorder="little")
-            u[pos] = 1
-            self.packed[:] = np.packbits(u, bitorder="little")
-        else:
-            np.bitwise_or.at(self.packed, pos >> 3, np.left_shift(1, pos & 7).astype(np.uint8))
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice) or idx is Ellipsis:
-            return self.unpacked()[idx]
-        pos = np.asarray(idx)
-        if pos.dtype == bool:
-            return self.unpacked()[pos]
-        out = self.test(self._positions(pos))
-        return bool(out) if out.ndim == 0 else out
-
-    def __setitem__(self, idx, value) -> None:
-        v = np.asarray(value)
-        if isinstance(idx, slice) or idx is Ellipsis or np.asarray(idx).dtype == bool or v.ndim:
-            u = self.unpacked()
-            u[idx] = value
-            self.packed[:] = np.packbits(u, bitorder="little")
-            return
-        pos = self._positions(idx)
-        if bool(v):
-            self.set(pos)
-        else:
-            pos = pos.ravel()
-            np.bitwise_and.at(self.packed, pos >> 3, ~np.left_shift(1, pos & 7).astype(np.uint8))
-
-    def any(self) -> bool:
-        return bool(self.packed.any())
-
-    def sum(self) -> int:
-        return int(np.unpackbits(self.packed).sum())
-
-
 @dataclass
 class _Row:
     """One standard bloom filter: its bits packed (:class:`PackedBits`), as serialized."""
@@ -407,34 +308,37 @@ class BloomFilter:
 
     @classmethod
     def from_footer(cls, serialized: str | bytes, type_code: str | bytes) -> BloomFilter:
-        """Parse a footer's base64 filter. Raises :class:`CorruptDataError` on bad bytes."""
+        """Parse a footer's base64 filter. Raises :class:`CorruptDataError` on bad bytes.
+
+        The bit vectors stay in the text until probed (:class:`LazyBits`): only the
+        headers are decoded here, after the whole text's alphabet and padding are checked.
+        """
         if isinstance(type_code, bytes):
             type_code = type_code.decode()
-        if isinstance(serialized, bytes):
-            serialized = serialized.decode("ascii")
+        if isinstance(serialized, str):
+            serialized = serialized.encode("ascii", errors="replace")
         try:
-            raw = base64.b64decode(serialized, validate=True)
-            return cls._parse(raw, type_code or SIMPLE)
+            return cls._parse(Base64Text(bytes(serialized)), type_code or SIMPLE)
         except (ValueError, struct.error, IndexError) as e:
             raise CorruptDataError(f"unreadable {type_code} bloom filter: {e}") from e
 
     @classmethod
-    def _parse(cls, raw: bytes, type_code: str) -> BloomFilter:
+    def _parse(cls, raw: Base64Text, type_code: str) -> BloomFilter:
         nb_hash, hash_type, vsize, pos = _read_filter_header(raw, 0)
         if type_code.startswith("DYNAMIC"):
-            nr, cur, nrows = struct.unpack_from(">iii", raw, pos)
+            nr, cur, nrows = struct.unpack(">iii", raw.range(pos, pos + 12))
             pos += 12
             rows = []
             for _ in range(nrows):
                 _, _, rvs, pos = _read_filter_header(raw, pos)
-                rows.append(_Row(rvs, _read_bits(raw, pos, rvs)))
+                rows.append(_Row(rvs, LazyBits(rvs, raw, pos)))
                 pos += (rvs + 7) // 8
             f = cls(DYNAMIC_V0, vsize, nb_hash, hash_type, rows=rows, row_capacity=nr, current_count=cur)
             # Hudi does not serialize max entries; assume the default bound so adds keep
             # the same row growth a Hudi writer with default config would have.
             f.max_entries = max(DEFAULT_MAX_ENTRIES, nr * nrows)
         else:
-            f = cls(SIMPLE, vsize, nb_hash, hash_type, rows=[_Row(vsize, _read_bits(raw, pos, vsize))])
+            f = cls(SIMPLE, vsize, nb_hash, hash_type, rows=[_Row(vsize, LazyBits(vsize, raw, pos))])
             pos += (vsize + 7) // 8
         if pos != len(raw):
             raise ValueError(f"{len(raw) - pos} trailing bytes after the filter")
@@ -506,7 +410,7 @@ class BloomFilter:
         hit = np.zeros(n, dtype=bool)
         if n == 0:
             return hit
-        packs = [r.bits.packed for r in self.rows]
+        packs = [r.bits.gather for r in self.rows]
         for g in groups:
             for lo in range(0, len(g.idx), _CHUNK):
                 part = g if len(g.idx) <= _CHUNK else g.take(np.arange(lo, min(lo + _CHUNK, len(g.idx))))
@@ -518,7 +422,7 @@ class BloomFilter:
         """Memory the filter's bits take (packed: an eighth of a byte per bit)."""
         return sum(r.bits.nbytes for r in self.rows)
 
-    def _test_group(self, g: _LengthGroup, packs: list[np.ndarray]) -> np.ndarray:
+    def _test_group(self, g: _LengthGroup, packs: list[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
         m = len(g.idx)
         vsize = self.vector_size
         acc = [np.ones(m, dtype=np.uint8) for _ in packs]  # per row: 1 while every bit so far is set
@@ -531,8 +435,8 @@ class BloomFilter:
             byte = pos >> np.uint32(3)
             shift = (pos & np.uint32(7)).astype(np.uint8)
             alive = None
-            for a, packed in zip(acc, packs, strict=True):
-                a &= packed[byte] >> shift  # a is 0/1: keeps only the tested bit
+            for a, gather in zip(acc, packs, strict=True):
+                a &= gather(byte) >> shift  # a is 0/1: keeps only the tested bit
                 alive = a if alive is None else (alive | a)
             alive = alive.view(bool)
             n_alive = int(np.count_nonzero(alive))
@@ -571,23 +475,10 @@ def _filter_header(nb_hash: int, hash_type: int, vector_size: int) -> bytes:
     return struct.pack(">iibi", _FILTER_VERSION, nb_hash, hash_type, vector_size)
 
 
-def _read_filter_header(raw: bytes, pos: int) -> tuple[int, int, int, int]:
-    (ver,) = struct.unpack_from(">i", raw, pos)
+def _read_filter_header(raw: Base64Text, pos: int) -> tuple[int, int, int, int]:
+    ver, nb_hash, hash_type, vsize = struct.unpack(">iibi", raw.range(pos, pos + 13))
     if ver != _FILTER_VERSION:
         raise ValueError(f"unsupported filter version {ver} at byte {pos}")
-    nb_hash, hash_type, vsize = struct.unpack_from(">ibi", raw, pos + 4)
     if vsize <= 0 or nb_hash <= 0:
         raise ValueError(f"impossible filter sizes (bits={vsize}, hashes={nb_hash})")
     return nb_hash, hash_type, vsize, pos + 13
-
-
-def _read_bits(raw: bytes, pos: int, vector_size: int) -> PackedBits:
-    """The packed bit vector at ``pos``, copied (not a view of ``raw``); the last byte's
-    bits past ``vector_size`` cleared, as re-serializing an unpacked vector did."""
-    nbytes = (vector_size + 7) // 8
-    if pos + nbytes > len(raw):
-        raise ValueError("bit vector runs past the end of the filter")
-    packed = np.frombuffer(raw, dtype=np.uint8, count=nbytes, offset=pos).copy()
-    if vector_size & 7:
-        packed[-1] &= np.uint8((1 << (vector_size & 7)) - 1)
-    return PackedBits(vector_size, packed)
