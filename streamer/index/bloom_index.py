@@ -78,8 +78,7 @@ def _find_in_slice(
     index = slice_summary(members, stats)
     if seeds is not None and index.logs is not None and index.logs.min_key is not None:
         seeds[slice_key(file_slice)] = index.logs
-    summary = index.lookup
-    candidates = summary.candidates(keys) if summary is not None else np.ones(len(keys), bool)
+    candidates, base_admits = index.candidates(keys)
     if not candidates.any():
         return found
     cand_idx = np.flatnonzero(candidates)
@@ -106,7 +105,10 @@ def _find_in_slice(
         if direct is not None:
             held.append(direct)
             continue
-        own = _member_candidates(m, cand_keys, stats, index.filtered, prepared)
+        if m.kind == "base" and base_admits is not None:
+            own = base_admits[cand_idx]  # its summary was asked about every key already
+        else:
+            own = _member_candidates(m, cand_keys, stats, index.filtered, prepared)
         if own is None or not own.any():
             continue
         present = _present(cand_keys.filter(pa.array(own)), m.keys(stats))

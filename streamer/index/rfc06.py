@@ -225,13 +225,21 @@ class UnionSummary:
     parts: tuple[KeySummary, ...]
 
     def candidates(self, keys: pa.Array, bloom_limit: int | None = None) -> np.ndarray:
+        return self.candidates_by_part(keys, bloom_limit)[0]
+
+    def candidates_by_part(self, keys: pa.Array, bloom_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The union's mask and the first part's own: the first part is asked about every
+        key, so its answer is whole (a later part is asked only about keys still out)."""
         mask = np.zeros(len(keys), dtype=bool)
-        for part in self.parts:
+        first = mask
+        for i, part in enumerate(self.parts):
             rest = np.flatnonzero(~mask)
             if len(rest) == 0:
                 break
             mask[rest[part.candidates(keys.take(pa.array(rest)), bloom_limit)]] = True
-        return mask
+            if i == 0:
+                first = mask.copy()
+        return mask, first
 
 
 def block_metadata(

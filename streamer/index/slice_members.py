@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -78,6 +79,9 @@ class Member:
     _kv: dict[bytes, bytes] | None = field(default=None, repr=False)
     _kv_read: bool = field(default=False, repr=False)
     _num_rows: int | None = field(default=None, repr=False)
+    #: the base file's parsed footer, when this member read it: its key read reuses it
+    #: (a footer with Hudi's ~860 KB of bloom filter text takes ~0.45 ms to parse)
+    _metadata: pq.FileMetaData | None = field(default=None, repr=False)
 
     @property
     def member_id(self) -> str:
@@ -112,7 +116,7 @@ class Member:
                 stats.footer(self.member_id)
             if self.kind == "base":
                 with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
-                    md = pq.read_metadata(f)
+                    md = self._metadata = pq.read_metadata(f)
             else:
                 assert self.block is not None
                 # the same footer read as LogBlock.parquet_metadata(), keeping the row count too
@@ -159,7 +163,8 @@ class Member:
         def load() -> tuple[pa.Array, int]:
             if self.kind == "base":
                 with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
-                    t = pq.ParquetFile(f, page_checksum_verification=True).read(columns=[RECORD_KEY])
+                    t = pq.ParquetFile(f, metadata=self._metadata,
+                                       page_checksum_verification=True).read(columns=[RECORD_KEY])
                 arr = t.column(0).combine_chunks()
             else:
                 assert self.block is not None
@@ -249,12 +254,29 @@ class SliceIndex:
     ``filtered``: the lookup holds a filter over every member's keys (older formats; the
     current one has the log blocks' key range only), so the keys it admits are mostly in
     the slice - what decides whether probing a member's own filter is worth it.
+    ``base_first``: the lookup is, or begins with, the base file's own summary, so its
+    answer for the base file need not be asked again (:meth:`base_candidates`).
     """
 
     lookup: KeySummary | UnionSummary | None
     source: Member | None
     logs: KeySummary | None = None
     filtered: bool = False
+    base_first: bool = False
+
+    def candidates(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+        """Which ``keys`` the slice may hold and, when the lookup asked the base file's own
+        summary (range and bloom filter) about every key, which of them it admitted:
+        probing the base file's filter again with the candidates repeated every true
+        hit's ``k`` hashes (about 40% of a cold 10M-row upsert's probes)."""
+        if self.lookup is None:
+            return np.ones(len(keys), dtype=bool), None
+        if not self.base_first:
+            return self.lookup.candidates(keys), None
+        if isinstance(self.lookup, UnionSummary):
+            return self.lookup.candidates_by_part(keys)
+        mask = self.lookup.candidates(keys)
+        return mask, mask
 
 
 def slice_summary(members: list[Member], stats: LookupStats | None) -> SliceIndex:
@@ -267,7 +289,8 @@ def slice_summary(members: list[Member], stats: LookupStats | None) -> SliceInde
     base = members[0] if members[0].kind == "base" else None
     if newest.kind == "base":
         own = newest.summary(stats)
-        return SliceIndex(own, newest, filtered=own is not None and own.bloom is not None)
+        return SliceIndex(own, newest, filtered=own is not None and own.bloom is not None,
+                          base_first=own is not None)
     if newest.kind == "parquet":
         logs = newest.logs_summary(stats)
         if logs is not None:
@@ -277,7 +300,8 @@ def slice_summary(members: list[Member], stats: LookupStats | None) -> SliceInde
             own = base.summary(stats)
             if own is None:
                 return SliceIndex(None, newest, logs)
-            return SliceIndex(UnionSummary((own, logs)), newest, logs, filtered and own.bloom is not None)
+            return SliceIndex(UnionSummary((own, logs)), newest, logs, filtered and own.bloom is not None,
+                              base_first=True)
         whole = newest.slice_summary(stats)  # written before the logs-only summary
         if whole is not None:
             return SliceIndex(whole, newest, filtered=whole.bloom is not None)
