@@ -136,7 +136,7 @@ class Member:
         """The member's own key range and bloom filter (parsed once per process)."""
         def load() -> tuple[KeySummary | None, int]:
             s = KeySummary.from_kv(self.footer_kv(stats), slice_level=False)
-            bits = sum(r.bits.nbytes for r in s.bloom.rows) if s is not None and s.bloom is not None else 0
+            bits = s.bloom.held_bytes if s is not None and s.bloom is not None else 0
             return s, bits + 200
 
         return self._cached("summary", load)
@@ -255,7 +255,7 @@ class SliceIndex:
     current one has the log blocks' key range only), so the keys it admits are mostly in
     the slice - what decides whether probing a member's own filter is worth it.
     ``base_first``: the lookup is, or begins with, the base file's own summary, so its
-    answer for the base file need not be asked again (:meth:`base_candidates`).
+    answer for the base file need not be asked again (:meth:`candidates`).
     """
 
     lookup: KeySummary | UnionSummary | None

@@ -422,6 +422,11 @@ class BloomFilter:
         """Memory the filter's bits take (packed: an eighth of a byte per bit)."""
         return sum(r.bits.nbytes for r in self.rows)
 
+    @property
+    def held_bytes(self) -> int:
+        """Memory the filter may hold: a parsed one keeps its base64 text until decoded."""
+        return sum(r.bits.held_bytes for r in self.rows)
+
     def _test_group(self, g: _LengthGroup, packs: list[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
         m = len(g.idx)
         vsize = self.vector_size

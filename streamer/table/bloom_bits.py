@@ -64,6 +64,11 @@ class PackedBits:
         return self.packed.nbytes
 
     @property
+    def held_bytes(self) -> int:
+        """Memory this vector may hold, for cache accounting."""
+        return self.nbytes
+
+    @property
     def shape(self) -> tuple[int]:
         return (self.size,)
 
@@ -214,16 +219,23 @@ class LazyBits(PackedBits):
     def nbytes(self) -> int:
         return (self.size + 7) // 8
 
+    @property
+    def held_bytes(self) -> int:
+        """Its share of the base64 text until decoded (4 characters per 3 bytes), an
+        upper bound of the packed bytes after."""
+        return (self.nbytes * 4 + 2) // 3
+
     def gather(self, byte: np.ndarray) -> np.ndarray:
         source = self._source
         if self._packed is not None or source is None:
             return self.packed[byte]
-        self._read += len(byte)
+        byte = np.asarray(byte)
+        self._read += byte.size
         if self._read * 4 > self.nbytes:  # probed enough to pay for a full decode
             return self.packed[byte]
-        out = source.gather(self._start + byte.astype(np.int64, copy=False))
-        if self.size & 7:  # padding bits of the last byte read as clear
-            last = byte == self.nbytes - 1
+        out = np.atleast_1d(source.gather(self._start + byte.astype(np.int64)))
+        if self.size & 7:  # padding bits of the last byte read as clear, as when decoded
+            last = np.atleast_1d(byte == self.nbytes - 1)
             if last.any():
                 out[last] &= np.uint8((1 << (self.size & 7)) - 1)
-        return out
+        return out.reshape(byte.shape)

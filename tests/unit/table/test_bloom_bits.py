@@ -85,3 +85,18 @@ def test_a_damaged_footer_filter_is_still_refused_when_parsed() -> None:
     text[len(text) // 2] = ord("*")
     with pytest.raises(CorruptDataError, match="bloom"):
         BloomFilter.from_footer(bytes(text), SIMPLE)
+
+
+def test_a_single_position_reads_like_packed_bits() -> None:
+    """Indexing one bit of an undecoded vector answers a bool, as ``PackedBits`` does."""
+    bf = BloomFilter.new_simple(num_entries=1_000, fpp=1e-3)
+    bf.add_many(["a", "b"])
+    back = BloomFilter.from_footer(bf.serialize(), SIMPLE)
+    bits = back.rows[0].bits
+    pos = np.flatnonzero(np.asarray(bf.rows[0].bits))
+    assert bits._packed is None
+    assert bits[int(pos[0])] is True and bits[int(pos[0]) + 1] == bool(np.asarray(bf.rows[0].bits)[pos[0] + 1])
+    assert bits[np.array([[pos[0], pos[1]]])].shape == (1, 2)
+    assert bits._packed is None  # still undecoded: a few bytes read
+    # the cache counts what it holds: the text until decoded (4 characters per 3 bytes)
+    assert back.held_bytes >= back.nbytes * 4 // 3
