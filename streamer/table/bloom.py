@@ -410,11 +410,11 @@ class BloomFilter:
         hit = np.zeros(n, dtype=bool)
         if n == 0:
             return hit
-        packs = [r.bits.gather for r in self.rows]
+        gathers = [r.bits.gather for r in self.rows]
         for g in groups:
             for lo in range(0, len(g.idx), _CHUNK):
                 part = g if len(g.idx) <= _CHUNK else g.take(np.arange(lo, min(lo + _CHUNK, len(g.idx))))
-                hit[part.idx] = self._test_group(part, packs)
+                hit[part.idx] = self._test_group(part, gathers)
         return hit
 
     @property
@@ -427,10 +427,10 @@ class BloomFilter:
         """Memory the filter may hold: a parsed one keeps its base64 text until decoded."""
         return sum(r.bits.held_bytes for r in self.rows)
 
-    def _test_group(self, g: _LengthGroup, packs: list[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
+    def _test_group(self, g: _LengthGroup, gathers: list[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
         m = len(g.idx)
         vsize = self.vector_size
-        acc = [np.ones(m, dtype=np.uint8) for _ in packs]  # per row: 1 while every bit so far is set
+        acc = [np.ones(m, dtype=np.uint8) for _ in gathers]  # per row: 1 while every bit so far is set
         where = np.arange(m, dtype=np.int64)  # current position -> position in g
         cur = g
         h = np.zeros(m, dtype=np.uint32)
@@ -440,7 +440,7 @@ class BloomFilter:
             byte = pos >> np.uint32(3)
             shift = (pos & np.uint32(7)).astype(np.uint8)
             alive = None
-            for a, gather in zip(acc, packs, strict=True):
+            for a, gather in zip(acc, gathers, strict=True):
                 a &= gather(byte) >> shift  # a is 0/1: keeps only the tested bit
                 alive = a if alive is None else (alive | a)
             alive = alive.view(bool)

@@ -38,13 +38,14 @@ def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
     )
 
 
-def _count_probes(monkeypatch) -> list[int]:
-    """A list that receives the number of keys of every bloom filter probe."""
+def _count_probes(monkeypatch, what=lambda bloom, keys: len(keys)) -> list[int]:
+    """A list that receives ``what(filter, keys)`` of every bloom filter probe (by
+    default the number of keys probed)."""
     probes: list[int] = []
     real = BloomFilter.might_contain_many
 
     def spy(self, ks):
-        probes.append(len(ks))
+        probes.append(what(self, ks))
         return real(self, ks)
 
     monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
@@ -90,14 +91,7 @@ def test_each_filter_is_probed_once_per_lookup(tmp_path, monkeypatch):
     new = [("sf", str(i)) for i in range(900, 1000)] + [("nyc", str(i)) for i in range(6000, 6050)]
     keys = pa.array([k for _, k in existing + new])
     parts = pa.array([p for p, _ in existing + new])
-    probed: list[int] = []
-    real = BloomFilter.might_contain_many
-
-    def spy(self, ks):
-        probed.append(id(self))
-        return real(self, ks)
-
-    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    probed = _count_probes(monkeypatch, lambda bloom, keys: id(bloom))
     got = _lookup(path, keys, parts, monkeypatch, 1e9)  # never skip a member's filter
     assert got.file_ids.to_pylist() == [truth[k] for k in existing] + [None] * len(new)
     assert probed and max(Counter(probed).values()) == 1
