@@ -9,14 +9,20 @@ PYTEST_ARGS ?=
 # Apache Hudi's JVM tier (tests/hudi_jvm): its own interpreter with pyspark 3.5.x.
 HUDI_VENV := .venv-hudi
 
-.PHONY: demo test setup venv jars hudi-env pushgateway lint fast bench clean
+.PHONY: demo test test-campaigns setup venv jars hudi-env pushgateway lint fast bench clean
 
 demo: setup
 	$(BIN)/streamer demo
 
+# Every test, campaigns at smoke size. A skip fails the run (MOR_NO_SKIP) unless it names
+# an optional engine (Docker), which the summary lists.
 test: setup hudi-env
 	$(BIN)/ruff check streamer sources transforms tests benchmarks
-	MOR_REQUIRE_HUDI=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=smoke $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The crash and fault campaigns at full size (tests marked `campaign`).
+test-campaigns: setup hudi-env
+	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=full $(BIN)/python -m pytest -m campaign $(PYTEST_ARGS)
 
 # The fast subset: no Spark, no Kafka, no Hudi JVM, nothing slow.
 fast: setup
