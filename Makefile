@@ -55,22 +55,34 @@ $(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/api
 	mvn -q -B package
 	@mkdir -p $(STAMPS) && touch $@
 
-# A Prometheus push gateway for the metrics tests (tests/integration/test_metrics_push.py),
-# built from the Go module proxy into .tools/bin. `go install ...@version` is refused here
-# by the proxy's deprecation lookup (403 on @v/list), so the tagged module is downloaded
-# with `go mod download` and built in place. Without Go, a note; the test then skips.
+# A Prometheus push gateway for the metrics tests (tests/unit/observe/test_metrics.py,
+# tests/integration/test_observability.py), built from the Go module proxy into .tools/bin.
+# `go install ...@version` is refused here by the proxy's deprecation lookup (403 on
+# @v/list), so the tagged module is downloaded with `go mod download` and built in place.
+# Go is a set-up requirement: without it, or if the build fails, this step fails and says
+# how to install Go (the metrics tests fail the same way if the binary is missing).
 PUSHGATEWAY_VERSION ?= v1.11.1
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 TOOLS := .tools
+GO_INSTALL_HINT := install Go 1.21+ (https://go.dev/dl/ into /usr/local/go, or Debian/Ubuntu: sudo apt-get install golang), or pass GO=/path/to/go
 
 $(STAMPS)/pushgateway:
-	@if [ ! -x "$(GO)" ]; then echo "note: Go not found; skipping the push gateway (its metrics test will skip)" >&2; exit 0; fi; \
+	@if [ ! -x "$(GO)" ]; then \
+	  echo "error: Go not found (GO=$(GO)); the push gateway for the metrics tests is built with it." >&2; \
+	  echo "  $(GO_INSTALL_HINT), then run: make pushgateway" >&2; \
+	  exit 1; \
+	fi; \
 	dir=$$($(GO) mod download -json github.com/prometheus/pushgateway@$(PUSHGATEWAY_VERSION) \
 	  | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	if [ -z "$$dir" ] || ! mkdir -p $(TOOLS)/bin || ! (cd "$$dir" && $(GO) build -o $(CURDIR)/$(TOOLS)/bin/pushgateway .); then \
-	  echo "note: could not build the push gateway $(PUSHGATEWAY_VERSION) (no module proxy?); its metrics test will skip" >&2; \
-	  exit 0; \
+	if [ -z "$$dir" ]; then \
+	  echo "error: could not download github.com/prometheus/pushgateway@$(PUSHGATEWAY_VERSION) with $(GO)" >&2; \
+	  echo "  the Go module proxy must be reachable (GOPROXY=$$($(GO) env GOPROXY)); then run: make pushgateway" >&2; \
+	  exit 1; \
 	fi; \
+	mkdir -p $(TOOLS)/bin && (cd "$$dir" && $(GO) build -o $(CURDIR)/$(TOOLS)/bin/pushgateway .) || { \
+	  echo "error: building the push gateway $(PUSHGATEWAY_VERSION) with $(GO) failed (see above)" >&2; \
+	  echo "  $(GO_INSTALL_HINT), then run: make pushgateway" >&2; \
+	  exit 1; }; \
 	mkdir -p $(STAMPS) && touch $@
 
 lint: venv

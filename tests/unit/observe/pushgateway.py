@@ -1,7 +1,8 @@
 """A real Prometheus push gateway for tests: ``make pushgateway`` builds it into .tools/bin.
 
-Started on a free loopback port per test and killed afterwards; a test using it skips
-(with the reason) when the binary was not built, e.g. on a machine without Go.
+Started on a free loopback port per test and killed afterwards. The binary is part of the
+set-up (``make setup`` builds it; without Go that step fails): a test using it fails, naming
+the step, when the binary was not built; it never skips.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from pathlib import Path
 import pytest
 
 BINARY = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "pushgateway"
+#: How to build it, as the Makefile says when Go is missing.
+SETUP_STEP = ("Run `make pushgateway` (it needs Go: /usr/local/go/bin/go, or Debian's "
+              "`apt-get install golang`, or `make pushgateway GO=/path/to/go`).")
 
 
 def _free_port() -> int:
@@ -34,7 +38,7 @@ def get(url: str) -> str:
 def running_pushgateway() -> Iterator[str]:
     """The gateway's base URL (``http://127.0.0.1:PORT``) while it runs."""
     if not BINARY.exists():
-        pytest.skip(f"no push gateway at {BINARY} (run `make pushgateway`; it needs Go)")
+        pytest.fail(f"no push gateway at {BINARY}: a set-up step is missing. {SETUP_STEP}")
     port = _free_port()
     proc = subprocess.Popen([str(BINARY), f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

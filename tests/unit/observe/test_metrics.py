@@ -109,3 +109,14 @@ def test_pusher_pushes_to_a_real_gateway_and_survives_a_dead_one():
     # the gateway is gone: a failed push is counted and logged, never raised
     assert not pusher.push()
     assert (pusher.pushes, pusher.failures) == (1, 1)
+
+
+def test_a_missing_push_gateway_fails_naming_the_set_up_step(tmp_path, monkeypatch):
+    """No silent skip: without the binary (no Go at set-up), the test fails and says how to
+    build it."""
+    from tests.unit.observe import pushgateway
+
+    monkeypatch.setattr(pushgateway, "BINARY", tmp_path / "pushgateway")
+    with pytest.raises(pytest.fail.Exception, match=r"make pushgateway.*needs Go"), \
+            pushgateway.running_pushgateway():
+        pass
