@@ -5,6 +5,9 @@ blocks are written, before the completed instant...) and prove the next writer
 recovers. The writer calls :func:`step` at every I/O step of a commit; when
 ``MOR_STREAMER_KILL_AT_STEP=N`` is set, the N-th call kills the process on the spot —
 no cleanup, no ``finally`` blocks, exactly like ``kill -9`` or a lost node.
+``MOR_STREAMER_KILL_AT_LABEL=PREFIX`` kills at the first step whose label starts with
+``PREFIX`` instead (``rollback``, ``compaction marker``, ``clean requested``...): a crash
+campaign can then land a kill inside a chosen phase whatever its step number is.
 Unset (production), :func:`step` costs one integer increment.
 """
 
@@ -15,11 +18,13 @@ import signal
 import threading
 
 ENV_KILL_AT = "MOR_STREAMER_KILL_AT_STEP"
+ENV_KILL_AT_LABEL = "MOR_STREAMER_KILL_AT_LABEL"
 ENV_TRACE = "MOR_STREAMER_TRACE_STEPS"
 
 _lock = threading.Lock()
 _count = 0
 _kill_at = int(os.environ.get(ENV_KILL_AT, "0") or 0)
+_kill_at_label = os.environ.get(ENV_KILL_AT_LABEL) or None
 _trace = os.environ.get(ENV_TRACE)
 
 
@@ -32,7 +37,7 @@ def step(label: str) -> None:
     if _trace:
         with open(_trace, "a") as f:
             f.write(f"{n}\t{label}\n")
-    if _kill_at and n == _kill_at:
+    if (_kill_at and n == _kill_at) or (_kill_at_label and label.startswith(_kill_at_label)):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
