@@ -1,24 +1,33 @@
-"""Reading one table through every reader and comparing rows, typed values included.
+"""Reading one table through every reader and judging each by an independent answer.
 
 Readers: ours (:class:`streamer.read.Table`), hudi-rs (the ``hudi`` package) and
-Apache Hudi 0.15 / 1.0 (Spark, through :mod:`streamer.testing.hudi`). Rows are put in
-a canonical form: writer-dependent meta columns dropped (``_hoodie_commit_seqno``,
-``_hoodie_file_name``), timestamps as naive UTC, rows sorted, so only what a query
-means is compared.
+Apache Hudi 0.15 / 1.0 (Spark, through :mod:`streamer.testing.hudi`). None of them is
+the reference: every answer is compared with an :class:`Expected` answer built without
+any reader - a model of the data written (:class:`tests.support.write_model.History`
+for snapshot, time travel and incremental queries) and, for the read-optimized query,
+the table's latest committed base files read as plain Parquet (:func:`base_file_rows`).
+Rows are put in a canonical form: writer-dependent meta columns dropped
+(``_hoodie_commit_seqno``, ``_hoodie_file_name``), timestamps as naive UTC, rows sorted,
+so only what a query means is compared.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from streamer.errors import StreamerError
 from streamer.read import Table
 from streamer.testing.hudi import HudiOracleError, HudiSpark
+from tests.support.gaps import Gap
+from tests.support.write_model import History
 
 DROPPED = ("_hoodie_commit_seqno", "_hoodie_file_name")
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")
@@ -62,7 +71,13 @@ def canon(table: pa.Table, columns: Sequence[str] | None = None) -> list[str]:
     if missing:
         raise AssertionError(f"columns {missing} missing from {table.column_names}")
     rows = table.select(cols).to_pylist()
-    return sorted(json.dumps(_norm(r), sort_keys=True, default=str) for r in rows)
+    return canon_rows(rows, cols)
+
+
+def canon_rows(rows: Sequence[dict], columns: Sequence[str]) -> list[str]:
+    """Row dicts (a model's) as :func:`canon` puts a table's rows."""
+    return sorted(json.dumps(_norm({c: r.get(c) for c in columns}), sort_keys=True, default=str)
+                  for r in rows)
 
 
 def read_ours(path: str, q: Query) -> pa.Table:
@@ -115,34 +130,107 @@ def standard_queries(path: str) -> list[Query]:
     return queries
 
 
-def assert_all_readers_agree(path: str, sessions: dict[str, HudiSpark],
-                             queries: Sequence[Query] | None = None, *, hudi_rs: bool = True,
-                             hudi_rs_skip: Sequence[str] = (), expected_snapshot=None,
-                             hudi_options=None, ignore: Sequence[str] = ()) -> dict[str, list[str]]:
-    """Every query through every reader equals our reader's answer; returns ours.
+# --- the independent expected answers ------------------------------------------------
+_BASE = re.compile(r"^(?P<fid>.+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
+_DONE = re.compile(r"^(?P<instant>\d{14,17})\.(?P<action>commit|deltacommit|replacecommit)$")
+_ANY = re.compile(r"^(?P<instant>\d{14,17})\.")
 
-    ``expected_snapshot``: canonical rows the snapshot must also equal (a model).
-    ``hudi_rs_skip``: query kinds hudi-rs is not asked (a documented hudi-rs gap).
-    ``ignore``: columns left out of the comparison (a documented Hudi behaviour).
-    A query our reader refuses must be refused by Hudi too.
+
+def base_file_rows(path: str, columns: Sequence[str]) -> tuple[list[dict], list[str]]:
+    """What a read-optimized query must return, found without any reader's file view:
+    every file group's newest base file of a completed instant (an instant older than
+    the active timeline counts as completed: archived), read with plain Parquet. Returns
+    the rows and the ones of ``columns`` the base files hold."""
+    names = os.listdir(os.path.join(path, ".hoodie"))
+    done = {m["instant"] for n in names if (m := _DONE.match(n))}
+    active = [m["instant"] for n in names if (m := _ANY.match(n))]
+    oldest_active = min(active) if active else ""
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for f in files:
+            m = _BASE.match(f)
+            if m is None:
+                continue
+            inst = m["instant"]
+            if inst not in done and inst >= oldest_active:
+                continue
+            gid = (folder, m["fid"])
+            if gid not in newest or inst > newest[gid][0]:
+                newest[gid] = (inst, os.path.join(folder, f))
+    rows: list[dict] = []
+    present: set[str] = set()
+    for _, file in newest.values():
+        t = pq.read_table(file)
+        present |= set(t.column_names)
+        rows += t.to_pylist()
+    return rows, [c for c in columns if c in present]
+
+
+@dataclass
+class Expected:
+    """Independent answers for a table's queries.
+
+    ``history``: a model of every commit (answers snapshot, time travel, incremental);
+    without one, ``snapshot`` rows (e.g. a model that cannot name the instants of a
+    Hudi writer's commits) answer the snapshot only. ``columns``: what is compared.
+    The read-optimized answer comes from the table's base files (:func:`base_file_rows`).
+    """
+
+    columns: list[str]
+    snapshot: list[dict]
+    history: History | None = None
+
+    @classmethod
+    def of(cls, history: History) -> Expected:
+        return cls(history.columns, history.snapshot(), history)
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[dict], columns: Sequence[str]) -> Expected:
+        return cls(list(columns), list(rows))
+
+    def rows(self, path: str, q: Query) -> tuple[list[dict], list[str]]:
+        """The expected rows of ``q`` and the columns they are compared on."""
+        if q.kind == "snapshot":
+            return self.snapshot, self.columns
+        if q.kind == "read_optimized":
+            return base_file_rows(path, self.columns)
+        if self.history is None:
+            raise AssertionError(f"no independent expected answer for {q.label()}: the model "
+                                 "has no history (build the table with a History)")
+        if q.kind == "incremental":
+            return self.history.incremental(q.begin, q.end), self.history.columns_at(q.end)
+        return self.history.as_of(q.as_of), self.history.columns_at(q.as_of)
+
+
+def assert_readers_match(path: str, sessions: Mapping[str, HudiSpark], expected: Expected,
+                         queries: Sequence[Query] | None = None, *, hudi_rs: bool = True,
+                         hudi_rs_gaps: Mapping[str, Gap] | None = None, hudi_options=None,
+                         hudi_ignore: Sequence[str] = ()) -> None:
+    """Every query through every reader equals ``expected``: ours, then each Hudi
+    session (all queries in one round trip per session), then hudi-rs.
+
+    ``hudi_rs_gaps``: query kinds hudi-rs is not asked here because a registered gap
+    (:mod:`tests.support.gaps`) says it answers them wrong; a strict-xfail test asks
+    them (:func:`assert_hudi_rs_gap`). ``hudi_ignore``: columns left out of the Apache
+    Hudi readers' comparison (a documented Hudi behaviour; ours and hudi-rs compare all).
+    A query our reader refuses (e.g. time travel to a cleaned instant) must be refused
+    by Hudi too; the snapshot may never be refused.
     """
     queries = list(queries or standard_queries(path))
-    answers: dict[str, list[str]] = {}
+    gaps = dict(hudi_rs_gaps or {})
+    want = {q: expected.rows(path, q) for q in queries}
     failures: list[str] = []
-    ours: dict[Query, pa.Table] = {}
     refused: dict[Query, str] = {}
     for q in queries:
         try:
-            ours[q] = read_ours(path, q)
+            got = read_ours(path, q)
         except StreamerError as e:  # e.g. time travel to a cleaned instant: Hudi refuses too
             refused[q] = str(e)
             continue
-        answers[q.label()] = canon(ours[q], _keep(ours[q].column_names, ignore))
-    assert any(q.kind == "snapshot" for q in ours), f"our reader refused every query: {refused}"
-    if expected_snapshot is not None:
-        snap = next(q for q in queries if q.kind == "snapshot")
-        if answers[snap.label()] != expected_snapshot:
-            failures.append(f"our reader's snapshot differs from the model ({len(answers[snap.label()])} vs {len(expected_snapshot)} rows)")
+        rows, cols = want[q]
+        _compare(failures, f"our reader {q.label()}", canon_rows(rows, cols), got, cols)
+    assert not any(q.kind == "snapshot" for q in refused), f"our reader refused the snapshot: {refused}"
     for version, session in sessions.items():
         results = session.read_many(hudi_requests(session, path, queries, hudi_options))
         for q, got in zip(queries, results, strict=True):
@@ -154,30 +242,45 @@ def assert_all_readers_agree(path: str, sessions: dict[str, HudiSpark],
             if isinstance(got, HudiOracleError):
                 failures.append(f"Hudi {version} {q.label()}: {got}")
                 continue
-            rows = canon(got, _keep(ours[q].column_names, ignore))
-            if rows != answers[q.label()]:
-                failures.append(_diff(f"Hudi {version} {q.label()}", answers[q.label()], rows))
+            rows, cols = want[q]
+            cols = [c for c in cols if c not in hudi_ignore]
+            _compare(failures, f"Hudi {version} {q.label()}", canon_rows(rows, cols), got, cols)
     if hudi_rs:
         for q in queries:
-            if q.kind in hudi_rs_skip or q in refused:
+            if q.kind in gaps or q in refused:
                 continue
-            got = read_hudi_rs(path, q)
-            if got.num_rows == 0 and not answers[q.label()]:
-                continue
-            rows = canon(got, _keep(ours[q].column_names, ignore))
-            if rows != answers[q.label()]:
-                failures.append(_diff(f"hudi-rs {q.label()}", answers[q.label()], rows))
+            rows, cols = want[q]
+            _compare(failures, f"hudi-rs {q.label()}", canon_rows(rows, cols), read_hudi_rs(path, q), cols)
     assert not failures, f"{path}:\n" + "\n".join(failures)
-    return answers
 
 
-def _keep(columns: Sequence[str], ignore: Sequence[str]) -> list[str]:
-    return [c for c in columns if c not in DROPPED and c not in ignore]
+def assert_hudi_rs_gap(path: str, expected: Expected, q: Query, gap: Gap) -> None:
+    """Our reader equals ``expected`` (a plain assertion: never the gap), then hudi-rs
+    must too, else ``gap``'s own error (what a strict xfail of the gap expects)."""
+    rows, cols = expected.rows(path, q)
+    want = canon_rows(rows, cols)
+    failures: list[str] = []
+    _compare(failures, f"our reader {q.label()}", want, read_ours(path, q), cols)
+    assert not failures, failures[0]
+    _compare(failures, f"hudi-rs {q.label()}", want, read_hudi_rs(path, q), cols)
+    gap.check(not failures, failures[0] if failures else "")
 
 
-def _diff(what: str, ours: list[str], theirs: list[str]) -> str:
-    a, b = set(ours), set(theirs)
-    only_ours = sorted(a - b)[:3]
-    only_theirs = sorted(b - a)[:3]
-    return (f"{what}: {len(theirs)} rows vs our {len(ours)}; only ours: {only_ours}; "
-            f"only theirs: {only_theirs}")
+def _compare(failures: list[str], what: str, want: list[str], got: pa.Table, cols: Sequence[str]) -> None:
+    if got.num_rows == 0 and not want:
+        return
+    try:
+        rows = canon(got, cols)
+    except AssertionError as e:
+        failures.append(f"{what}: {e}")
+        return
+    if rows != want:
+        failures.append(_diff(what, want, rows))
+
+
+def _diff(what: str, want: list[str], got: list[str]) -> str:
+    a, b = set(want), set(got)
+    missing = sorted(a - b)[:3]
+    extra = sorted(b - a)[:3]
+    return (f"{what}: {len(got)} rows, expected {len(want)}; missing: {missing}; "
+            f"unexpected: {extra}")

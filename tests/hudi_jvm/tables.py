@@ -1,6 +1,8 @@
 """Every kind of table our writer and services produce, built small for the Hudi tier.
 
-Each builder writes a table under ``root`` and returns its path. The tables use the
+Each builder writes a table at ``path`` and returns its model (a
+:class:`~tests.support.write_model.History` of every commit, built from the batches
+written and the instants the commits returned): the answer every reader is judged by. The tables use the
 small-file settings of the services tests, so several file groups per partition exist,
 inserts are routed into log blocks (RFC-06), delete blocks appear, and services have
 many small blocks to work on.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pyarrow as pa
 
@@ -29,34 +32,74 @@ from streamer.services.log_compaction import schedule_log_compaction
 from streamer.write import HudiWriter, TableConfig
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
+from tests.support.write_model import History, KeySpec
 
 LC = LogCompactionPolicy(min_blocks=3)
 
 
-def _ingest(path: str, *, fmt: str = "parquet", commits: int = 8) -> tuple[HudiWriter, tg.Gen, tg.Model]:
-    return tg.build(path, commits, block_format=fmt, deletes_every=3)
+class Recorder:
+    """A writer whose every completed commit is also applied to a :class:`History`.
+
+    The model sees only the batches handed to the writer and the instant each commit
+    returned, never a read: it is the independent answer the tier judges readers by.
+    """
+
+    def __init__(self, writer: HudiWriter, history: History | None = None) -> None:
+        self.w = writer
+        self.history = history or History()
+
+    def upsert(self, batch: pa.Table, **kw) -> str:
+        res = self.w.upsert(batch, **kw)
+        self.history.upsert(res.instant, batch)
+        return res.instant
+
+    def delete(self, keys: pa.Table, **kw) -> str:
+        res = self.w.delete(keys, **kw)
+        self.history.delete(res.instant, keys)
+        return res.instant
+
+    def live(self) -> SimpleNamespace:
+        """The model's live keys as ``tg.Gen.deletes`` picks from them (``.rows`` by (city, id))."""
+        return SimpleNamespace(rows={(r["city"], r["id"]): r for r in self.history.snapshot()})
+
+    def step(self, gen: tg.Gen, *, rows: int = 12, delete: bool = False) -> str:
+        """As :func:`tests.support.block_tables.step`: ``rows`` upserts, or a third as many deletes."""
+        if delete:
+            return self.delete(gen.deletes(self.live(), max(1, rows // 3)))
+        return self.upsert(gen.upserts(rows))
 
 
-def upserts_deletes_parquet(path: str) -> None:
-    _ingest(path)
+def _ingest(path: str, *, fmt: str = "parquet", commits: int = 8) -> tuple[Recorder, tg.Gen]:
+    """As ``tg.build(path, commits, block_format=fmt, deletes_every=3)``, recorded."""
+    rec = Recorder(tg.create(path, fmt))
+    gen = tg.Gen(0)
+    rec.upsert(gen.upserts(120))
+    for i in range(commits):
+        rec.step(gen, delete=(i % 3 == 2))
+    return rec, gen
 
 
-def upserts_deletes_avro(path: str) -> None:
-    _ingest(path, fmt="avro")
+def upserts_deletes_parquet(path: str) -> History:
+    return _ingest(path)[0].history
 
 
-def mixed_block_formats(path: str) -> None:
+def upserts_deletes_avro(path: str) -> History:
+    return _ingest(path, fmt="avro")[0].history
+
+
+def mixed_block_formats(path: str) -> History:
     """Parquet blocks, then Avro blocks in the same file groups (a per-writer setting)."""
-    w, gen, model = _ingest(path, commits=4)
-    w.config = w.config.with_changes(log_block_format="avro")
+    rec, gen = _ingest(path, commits=4)
+    rec.w.config = rec.w.config.with_changes(log_block_format="avro")
     for i in range(4):
-        tg.step(w, gen, model, delete=(i == 2))
+        rec.step(gen, delete=(i == 2))
+    return rec.history
 
 
-def is_deleted_flag(path: str) -> None:
+def is_deleted_flag(path: str) -> History:
     """Deletes expressed as ``_hoodie_is_deleted`` rows inside an upsert."""
-    w, gen, model = _ingest(path, commits=3)
-    keys = sorted(model.rows)[:10]
+    rec, gen = _ingest(path, commits=3)
+    keys = sorted((r["city"], r["id"]) for r in rec.history.snapshot())[:10]
     batch = pa.table({
         "id": pa.array([k[1] for k in keys], pa.int64()),
         "city": [k[0] for k in keys],
@@ -64,43 +107,51 @@ def is_deleted_flag(path: str) -> None:
         "value": [None if i % 2 == 0 else f"kept{i}" for i in range(len(keys))],
         "_hoodie_is_deleted": [i % 2 == 0 for i in range(len(keys))],
     })
-    w.upsert(batch)
-    tg.step(w, gen, model)
+    rec.upsert(batch)
+    # later batches order above the flagged rows, so event time and write order agree
+    # (a re-insert below a delete's ordering value is where Hudi 0.15 and 1.0 differ)
+    gen.ts = 20_000
+    rec.step(gen)
+    return rec.history
 
 
-def log_compacted(path: str) -> None:
-    w, gen, model = _ingest(path, commits=10)
+def log_compacted(path: str) -> History:
+    rec, gen = _ingest(path, commits=10)
     lc = schedule_log_compaction(Table.open(path), LC)
     assert lc is not None and execute(Table.open(path), lc).status == "completed"
-    tg.step(w, gen, model)
+    rec.step(gen)
+    return rec.history
 
 
-def compacted_cleaned_archived(path: str) -> None:
-    w, gen, model = _ingest(path, commits=6)
+def compacted_cleaned_archived(path: str) -> History:
+    rec, gen = _ingest(path, commits=6)
     comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
     assert execute(Table.open(path), comp).status == "completed"
     for _ in range(3):
-        tg.step(w, gen, model)
+        rec.step(gen)
     run_clean(Table.open(path), CleanPolicy(retain_commits=1))
     assert run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
-    tg.step(w, gen, model)
+    rec.step(gen)
+    return rec.history
 
 
-def pending_compaction(path: str) -> None:
+def pending_compaction(path: str) -> History:
     """A requested compaction and writes after it: log-only file slices on the plan's instant."""
-    w, gen, model = _ingest(path, commits=5)
+    rec, gen = _ingest(path, commits=5)
     assert schedule_compaction(Table.open(path), CompactionPolicy(), force=True) is not None
-    tg.step(w, gen, model)
-    tg.step(w, gen, model, delete=True)
+    rec.step(gen)
+    rec.step(gen, delete=True)
+    return rec.history
 
 
-def rolled_back_write(path: str) -> None:
+def rolled_back_write(path: str) -> History:
     """A write that failed after writing its files, rolled back by the next writer."""
-    w, gen, model = _ingest(path, commits=3)
-    fail_before_complete(lambda: w.upsert(gen.upserts(15, tag="lost")))
-    tg.step(w, gen, model)
+    rec, gen = _ingest(path, commits=3)
+    fail_before_complete(lambda: rec.w.upsert(gen.upserts(15, tag="lost")))  # not in the model
+    rec.step(gen)
     t = Table.open(path)
     assert any(i.action == "rollback" for i in t.timeline.completed()), "no rollback happened"
+    return rec.history
 
 
 #: Columns Hudi's Spark reader replaces for a key generator, for Hudi's own tables too:
@@ -111,8 +162,12 @@ def rolled_back_write(path: str) -> None:
 KEYGEN_IGNORED = {"timestamp": ("ts",)}
 
 
-def key_generators(root: str) -> dict[str, str]:
-    """Complex (hive-style), non-partitioned and timestamp key generators: name -> path.
+def key_generators(root: str) -> dict[str, tuple[str, History]]:
+    """Complex (hive-style), non-partitioned and timestamp key generators: name -> (path, model).
+
+    The model follows Hudi's event-time merge: the last upsert re-sends id 1 with an
+    older ``ts`` (it loses where ``ts`` orders) and a newer ``seq`` (it wins where
+    ``seq`` orders); the delete carries its row's ordering value (a tie: the delete wins).
 
     The timestamp table orders by ``seq``, not by its partition source ``ts``: Hudi 1.0
     reads that source field as a string and then fails comparing it with a delete's
@@ -138,12 +193,15 @@ def key_generators(root: str) -> dict[str, str]:
     out = {}
     for name, cfg in cases.items():
         path = f"{root}/{name}"
-        w = HudiWriter.create(path, cfg, options=tg.SMALL)
-        w.upsert(rows)
-        w.upsert(rows.slice(1, 2).set_column(4, "v", pa.array([20.0, 30.0])))
-        w.delete(rows.slice(4, 1))
-        w.upsert(rows.slice(0, 1).set_column(5, "seq", pa.array([9], pa.int64())))
-        out[name] = path
+        keygen = {"complex_hive": "complex", "non_partitioned": "non_partitioned", "timestamp": "timestamp"}
+        keys = KeySpec(cfg.record_key_fields, cfg.partition_fields, keygen.get(name, "simple"),
+                       cfg.hive_style_partitioning)
+        rec = Recorder(HudiWriter.create(path, cfg, options=tg.SMALL), History(keys, cfg.ordering_field))
+        rec.upsert(rows)
+        rec.upsert(rows.slice(1, 2).set_column(4, "v", pa.array([20.0, 30.0])))
+        rec.delete(rows.slice(4, 1))
+        rec.upsert(rows.slice(0, 1).set_column(5, "seq", pa.array([9], pa.int64())))
+        out[name] = (path, rec.history)
     return out
 
 
@@ -185,29 +243,31 @@ def _all_types_rows(ids: list[int], version: int) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=ALL_TYPES_SCHEMA)
 
 
-def all_types(path: str, *, fmt: str = "parquet") -> None:
-    w = HudiWriter.create(path, TableConfig("types", ("id",), ("city",), "ts", log_block_format=fmt),
-                          schema=ALL_TYPES_SCHEMA, options=tg.SMALL)
-    w.upsert(_all_types_rows(list(range(40)), 1))
-    w.upsert(_all_types_rows(list(range(30, 60)), 2))  # updates and inserts into logs
-    w.delete(_all_types_rows([3, 4, 31], 3).select(["id", "city"]))
-    w.upsert(_all_types_rows([5, 6, 61], 4))
+def all_types(path: str, *, fmt: str = "parquet") -> History:
+    rec = Recorder(HudiWriter.create(path, TableConfig("types", ("id",), ("city",), "ts", log_block_format=fmt),
+                                     schema=ALL_TYPES_SCHEMA, options=tg.SMALL))
+    rec.upsert(_all_types_rows(list(range(40)), 1))
+    rec.upsert(_all_types_rows(list(range(30, 60)), 2))  # updates and inserts into logs
+    rec.delete(_all_types_rows([3, 4, 31], 3).select(["id", "city"]))
+    rec.upsert(_all_types_rows([5, 6, 61], 4))
+    return rec.history
 
 
-def all_types_avro(path: str) -> None:
-    all_types(path, fmt="avro")
+def all_types_avro(path: str) -> History:
+    return all_types(path, fmt="avro")
 
 
-def schema_evolution(path: str) -> None:
+def schema_evolution(path: str) -> History:
     """A column added in a later commit (older base files and blocks lack it)."""
-    w, gen, model = _ingest(path, commits=3)
+    rec, gen = _ingest(path, commits=3)
     later = gen.upserts(20)
     later = later.append_column("score", pa.array([float(i) for i in range(later.num_rows)]))
-    w.upsert(later)
-    tg.step(w, gen, model)  # the next batch without the column: null there
+    rec.upsert(later)
+    rec.step(gen)  # the next batch without the column: null there
+    return rec.history
 
 
-BUILDERS: dict[str, Callable[[str], None]] = {
+BUILDERS: dict[str, Callable[[str], History]] = {
     "upserts_deletes_parquet": upserts_deletes_parquet,
     "upserts_deletes_avro": upserts_deletes_avro,
     "mixed_block_formats": mixed_block_formats,

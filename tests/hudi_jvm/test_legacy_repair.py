@@ -22,47 +22,51 @@ from streamer.table.properties import (
 )
 from streamer.testing.hudi import HudiOracleError
 from streamer.write import HudiWriter
-from tests.hudi_jvm.compare import Query, assert_all_readers_agree, canon, read_ours
+from tests.hudi_jvm.compare import Expected, assert_readers_match, canon, canon_rows
+from tests.hudi_jvm.tables import Recorder
 from tests.support import block_tables as tg
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
 
-def _make_legacy(path: str, value: str) -> tg.Model:
+def _make_legacy(path: str, value: str) -> Recorder:
     """A table as the previous writer left it: same files, the old property value."""
-    _, _, model = tg.build(path, 5, block_format=value.lower(), deletes_every=2)
+    rec = Recorder(tg.create(path, value.lower()))
+    gen = tg.Gen(0)
+    rec.upsert(gen.upserts(120))
+    for i in range(5):
+        rec.step(gen, delete=(i % 2 == 1))
     t = Table.open(path)
     write_properties(t.fs, path, t.properties.with_updates({LOG_FILE_FORMAT: value}))
     assert format_problems(load_properties(t.fs, path))
-    return model
+    return rec
 
 
 @pytest.mark.parametrize("value", ["PARQUET", "AVRO"])
 def test_legacy_property_hides_logs_from_hudi_until_repaired(tmp_path, hudi_sessions, value, capsys):
     path = str(tmp_path / "legacy")
-    model = _make_legacy(path, value)
-    snapshot = read_ours(path, Query("snapshot"))
-    assert len(snapshot) == len(model.rows)
+    model = _make_legacy(path, value).history
+    want = canon_rows(model.snapshot(), tg.COLUMNS)
     # the bug, as Hudi shows it: PARQUET - the log records are silently missing;
     # AVRO - no such HoodieFileFormat, every query fails
     for version, session in hudi_sessions.items():
         try:
-            theirs = canon(session.read(path), ["city", "id", "ts", "value"])
+            theirs = canon(session.read(path), tg.COLUMNS)
         except HudiOracleError as e:
             assert value == "AVRO" and "HoodieFileFormat.AVRO" in str(e), e
             continue
-        assert theirs != canon(snapshot, ["city", "id", "ts", "value"]), f"Hudi {version} saw the logs"
+        assert theirs != want, f"Hudi {version} saw the logs"
     # `streamer show` warns, `streamer repair` fixes
     assert cli(["show", path, "--limit", "0"]) == 0
     assert "streamer repair" in capsys.readouterr().err
     assert cli(["repair", path]) == 0
     assert not format_problems(load_properties(Table.open(path).fs, path))
-    assert_all_readers_agree(path, hudi_sessions)
+    assert_readers_match(path, hudi_sessions, Expected.of(model))
 
 
 def test_writer_repairs_on_open(tmp_path, hudi_sessions, caplog):
     path = str(tmp_path / "legacy")
-    model = _make_legacy(path, "PARQUET")
+    rec = _make_legacy(path, "PARQUET")
     with caplog.at_level("WARNING"):
         w = HudiWriter.open(path, options=tg.SMALL)
     assert [r for r in caplog.records if "repaired" in r.getMessage() and LOG_FILE_FORMAT in r.getMessage()]
@@ -70,8 +74,8 @@ def test_writer_repairs_on_open(tmp_path, hudi_sessions, caplog):
     # ordering values above the table's: a key deleted earlier and re-inserted here with a
     # *lower* ordering value is where Hudi 0.15 and 1.0 disagree with each other (0.15
     # lets the re-insert beat the delete, 1.0 does not) - not what this test is about
-    tg.step(w, tg.Gen(9, key_space=60, ts=1_000), model)
-    assert_all_readers_agree(path, hudi_sessions)
+    Recorder(w, rec.history).step(tg.Gen(9, key_space=60, ts=1_000))
+    assert_readers_match(path, hudi_sessions, Expected.of(rec.history))
 
 
 def test_empty_clean_inflight_breaks_hudis_archiver_until_repaired(tmp_path, hudi015, capsys):

@@ -1,9 +1,13 @@
-"""Acceptance 1 of the Hudi oracle issue: every kind of table we write reads identically
+"""Acceptance 1 of the Hudi oracle issue: every kind of table we write reads as its model
 in Apache Hudi 0.15, Apache Hudi 1.0, hudi-rs and our reader, for all four query types
 (snapshot, read-optimized, incremental, time travel).
 
-Each test builds one table kind and sends all its queries to each Hudi session in one
-batch. Rows are compared value for value (see ``compare.canon``).
+Each builder returns the model of what it wrote (a History of every commit); each test
+sends all its queries to each Hudi session in one batch, and judges every reader - ours
+included - by the model's answers (read-optimized: by the table's base files read as
+plain Parquet). Rows are compared value for value (see ``compare.canon``). Where hudi-rs
+has a registered gap (:mod:`tests.support.gaps`) it is asked those queries in a strict
+xfail test of its own, which turns red when the gap closes.
 """
 
 from __future__ import annotations
@@ -11,25 +15,45 @@ from __future__ import annotations
 import pytest
 
 from tests.hudi_jvm import tables
-from tests.hudi_jvm.compare import assert_all_readers_agree
+from tests.hudi_jvm.compare import (
+    Expected,
+    assert_hudi_rs_gap,
+    assert_readers_match,
+    standard_queries,
+)
+from tests.support.gaps import JVM_TIER_HUDI_RS_GAPS
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
-# hudi-rs 0.5.0 does not attach the logs of a pending compaction's new slice (fixed in
-# apache/hudi-rs#501, unreleased): its snapshot of such a table is the table as of the plan.
-HUDI_RS_GAPS = {"pending_compaction": ("snapshot", "incremental", "time_travel")}
-
 
 @pytest.mark.parametrize("kind", sorted(tables.BUILDERS))
-def test_table_kind_reads_identically(tmp_path, hudi_sessions, kind):
+def test_table_kind_reads_as_its_model(tmp_path, hudi_sessions, kind):
     path = str(tmp_path / kind)
-    tables.BUILDERS[kind](path)
-    assert_all_readers_agree(path, hudi_sessions, hudi_rs_skip=HUDI_RS_GAPS.get(kind, ()))
+    history = tables.BUILDERS[kind](path)
+    assert_readers_match(path, hudi_sessions, Expected.of(history),
+                         hudi_rs_gaps=JVM_TIER_HUDI_RS_GAPS.get(kind, {}))
 
 
-def test_key_generators_read_identically(tmp_path, hudi_sessions):
-    for name, path in tables.key_generators(str(tmp_path)).items():
-        assert_all_readers_agree(path, hudi_sessions, ignore=tables.KEYGEN_IGNORED.get(name, ()))
+@pytest.mark.parametrize(("kind", "query_kind"), [
+    pytest.param(kind, query_kind, marks=gap.xfail(), id=f"{kind}-{query_kind}-{gap.name}")
+    for kind, by_query in sorted(JVM_TIER_HUDI_RS_GAPS.items())
+    for query_kind, gap in sorted(by_query.items())
+])
+def test_hudi_rs_at_known_gap(tmp_path, kind, query_kind):
+    """hudi-rs asked what a registered gap says it answers wrong (our reader first, plainly)."""
+    path = str(tmp_path / kind)
+    expected = Expected.of(tables.BUILDERS[kind](path))
+    gap = JVM_TIER_HUDI_RS_GAPS[kind][query_kind]
+    queries = [q for q in standard_queries(path) if q.kind == query_kind]
+    assert queries, f"no {query_kind} query for {kind}"
+    for q in queries:
+        assert_hudi_rs_gap(path, expected, q, gap)
+
+
+def test_key_generators_read_as_their_models(tmp_path, hudi_sessions):
+    for name, (path, history) in tables.key_generators(str(tmp_path)).items():
+        assert_readers_match(path, hudi_sessions, Expected.of(history),
+                             hudi_ignore=tables.KEYGEN_IGNORED.get(name, ()))
 
 
 def test_hudi_reads_its_own_timestamp_keygen_table_the_same_way(tmp_path, hudi015, hudi10):
@@ -56,16 +80,17 @@ def test_hudi_reads_its_own_timestamp_keygen_table_the_same_way(tmp_path, hudi01
 
 
 @pytest.mark.integration
-def test_spark_engine_table_reads_identically(tmp_path, hudi_sessions, spark):
+def test_spark_engine_table_reads_as_its_model(tmp_path, hudi_sessions, spark):
     from tests.support import block_tables as tg
 
     path = str(tmp_path / "spark_engine")
-    w = tg.create(path)
-    gen, model = tg.Gen(5), tg.Model()
+    rec = tables.Recorder(tg.create(path))
+    gen = tg.Gen(5)
     for i in range(4):
-        batch = gen.upserts(40) if i != 2 else gen.deletes(model, 10)
+        batch = gen.upserts(40) if i != 2 else gen.deletes(rec.live(), 10)
         df = spark.createDataFrame(batch.to_pylist(), schema="id long, city string, ts long, value string")
-        (w.delete if i == 2 else w.upsert)(df, engine="spark")
-        model.apply(deletes=batch) if i == 2 else model.apply(batch)
-    assert tg.read_ours(path) == model.snapshot()
-    assert_all_readers_agree(path, hudi_sessions)
+        if i == 2:
+            rec.history.delete(rec.w.delete(df, engine="spark").instant, batch)
+        else:
+            rec.history.upsert(rec.w.upsert(df, engine="spark").instant, batch)
+    assert_readers_match(path, hudi_sessions, Expected.of(rec.history))

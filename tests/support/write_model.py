@@ -136,3 +136,145 @@ def read_base_files(path: str) -> pa.Table:
     if not tables:
         return pa.table({c: [] for c in COLUMNS})
     return pa.concat_tables(tables, promote_options="permissive")
+
+
+# --- a history model: what every query of a table must answer ------------------------
+@dataclass
+class KeySpec:
+    """How Hudi derives ``_hoodie_record_key`` and ``_hoodie_partition_path`` from a row
+    (simple, complex, non-partitioned and timestamp key generators, as ``TableConfig``)."""
+
+    record_key: tuple[str, ...] = ("id",)
+    partition: tuple[str, ...] = ("city",)
+    keygen: str = "simple"
+    hive: bool = False
+    timestamp_format: str = "%Y/%m/%d"
+
+    def key(self, row: dict) -> str:
+        if self.keygen == "complex" or len(self.record_key) > 1:
+            return ",".join(f"{f}:{row[f]}" for f in self.record_key)
+        return str(row[self.record_key[0]])
+
+    def partition_path(self, row: dict) -> str:
+        if self.keygen == "non_partitioned" or not self.partition:
+            return ""
+        parts = []
+        for f in self.partition:
+            v = row[f]
+            if self.keygen == "timestamp":
+                import datetime as dt
+
+                v = dt.datetime.fromtimestamp(v / 1000, dt.timezone.utc).strftime(self.timestamp_format)
+            parts.append(f"{f}={v}" if self.hive else str(v))
+        return "/".join(parts)
+
+
+META = ("_hoodie_commit_time", "_hoodie_record_key", "_hoodie_partition_path")
+IS_DELETED = "_hoodie_is_deleted"
+
+
+@dataclass
+class History:
+    """The expected table after every commit, built only from the data written.
+
+    Rows are keyed by (partition path, record key) and carry the instant that last wrote
+    them as ``_hoodie_commit_time``. Merging is Hudi's event-time rule for a table with an
+    ordering field (``DefaultHoodieRecordPayload``): within a batch the largest ordering
+    value wins; a later write (or delete) whose ordering value is *smaller* than the
+    stored row's loses; ``_hoodie_is_deleted: true`` deletes. Without an ordering field
+    the latest write wins. From the recorded commits it answers, without any reader:
+
+    * snapshot and time travel: the commits up to the instant, merged;
+    * incremental ``(begin, end]``: what was *written* in the range - the range's commits
+      merged among themselves, not with earlier ones (Hudi's MOR incremental relation
+      reads only the files the range wrote: a late event that lost to an earlier row is
+      still part of the range's output);
+    * the columns of each answer: those written up to that instant (a column added later
+      is absent from an earlier time travel).
+    """
+
+    keys: KeySpec = field(default_factory=KeySpec)
+    ordering: str | None = "ts"
+    #: (instant, "upsert" | "delete", rows, data columns known after it), commit order
+    commits: list[tuple[str, str, list[dict], list[str]]] = field(default_factory=list)
+
+    # -- recording -----------------------------------------------------------------------
+    def _columns_with(self, batch: pa.Table) -> list[str]:
+        cols = list(self.commits[-1][3]) if self.commits else []
+        for c in batch.column_names:
+            if c not in cols and c != IS_DELETED and not c.startswith("_hoodie_"):
+                cols.append(c)
+        return cols
+
+    def upsert(self, instant: str, batch: pa.Table) -> None:
+        self.commits.append((instant, "upsert", batch.to_pylist(), self._columns_with(batch)))
+
+    def delete(self, instant: str, keys: pa.Table) -> None:
+        cols = list(self.commits[-1][3]) if self.commits else []
+        self.commits.append((instant, "delete", keys.to_pylist(), cols))
+
+    # -- merging -------------------------------------------------------------------------
+    def _older(self, have: dict | None, new: dict) -> bool:
+        """True when ``new`` loses against the stored row ``have`` (event time)."""
+        if have is None or self.ordering is None or new.get(self.ordering) is None:
+            return False
+        return have[self.ordering] > new[self.ordering]
+
+    def _key(self, r: dict) -> tuple[str, str]:
+        return (self.keys.partition_path(r), self.keys.key(r))
+
+    def _replay(self, commits) -> dict[tuple[str, str], dict]:
+        state: dict[tuple[str, str], dict] = {}
+        for instant, op, rows, _ in commits:
+            if op == "delete":
+                for r in rows:
+                    k = self._key(r)
+                    if not self._older(state.get(k), r):
+                        state.pop(k, None)
+                continue
+            latest: dict[tuple[str, str], dict] = {}
+            for r in rows:
+                k = self._key(r)
+                if k not in latest or not self._older(latest[k], r):
+                    latest[k] = r
+            for k, r in latest.items():
+                if self._older(state.get(k), r):
+                    continue
+                if r.get(IS_DELETED):
+                    state.pop(k, None)
+                else:
+                    state[k] = {**r, "_hoodie_commit_time": instant, "_hoodie_record_key": k[1],
+                                "_hoodie_partition_path": k[0]}
+        return state
+
+    def _answer(self, commits) -> list[dict]:
+        cols = self.columns_at(commits[-1][0]) if commits else []
+        return [{c: r.get(c) for c in cols} for r in self._replay(commits).values()]
+
+    # -- answers -------------------------------------------------------------------------
+    @property
+    def columns(self) -> list[str]:
+        """Data columns and meta columns of the latest answer."""
+        return self.columns_at(self.commits[-1][0]) if self.commits else list(META)
+
+    def columns_at(self, instant: str) -> list[str]:
+        known: list[str] = []
+        for at, _, _, cols in self.commits:
+            if at <= instant:
+                known = cols
+        return list(known) + list(META)
+
+    def snapshot(self) -> list[dict]:
+        return self._answer(self.commits)
+
+    def as_of(self, instant: str) -> list[dict]:
+        return self._answer([c for c in self.commits if c[0] <= instant])
+
+    def incremental(self, begin: str, end: str) -> list[dict]:
+        rows = self._answer([c for c in self.commits if begin < c[0] <= end])
+        cols = self.columns_at(end)
+        return [{c: r.get(c) for c in cols} for r in rows]
+
+    @property
+    def instants(self) -> list[str]:
+        return [c[0] for c in self.commits]
