@@ -1,6 +1,9 @@
-"""The writer lock: exclusive create, so racing writers (threads or processes) never
+"""The writer lock, on every storage the tests have: a local folder, and S3 (s3proxy; MinIO
+where Docker answers). Exclusive create, so racing writers (threads or processes) never
 both hold it; a busy lock is waited for up to ``lock_timeout_s``, then named in a
-retryable :class:`CommitConflictError`."""
+retryable :class:`CommitConflictError`; a dead holder is taken over at once; on S3 a holder
+that stalled past its expiry cannot overwrite its successor's lock (``If-Match`` on the
+ETag it read). The pipeline lease is the same lock, checked here on each storage too."""
 
 from __future__ import annotations
 
@@ -8,29 +11,62 @@ import multiprocessing as mp
 import os
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from streamer.errors import CommitConflictError
-from streamer.fs import FileSystem
+from streamer.fs import FileSystem, resolve
 from streamer.services.compaction import CompactionConflict, writer_lock
 from streamer.services.lock import PlanLock
 from streamer.write.lock import FileLock, LockInfo, WriterLock
+from tests.support.timing import poll_until
+
+_S3 = [pytest.mark.s3, pytest.mark.integration]
 
 
-def test_fs_create_exclusive(tmp_path):
-    fs = FileSystem()
-    p = str(tmp_path / "a" / "b")
-    assert fs.create_exclusive(p, b"x")
-    assert not fs.create_exclusive(p, b"y")
-    assert fs.read_bytes(p) == b"x"
+@dataclass
+class Store:
+    """Where a lock lives: ``uri`` for child processes, ``fs`` and ``base`` for this one."""
+
+    kind: str
+    uri: str
+    fs: FileSystem
+    base: str
 
 
-def _critical(base: str, timeout_s: float, rounds: int, hold_s: float) -> int:
-    """Take the lock ``rounds`` times; inside, claim a marker file exclusively (fails if
-    another holder is inside). Returns the number of overlaps seen."""
-    fs = FileSystem()
-    inside = os.path.join(base, "inside")
+@pytest.fixture(params=["local", pytest.param("s3proxy", marks=_S3), pytest.param("minio", marks=_S3)])
+def store(request, tmp_path) -> Iterator[Store]:
+    """A fresh lock folder on each storage in turn; for S3 the AWS variables point at the
+    server for the test (this process and spawned children)."""
+    if request.param == "local":
+        uri = str(tmp_path / "table")
+        os.makedirs(uri)
+        fs, base = resolve(uri)
+        yield Store("local", uri, fs, base)
+        return
+    from unittest import mock
+
+    server = request.getfixturevalue("local_s3" if request.param == "s3proxy" else "minio")
+    with mock.patch.dict(os.environ, server.environ()):
+        uri = f"s3://lake-bucket/lock-{uuid.uuid4().hex[:8]}"
+        fs, base = resolve(uri)
+        yield Store(request.param, uri, fs, base)
+
+
+def test_fs_create_exclusive(store):
+    p = f"{store.base}/a/b"
+    assert store.fs.create_exclusive(p, b"x")
+    assert not store.fs.create_exclusive(p, b"y")
+    assert store.fs.read_bytes(p) == b"x"
+
+
+def _critical(uri: str, inside: str, timeout_s: float, rounds: int, hold_s: float) -> int:
+    """Take the lock ``rounds`` times; inside, claim a local marker file exclusively (fails
+    if another holder is inside). Returns the number of overlaps seen."""
+    fs, base = resolve(uri)
     overlaps = 0
     for _ in range(rounds):
         with WriterLock(fs, base, expiry_s=30, timeout_s=timeout_s):
@@ -45,16 +81,16 @@ def _critical(base: str, timeout_s: float, rounds: int, hold_s: float) -> int:
     return overlaps
 
 
-def test_threads_racing_one_holder_at_a_time(tmp_path):
-    base = str(tmp_path)
+def test_threads_racing_one_holder_at_a_time(store, tmp_path):
     results: list[int] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(8)
+    inside = str(tmp_path / "inside")
 
     def go():
         barrier.wait()
         try:
-            results.append(_critical(base, 60, 3, 0.005))
+            results.append(_critical(store.uri, inside, 120, 3, 0.005))
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -65,49 +101,123 @@ def test_threads_racing_one_holder_at_a_time(tmp_path):
         t.join()
     assert not errors
     assert results == [0] * 8  # everyone got it (waited), nobody overlapped
-    assert not os.path.exists(os.path.join(base, ".hoodie", ".streamer_writer.lock"))
+    assert not store.fs.exists(f"{store.base}/.hoodie/.streamer_writer.lock")
 
 
-def test_processes_racing_one_holder_at_a_time(tmp_path):
+def test_processes_racing_one_holder_at_a_time(store, tmp_path):
+    """Spawned processes (they inherit the AWS variables pointing at the S3 server)."""
     ctx = mp.get_context("spawn")
-    with ctx.Pool(4) as pool:
-        overlaps = pool.starmap(_critical, [(str(tmp_path), 60, 3, 0.01)] * 4)
-    assert overlaps == [0] * 4
+    with ctx.Pool(2) as pool:
+        overlaps = pool.starmap(_critical, [(store.uri, str(tmp_path / "inside"), 120, 8, 0.01)] * 2)
+    assert overlaps == [0] * 2
+    assert not store.fs.exists(f"{store.base}/.hoodie/.streamer_writer.lock")
 
 
-def test_busy_lock_waits_then_names_the_holder(tmp_path):
-    fs = FileSystem()
-    holder = WriterLock(fs, str(tmp_path), purpose="writer").acquire()
+class _Counting(WriterLock):
+    """A waiter that counts its attempts and says when one has failed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.attempts = 0
+        self.refused = threading.Event()
+
+    def try_acquire(self) -> bool:
+        self.attempts += 1
+        got = super().try_acquire()
+        if not got:
+            self.refused.set()
+        return got
+
+
+def test_busy_lock_waits_then_names_the_holder(store):
+    fs, base = store.fs, store.base
+    holder = WriterLock(fs, base, purpose="writer").acquire()
     try:
-        started = time.monotonic()
+        waiter = _Counting(fs, base, timeout_s=1.0)
         with pytest.raises(CommitConflictError) as e:
-            WriterLock(fs, str(tmp_path), timeout_s=0.5).acquire()
-        assert time.monotonic() - started >= 0.5
+            waiter.acquire()
+        assert waiter.attempts >= 2, "gave up without waiting"  # it retried before giving up
+        assert "waited 1.0s" in str(e.value)
         assert e.value.retryable
         assert f"pid {os.getpid()}" in str(e.value) and holder.owner in str(e.value)
         # a table service gives up the same way (as its own conflict type)
-        with pytest.raises(CompactionConflict), writer_lock(_T(fs, str(tmp_path)), 0.2):
+        with pytest.raises(CompactionConflict), writer_lock(_T(fs, base), 0.2):
             pass
     finally:
         holder.release()
+    with WriterLock(fs, base) as again:  # released: free at once
+        assert again.still_owner()
 
 
-def test_waiter_gets_the_lock_once_released(tmp_path):
-    fs = FileSystem()
-    holder = WriterLock(fs, str(tmp_path)).acquire()
-    threading.Timer(0.3, holder.release).start()
-    started = time.monotonic()
-    with WriterLock(fs, str(tmp_path), timeout_s=10) as lock:
-        assert lock.still_owner()
-        assert 0.2 <= time.monotonic() - started < 10
+def test_waiter_gets_the_lock_once_released(store):
+    """The holder lets go only after the waiter has been refused once: the waiter waited,
+    then got it, with no clock in the test."""
+    fs, base = store.fs, store.base
+    holder = WriterLock(fs, base).acquire()
+    waiter = _Counting(fs, base, timeout_s=120)
+
+    def release_after_a_refusal() -> None:
+        waiter.refused.wait(120)
+        holder.release()
+
+    releaser = threading.Thread(target=release_after_a_refusal)
+    releaser.start()
+    try:
+        with waiter as lock:
+            assert lock.still_owner()
+            assert waiter.attempts >= 2 and not holder.held
+    finally:
+        releaser.join(120)
+        if holder.held:
+            holder.release()
 
 
-def test_dead_writer_is_taken_over_at_once(tmp_path):
-    fs = FileSystem()
-    lock = WriterLock(fs, str(tmp_path))
-    fs.write_bytes(lock.path, LockInfo("ghost", lock.host, 2**22 + 12345, time.time(), "writer").to_bytes())
-    with lock:
+def test_dead_writer_is_taken_over_at_once(store):
+    lock = WriterLock(store.fs, store.base)
+    store.fs.write_bytes(lock.path, LockInfo("ghost", lock.host, 2**22 + 12345, time.time(), "writer").to_bytes())
+    assert lock.try_acquire()  # at once: one attempt, no waiting for expiry
+    try:
         assert lock.took_over is not None and lock.took_over.owner == "ghost"
+    finally:
+        lock.release()
+
+
+def test_pipeline_lease_admits_one_instance(store):
+    from streamer.errors import LeaseHeldError
+    from streamer.pipeline.lease import PipelineLease
+
+    folder = f"{store.uri}/_checkpoints/p"
+    first = PipelineLease(folder, "p")
+    assert first.acquire()
+    try:
+        with pytest.raises(LeaseHeldError) as e:
+            PipelineLease(folder, "p").acquire()
+        assert "already running" in str(e.value)
+    finally:
+        first.release()
+    second = PipelineLease(folder, "p")
+    assert second.acquire()  # released: the next instance takes it at once
+    second.release()
+
+
+def test_a_stalled_holder_cannot_overwrite_its_successor(s3_store):
+    """S3 only: local disk has no conditional put (a re-read then an atomic write)."""
+    fs, base = resolve(f"s3://lake-bucket/lock-{uuid.uuid4().hex[:8]}")
+    stalled = WriterLock(fs, base, expiry_s=0.5).acquire()
+    stalled._stop.set()  # its heartbeat pauses, as in a long GC pause or a frozen VM...
+    stalled._thread.join(5)
+    before = fs.read_tagged(stalled.path)  # ...right after reading the lock for its next beat
+    successor = WriterLock(fs, base, expiry_s=0.5)
+    # past expiry a successor takes over: poll for that, not a fixed sleep
+    poll_until(successor.try_acquire, what="the successor taking over the expired lock", timeout_s=120)
+    assert successor.took_over is not None and successor.took_over.owner == stalled.owner
+    try:
+        assert not fs.replace_if(stalled.path, stalled._me(), before.tag)  # the stale beat: refused
+        assert successor.still_owner() and not stalled.still_owner()
+        stalled.release()  # not the owner: leaves the successor's lock alone
+        assert successor.still_owner()
+    finally:
+        successor.release()
 
 
 def test_writer_and_plan_locks_are_one_implementation():
