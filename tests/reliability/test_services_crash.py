@@ -36,7 +36,7 @@ LC = LogCompactionPolicy(min_blocks=3)
 def run_killed(path: str, action: str, kill_at: int) -> int:
     env = dict(os.environ, MOR_STREAMER_KILL_AT_STEP=str(kill_at))
     proc = subprocess.run([sys.executable, "-m", "tests.reliability.services_worker", path, action],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)  # a hang guard
     return proc.returncode
 
 
@@ -87,7 +87,7 @@ def steps_of_a_full_run(path: str, action: str, tmp_path) -> int:
     shutil.copytree(path, copy)
     env = dict(os.environ, MOR_STREAMER_TRACE_STEPS=str(trace))
     proc = subprocess.run([sys.executable, "-m", "tests.reliability.services_worker", copy, action],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)  # a hang guard
     assert proc.returncode == 0, proc.stderr
     return len(trace.read_text().splitlines())
 

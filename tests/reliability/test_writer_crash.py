@@ -1,12 +1,14 @@
-"""Acceptance 4: ``kill -9`` a writer process anywhere in a commit; the next one recovers.
+"""``kill -9`` a writer process anywhere in a commit; the next one recovers.
 
 A real child process runs one write and SIGKILLs itself at its N-th I/O step (the
 fault hook in :mod:`streamer.write.faults`; nothing else is faked). Kill points are
 spread over the whole commit — markers, base files, log files, after some file groups
-are written, the inflight/complete transitions — by a seeded draw covering every step
-of the traced commit. The next writer must roll the failed instant back and then the
-table must equal the model of committed batches only, through our reader and hudi-rs.
-A few cases also kill the *recovering* writer mid-rollback.
+are written, the inflight/complete transitions — by a seeded draw over every step of the
+traced commit (``MOR_CAMPAIGN_SEED`` replays it; the first, the last two and a few more at
+smoke size, ``POINTS`` at full size). The next writer must roll the failed instant back
+and then the table must equal the model of committed batches only, through our reader
+and hudi-rs. Other cases kill the *recovering* writer at steps of its rollback (asserted
+to be rollback steps: the kill landed in the rollback), and a third writer recovers.
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ import pytest
 
 from streamer.read.table import Table
 from streamer.write import HudiWriter, TableConfig, WriteOptions
+from tests.support.campaign import seeded, sized
 from tests.support.write_model import BatchGen, Model, canon, read_hudi_rs, read_ours
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.campaign]
+
+SEED = 20240601
+#: Kill points of the commit, besides its first and last two steps.
+POINTS = sized(smoke=3, full=22)
 
 REPO = Path(__file__).resolve().parents[2]
 OPTS = WriteOptions(small_file_limit=8_000, max_file_size=12_000, default_record_size=100,
@@ -46,7 +53,7 @@ def _run_child(path: str, op: str, batch: pa.Table, tmp: Path, kill_at: int | No
         env["MOR_STREAMER_TRACE_STEPS"] = str(trace)
     proc = subprocess.run(
         [sys.executable, "-m", "tests.reliability.crash_worker", path, op, str(batch_file)],
-        cwd=REPO, env=env, capture_output=True, timeout=60,
+        cwd=REPO, env=env, capture_output=True, timeout=300,  # a hang guard
     )
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(proc.stderr.decode()[-2000:])
@@ -73,6 +80,11 @@ def _assert_model(path: str, model: Model) -> None:
 
 
 def test_kill9_at_random_points_then_recover(tmp_path):
+    with seeded(SEED) as seed:
+        _kill_at_random_points(tmp_path, seed)
+
+
+def _kill_at_random_points(tmp_path: Path, seed: int) -> None:
     seed_path, base_model, gen = _seed_table(tmp_path)
     crash_batch = gen.upsert_batch(base_model, 160)  # touches many file groups
     recover_batch = gen.upsert_batch(base_model, 40)
@@ -84,9 +96,10 @@ def test_kill9_at_random_points_then_recover(tmp_path):
     steps = [line.split("\t", 1)[1] for line in trace.read_text().splitlines()]
     total = len(steps)
     assert total >= 20, steps
-    rng = random.Random(20240601)
-    points = sorted(set(rng.sample(range(1, total + 1), min(total, 22))) | {1, total - 1, total})
-    assert len(points) >= 20
+    rng = random.Random(seed)
+    points = sorted(set(rng.sample(range(1, total + 1), min(total, POINTS))) | {1, total - 1, total})
+    assert len(points) >= min(total, POINTS)
+    print(f"kill points (of {total} steps): {[(n, steps[n - 1]) for n in points]}")
 
     for n in points:
         case = str(tmp_path / f"case-{n}")
@@ -121,12 +134,30 @@ def test_kill9_during_rollback_then_recover(tmp_path):
     _run_child(probe, "upsert", crash_batch, tmp_path, None, trace)
     steps = [line.split("\t", 1)[1] for line in trace.read_text().splitlines()]
     before_complete = steps.index("before complete") + 1
-    for m in (1, 3):
+
+    # the steps of the recovering writer's rollback, from a run that is not killed
+    probe = str(tmp_path / "probe-rollback")
+    shutil.copytree(seed_path, probe)
+    assert _run_child(probe, "upsert", crash_batch, tmp_path, before_complete) == -signal.SIGKILL
+    recovery = tmp_path / "recovery.txt"
+    assert _run_child(probe, "upsert", recover_batch, tmp_path, None, recovery) == 0
+    recovery_steps = [line.split("\t", 1)[1] for line in recovery.read_text().splitlines()]
+    in_rollback = [n for n, label in enumerate(recovery_steps, 1) if label.startswith("rollback")]
+    assert len(in_rollback) >= 3, recovery_steps
+    # the rollback's first and last step and one of its deletes (smoke); every step (full)
+    kill_points = sized(smoke=sorted({in_rollback[0], in_rollback[len(in_rollback) // 2], in_rollback[-1]}),
+                        full=in_rollback)
+    for m in kill_points:
         case = str(tmp_path / f"rb-{m}")
         shutil.copytree(seed_path, case)
-        assert _run_child(case, "upsert", crash_batch, tmp_path, before_complete) != 0
-        # the recovering writer itself dies at its m-th step (inside the rollback)
-        _run_child(case, "upsert", recover_batch, tmp_path, m)
+        assert _run_child(case, "upsert", crash_batch, tmp_path, before_complete) == -signal.SIGKILL
+        # the recovering writer itself dies at its m-th step, inside the rollback
+        killed = tmp_path / f"rb-{m}.txt"
+        assert _run_child(case, "upsert", recover_batch, tmp_path, m, killed) == -signal.SIGKILL, (
+            f"the recovering writer was not killed at step {m} ({recovery_steps[m - 1]})")
+        taken = [line.split("\t", 1)[1] for line in killed.read_text().splitlines()]
+        assert len(taken) == m and taken[-1].startswith("rollback"), (
+            f"the kill at step {m} did not land in the rollback: {taken}")
         res = HudiWriter.open(case, options=OPTS).upsert(recover_batch)
         model = Model(dict(base_model.rows))
         model.upsert(recover_batch)

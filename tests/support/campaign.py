@@ -6,11 +6,18 @@ kind and phase the campaign claims, with few repetitions) or ``full`` (``make
 test-campaigns``: the counts the campaign's docstring promises). Both sizes assert the
 same phases; only the repetitions differ, so a smoke run still fails when a phase is
 never reached.
+
+A campaign's kill points are drawn from its seed (:func:`seeded`): printed when it starts
+and in its failure message; ``MOR_CAMPAIGN_SEED`` replays it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sized
 from typing import TypeVar
 
 ENV_SIZE = "MOR_CAMPAIGN_SIZE"
@@ -30,3 +37,63 @@ def campaign_size() -> str:
 def sized(*, smoke: T, full: T) -> T:
     """The value for the running campaign size."""
     return full if campaign_size() == "full" else smoke
+
+
+# ---------------------------------------------------------------------------- seeds
+#: Replays a campaign: its kill plan (kinds, steps, delays) is drawn from this seed.
+ENV_SEED = "MOR_CAMPAIGN_SEED"
+
+
+def replay_hint(seed: int) -> str:
+    return f"campaign seed {seed}, size {campaign_size()}: replay with {ENV_SEED}={seed} {ENV_SIZE}={campaign_size()}"
+
+
+def campaign_seed(default: int) -> int:
+    """The campaign's seed: ``MOR_CAMPAIGN_SEED`` when set (a replay), else ``default``.
+
+    Printed at once (stderr, so it shows beside the kill log of a running campaign)."""
+    raw = os.environ.get(ENV_SEED, "").strip()
+    try:
+        seed = int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{ENV_SEED}={raw!r}: expected an integer") from None
+    print(replay_hint(seed), file=sys.stderr, flush=True)
+    return seed
+
+
+@contextlib.contextmanager
+def seeded(default: int) -> Iterator[int]:
+    """``with seeded(SEED) as seed:`` the seed (see :func:`campaign_seed`); a failure inside
+    names it and how to replay it (an assertion's message ends with the hint; any other
+    error, ``pytest.fail`` included, carries it as a note)."""
+    seed = campaign_seed(default)
+    try:
+        yield seed
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n[{replay_hint(seed)}]").with_traceback(e.__traceback__) from None
+    except BaseException as e:
+        if not isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            e.add_note(f"[{replay_hint(seed)}]")
+        raise
+
+
+# ---------------------------------------------------------------------------- phases
+def assert_phases_hit(claimed: Iterable[str], hit: Iterable[str], *, what: str = "kills") -> Counter:
+    """Every phase the campaign claims was hit at least once; returns the counts of all hit.
+
+    At both sizes: a smoke run that never reaches a phase fails, it does not pass quietly."""
+    counts = Counter(hit)
+    missing = [p for p in claimed if counts[p] == 0]
+    assert not missing, (
+        f"{what}: phases the campaign claims were never hit: {missing}; hit: {dict(counts.most_common())}"
+    )
+    return counts
+
+
+def assert_few_missed(missed: Sized, total: int, *, at_most: float, what: str, detail: str = "") -> None:
+    """Runs that did not die as planned (a kill step never reached, a run that made no
+    progress) are counted against the campaign: at most ``at_most`` of ``total``."""
+    bound = max(1, int(total * at_most))
+    assert len(missed) <= bound, (
+        f"{len(missed)} of {total} {what} did not go as planned (bound {bound}): {detail or missed}"
+    )
