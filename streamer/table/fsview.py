@@ -335,12 +335,40 @@ class FileSystemView:
         return dict(self._as_of(None).pending_compactions)
 
     # ------------------------------------------------------------------ integrity
+    def served_base_instants(self, as_of: str | None = None) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> the base instant of the oldest slice a snapshot reads
+        (see :meth:`_served_floor`); older slices are superseded."""
+        return self._served_floor(self._as_of(as_of))
+
+    def _served_floor(self, v: _AsOf) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> the oldest base instant a snapshot of the group reads.
+
+        The latest slice's, except while the compaction that opens it is pending: then a
+        snapshot reads the previous slice too (its base and logs merged with the new
+        logs, see :meth:`latest_merged_slices`), and a file lost from that slice is as
+        missing from the read as one lost from the latest slice."""
+        out: dict[tuple[str, str], str] = {}
+        for g in self._visible_groups(None, v):
+            slices = self._slices(g, v)
+            if not slices:
+                continue
+            latest = slices[-1]
+            pending = v.pending_compactions.get((g.partition_path, g.file_id))
+            if latest.base_instant == pending and latest.base_file is None and len(slices) > 1:
+                latest = slices[-2]
+            out[(g.partition_path, g.file_id)] = latest.base_instant
+        return out
+
     def check_committed_files(self, as_of: str | None = None) -> None:
         """Raise :class:`MissingFileError` for a file a completed instant wrote into a
-        live slice that is not on storage (cleaning only removes superseded slices)."""
+        live slice that is not on storage (cleaning only removes superseded slices).
+
+        Live: every slice a snapshot reads, the old slice of a pending compaction
+        included (a plan that failed or was refused must not turn a loud refusal into a
+        short read)."""
         v = self._as_of(as_of)
         present = {f.path for g in self._groups.values() for f in (*g.base_files, *g.log_files)}
-        latest = {(s.partition_path, s.file_id): s.base_instant for s in self.latest_file_slices(as_of)}
+        latest = self._served_floor(v)
         tl = self.timeline.as_of(as_of) if as_of else self.timeline
         for inst in tl.completed_writes():
             for stat in self.commit_metadata(inst).write_stats():
