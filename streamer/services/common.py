@@ -16,7 +16,7 @@ from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceE
 from streamer.read.table import Table
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
-from streamer.table.integrity import read_damage
+from streamer.table.integrity import Damage, read_damage
 from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
 from streamer.table.naming import parse_log_file_name, write_token
 
@@ -96,20 +96,28 @@ def service_token(task: int = 0) -> str:
     return write_token(task, 10_000 + os.getpid() % 90_000, 1)
 
 
+class DamageRefusedError(ServiceError):
+    """A service refused a plan because a file of a slice it would rewrite is damaged."""
+
+
+def damage_message(service: str, instant: str, damage: list[Damage], base_path: str) -> str:
+    more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+    return (f"{service} {instant} refused: {damage[0]}{more}; its records would be lost for good - restore "
+            f"the file (or drop its rows knowingly: `streamer repair {base_path} --drop-damaged`); "
+            f"`streamer check {base_path}` lists all damage")
+
+
 def refuse_damage(table: Table, fslice: FileSlice, instant: str, service: str,
-                  corrupt: Iterable[object] = ()) -> None:
+                  corrupt: Iterable[object] = (), *, accept: frozenset[Damage] = frozenset()) -> None:
     """Refuse to rewrite a slice that lost a committed file or holds a corrupt committed block.
 
     Rewriting it would produce output without those records, and a clean would then
     delete the rest: damage made permanent and silent. The error names the file and the
     instant that wrote it; the caller writes nothing for the plan.
     """
-    damage = read_damage(table.fsview, table.timeline, fslice, corrupt)
+    damage = [d for d in read_damage(table.fsview, table.timeline, fslice, corrupt) if d not in accept]
     if damage:
-        raise ServiceError(
-            f"{service} {instant} refused: {damage[0]}; its records would be lost for good - restore the "
-            f"file (or roll the table back) first; `streamer check {table.base_path}` lists all damage"
-        )
+        raise DamageRefusedError(damage_message(service, instant, damage, table.base_path))
 
 
 def next_log_version(table: Table, partition: str, file_id: str, base_instant: str) -> int:

@@ -53,6 +53,7 @@ from streamer.table import meta_fields
 from streamer.table.base_file import write_base_file
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, parse_instant_time
+from streamer.table.integrity import Damage
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
 from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.naming import base_file_name
@@ -119,7 +120,10 @@ def plan_compaction(table: Table, policy: CompactionPolicy) -> CompactionPlan | 
         if gid in busy.compaction or gid in busy.clustering or not s.log_files:
             continue  # pending log compaction is fine (RFC-48 scenario 4)
         cands.append(Candidate(s))
-    chosen = order_and_bound(cands, policy)
+    return _plan_of(order_and_bound(cands, policy))
+
+
+def _plan_of(chosen: list[Candidate]) -> CompactionPlan | None:
     if not chosen:
         return None
     ops = []
@@ -154,6 +158,27 @@ def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool =
         return None
     inst = table.timeline.create_requested(Action.COMPACTION, content=plan.to_avro_bytes())
     log.info("%s: scheduled compaction %s over %d slice(s)", table.base_path, inst.timestamp, len(plan.operations))
+    table.refresh()
+    return inst
+
+
+def schedule_compaction_of(table: Table, groups: set[GroupId], *, lock_timeout_s: float = 30.0) -> Instant | None:
+    """A compaction plan over exactly the latest slices of ``groups`` (those not already in
+    a pending compaction or clustering), scheduled holding the writers' lock; ``None`` if
+    none qualifies. What ``streamer repair --drop-damaged`` compacts."""
+    with writer_lock(table, lock_timeout_s):
+        table.refresh()
+        busy = busy_groups(table)
+        cands = [Candidate(s) for s in table.fsview.latest_file_slices()
+                 if (s.partition_path, s.file_id) in groups and not s.is_empty
+                 and (s.partition_path, s.file_id) not in busy.compaction
+                 and (s.partition_path, s.file_id) not in busy.clustering]
+        plan = _plan_of(cands)
+        if plan is None:
+            return None
+        inst = table.timeline.create_requested(Action.COMPACTION, content=plan.to_avro_bytes())
+        log.info("%s: scheduled compaction %s over %d slice(s)", table.base_path, inst.timestamp,
+                 len(plan.operations))
     table.refresh()
     return inst
 
@@ -193,7 +218,7 @@ def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Itera
         lock.release()
 
 
-def _old_slice(table: Table, op: CompactionOperation) -> FileSlice:
+def old_slice(table: Table, op: CompactionOperation) -> FileSlice:
     """The slice as it is now (its logs may have grown since planning)."""
     for s in table.fsview.all_slices().get((op.partition_path, op.file_id), []):
         if s.base_instant == op.base_instant_time:
@@ -206,11 +231,13 @@ def _order_columns(rows: pa.Table) -> pa.Table:
     return rows.select(meta + [c for c in rows.column_names if c not in META_COLUMNS])
 
 
-def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceReadSpec, task: int) -> WriteStat:
-    """Merge one slice (reader's merge) and write its new base file."""
+def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceReadSpec, task: int,
+                  accept_damage: frozenset[Damage] = frozenset()) -> WriteStat:
+    """Merge one slice (reader's merge) and write its new base file (refused when a file
+    of the slice is damaged, unless that damage is in ``accept_damage``)."""
     started = time.monotonic()
     rows, stats = read_file_slice(table.fs, fslice, spec)
-    refuse_damage(table, fslice, instant, "compaction", stats.corrupt_blocks)
+    refuse_damage(table, fslice, instant, "compaction", stats.corrupt_blocks, accept=accept_damage)
     scanned = time.monotonic()
     if rows is None:
         schema = table.schema() or pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS])
@@ -255,9 +282,11 @@ def _seen(table: Table, fslice: FileSlice, completed: frozenset[str]) -> tuple[f
 
 
 def _compact_all(table: Table, instant: str, slices: list[FileSlice], spec: SliceReadSpec,
-                 workers: int, task_offset: int = 0) -> list[WriteStat]:
+                 workers: int, task_offset: int = 0,
+                 accept_damage: frozenset[Damage] = frozenset()) -> list[WriteStat]:
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(slices)))) as pool:
-        return list(pool.map(lambda a: compact_slice(table, instant, a[1], spec, task_offset + a[0]),
+        return list(pool.map(lambda a: compact_slice(table, instant, a[1], spec, task_offset + a[0],
+                                                     accept_damage),
                              enumerate(slices)))
 
 
@@ -271,6 +300,7 @@ class CompactionRun:
     seen: list[tuple[frozenset[str], frozenset[str]]]  # per slice: what its merge read
     workers: int
     lock_timeout_s: float
+    accept_damage: frozenset[Damage] = frozenset()
 
     def finish(self, table: Table, complete: Callable[[CommitMetadata], None]) -> CommitMetadata:
         """Catch up with writes that landed in old slices during the merge, then
@@ -282,13 +312,14 @@ class CompactionRun:
             plan = read_plan(table, self.instant)
             redo, fresh = [], []
             for i, op in enumerate(plan.operations):
-                cur = _old_slice(table, op)
+                cur = old_slice(table, op)
                 if _seen(table, cur, now) != self.seen[i]:
                     redo.append(i)
                     fresh.append(cur)
             if redo:
                 spec = SliceReadSpec(merge=table.merge_spec(), completed=now)
-                again = _compact_all(table, ts, fresh, spec, self.workers, task_offset=len(self.slices))
+                again = _compact_all(table, ts, fresh, spec, self.workers, task_offset=len(self.slices),
+                                     accept_damage=self.accept_damage)
                 for i, st in zip(redo, again, strict=True):
                     old = self.stats[i]
                     table.fs.delete_file(abs_path(table.base_path, old.partition_path or "",
@@ -306,14 +337,15 @@ class CompactionRun:
 
 
 def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0,
-                       workers: int = defaults.LOCAL_THREADS) -> CompactionRun:
+                       workers: int = defaults.LOCAL_THREADS,
+                       accept_damage: frozenset[Damage] = frozenset()) -> CompactionRun:
     """Write every slice's new base file without blocking writers; the caller holds the
     plan lock, set the plan inflight, and completes through :meth:`CompactionRun.finish`."""
     plan = read_plan(table, inst)
     table.refresh()
     completed = table.timeline.completed_timestamps()
     spec = SliceReadSpec(merge=table.merge_spec(), completed=completed)
-    slices = [_old_slice(table, op) for op in plan.operations]
+    slices = [old_slice(table, op) for op in plan.operations]
     seen = [_seen(table, s, completed) for s in slices]
-    stats = _compact_all(table, inst.timestamp, slices, spec, workers)
-    return CompactionRun(inst, slices, stats, seen, workers, lock_timeout_s)
+    stats = _compact_all(table, inst.timestamp, slices, spec, workers, accept_damage=accept_damage)
+    return CompactionRun(inst, slices, stats, seen, workers, lock_timeout_s, accept_damage)

@@ -11,21 +11,24 @@ Protocol (any number of compactors, any of them may die at any point):
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
 from streamer.config.policies import LogCompactionPolicy
-from streamer.errors import StorageError
+from streamer.errors import CorruptDataError, MissingFileError, StorageError
 from streamer.read.table import Table
 from streamer.services import rollback_services
-from streamer.services.common import ServiceError
-from streamer.services.compaction import CompactionConflict, execute_compaction
+from streamer.services.common import DamageRefusedError, ServiceError, damage_message, read_plan
+from streamer.services.compaction import CompactionConflict, execute_compaction, old_slice
 from streamer.services.lock import PlanLock
 from streamer.services.log_compaction import execute_log_compaction
+from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
+from streamer.table.integrity import DROPPED_KEY, CommittedRegions, Damage, slice_damage
 from streamer.table.metadata import CommitMetadata
 from streamer.write import faults
-from streamer.write.markers import delete_markers
+from streamer.write.markers import delete_markers, list_markers
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +43,14 @@ class ExecOutcome:
 
 
 def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | None = None,
-            lock_expiry_s: float = 30.0, writer_lock_timeout_s: float = 120.0, owner: str = "") -> ExecOutcome:
-    """Run one pending compaction or log compaction plan (see module doc)."""
+            lock_expiry_s: float = 30.0, writer_lock_timeout_s: float = 120.0, owner: str = "",
+            accept_damage: frozenset[Damage] = frozenset()) -> ExecOutcome:
+    """Run one pending compaction or log compaction plan (see module doc).
+
+    Damage in a slice of the plan refuses it (:class:`DamageRefusedError`) and leaves it
+    requested, except the items of ``accept_damage`` (``streamer repair --drop-damaged``):
+    their rows are dropped knowingly and listed in the commit's metadata
+    (:data:`DROPPED_KEY`)."""
     lock = PlanLock(table.fs, table.base_path, inst.timestamp, expiry_s=lock_expiry_s, purpose=owner)
     if not lock.try_acquire():
         return ExecOutcome(inst.timestamp, inst.action, "busy")
@@ -60,6 +69,10 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or not cur.is_requested:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
+        # damage first, before the plan goes inflight or anything is written: a refused
+        # plan stays requested, and the table (whose reads check the old slices of
+        # pending plans too) keeps refusing until the file is restored
+        refuse_plan_damage(table, cur, accept=accept_damage)
         inflight = table.timeline.transition_to_inflight(cur)
         faults.step(f"{inst.action} inflight")
 
@@ -72,13 +85,23 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
 
         try:
             if inflight.action == Action.LOG_COMPACTION:
-                meta = execute_log_compaction(table, inflight, log_policy or LogCompactionPolicy()).metadata
+                meta = execute_log_compaction(table, inflight, log_policy or LogCompactionPolicy(),
+                                              accept_damage=accept_damage).metadata
+                _record_dropped(meta, accept_damage)
                 complete(meta)
             elif inflight.action == Action.COMPACTION:
-                run = execute_compaction(table, inflight, lock_timeout_s=writer_lock_timeout_s)
-                meta = run.finish(table, complete)
+                run = execute_compaction(table, inflight, lock_timeout_s=writer_lock_timeout_s,
+                                         accept_damage=accept_damage)
+                meta = run.finish(table, lambda m: (_record_dropped(m, accept_damage), complete(m)))
             else:
                 raise ServiceError(f"{inflight} is not a compaction or log compaction")
+        except (DamageRefusedError, MissingFileError, CorruptDataError) as e:
+            # damage met during the run (after the check above): undo what it wrote, so no
+            # half-done state is left behind, and refuse loudly
+            state = _undo_refused(table, inflight, writer_lock_timeout_s)
+            if isinstance(e, DamageRefusedError):
+                raise DamageRefusedError(f"{e}; {state}") from e
+            raise DamageRefusedError(f"{inflight.action} {inst.timestamp} refused: {e}; {state}") from e
         except StorageError as e:  # a full disk: one line naming the instant and the file
             raise ServiceError(f"{inflight.action} {inst.timestamp} stopped: {e}; nothing was committed - "
                                "the plan stays pending and the next run redoes it") from e
@@ -99,6 +122,64 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
                            sum(s.total_write_bytes for s in stats))
     finally:
         lock.release()
+
+
+def _record_dropped(meta: CommitMetadata, accepted: frozenset[Damage]) -> None:
+    if accepted:
+        meta.extra_metadata[DROPPED_KEY] = json.dumps(
+            [{"path": d.path, "reason": d.reason, "instant": d.instant}
+             for d in sorted(accepted, key=lambda d: (d.path, d.reason))], separators=(",", ":"))
+
+
+def plan_slices(table: Table, inst: Instant) -> list[FileSlice]:
+    """The slices a pending plan would rewrite, as they are now (a log compaction's op
+    whose slice is gone or superseded by a completed compaction is left out, as its
+    execution skips it)."""
+    plan = read_plan(table, inst)
+    out = []
+    if inst.action == Action.COMPACTION:
+        for op in plan.operations:
+            out.append(old_slice(table, op))
+        return out
+    slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
+    served = table.fsview.served_base_instants()
+    for op in plan.operations:
+        s = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+        floor = served.get((op.partition_path, op.file_id))
+        if s is not None and (floor is None or op.base_instant_time >= floor):
+            out.append(s)
+    return out
+
+
+def refuse_plan_damage(table: Table, inst: Instant, *, accept: frozenset[Damage] = frozenset()) -> None:
+    """Raise :class:`DamageRefusedError` naming the first damaged file of the plan's
+    slices (missing files, corrupt committed blocks, an unreadable base footer), unless
+    every item is in ``accept``."""
+    regions = CommittedRegions.of(table.fsview, table.timeline)
+    found: list[Damage] = []
+    for s in plan_slices(table, inst):
+        found += [d for d in slice_damage(table.fs, table.fsview, table.timeline, s, regions) if d not in accept]
+    if found:
+        what = "compaction" if inst.action == Action.COMPACTION else "log compaction"
+        raise DamageRefusedError(damage_message(what, inst.timestamp, found, table.base_path)
+                                 + "; nothing was written, the plan stays requested")
+
+
+def _undo_refused(table: Table, inflight: Instant, lock_timeout_s: float) -> str:
+    """Leave no trace of a run refused midway; says what became of the plan."""
+    try:
+        if not list_markers(table.fs, table.base_path, inflight.timestamp):
+            table.timeline.revert_to_requested(inflight)  # nothing written
+            table.refresh()
+            return "nothing was written, the plan stays requested"
+        if inflight.action == Action.COMPACTION:
+            rollback_services.revert_compaction(table, inflight, lock_timeout_s=lock_timeout_s)
+            return "its partial files were rolled back, the plan stays requested"
+        rollback_services.rollback_log_compaction(table, inflight, lock_timeout_s=lock_timeout_s)
+        return "its blocks were rolled back (the groups are planned again once intact)"
+    except CompactionConflict as e:  # writers' lock busy: the next run reverts it
+        log.info("%s", e)
+        return "left inflight (writers' lock busy); the next run rolls it back"
 
 
 def pending_plans(table: Table, action: str) -> list[Instant]:

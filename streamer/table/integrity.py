@@ -41,6 +41,12 @@ from streamer.table.timeline import Timeline
 
 _WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
+#: Commit metadata key (``extraMetadata``) listing the damage a compaction dropped
+#: knowingly: a JSON list of ``{"path", "reason", "instant"}``. Only ``streamer repair
+#: --drop-damaged`` writes it; ``streamer check`` then reports those items as dropped,
+#: not as damage (they lie in slices that compaction superseded).
+DROPPED_KEY = "mor_streamer.dropped_damage"
+
 
 @dataclass(frozen=True)
 class Damage:
@@ -314,6 +320,8 @@ class CheckReport:
     """What ``streamer check`` verified and what it found."""
 
     damage: list[Damage] = field(default_factory=list)
+    #: damage a completed compaction dropped knowingly (:data:`DROPPED_KEY`): (item, by instant)
+    dropped: list[tuple[Damage, str]] = field(default_factory=list)
     instants: int = 0
     slices: int = 0
     files: int = 0
@@ -330,10 +338,37 @@ def check_table(fs: FileSystem, view: FileSystemView, timeline: Timeline, *, dee
     if report.damage:  # slices are judged by the commit metadata: it must parse first
         return report
     regions = CommittedRegions.of(view, timeline)
-    for slices in view.all_slices().values():
+    served = view.served_base_instants()
+    acknowledged = dropped_damage(view, timeline)
+    for (partition, file_id), slices in view.all_slices().items():
+        floor = served.get((partition, file_id))
         for s in slices:
             report.slices += 1
             report.files += len(s.paths)
-            report.damage.extend(slice_damage(fs, view, timeline, s, regions, deep=deep))
+            for d in slice_damage(fs, view, timeline, s, regions, deep=deep):
+                by = acknowledged.get((d.path, d.reason))
+                if by is not None and floor is not None and s.base_instant < floor:
+                    report.dropped.append((d, by))  # superseded by the compaction that dropped it
+                else:
+                    report.damage.append(d)
     return report
+
+
+def dropped_damage(view: FileSystemView, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(path, reason) -> the completed compaction that dropped that damage knowingly."""
+    import json
+
+    out: dict[tuple[str, str], str] = {}
+    for inst in timeline.completed_writes():
+        text = view.commit_metadata(inst).extra_metadata.get(DROPPED_KEY)
+        if not text:
+            continue
+        try:
+            items = json.loads(text)
+        except ValueError:
+            continue
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and item.get("path") and item.get("reason"):
+                out[(item["path"], item["reason"])] = inst.timestamp
+    return out
 
