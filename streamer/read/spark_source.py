@@ -7,7 +7,9 @@ batches, so both paths return identical rows.
 
 Options: ``path`` (a path or URI: ``/abs``, ``file:/abs``, ``s3://...``), ``query``
 (snapshot | read_optimized | incremental), ``as_of`` (alias ``as.of.instant``), ``begin``,
-``end``, ``columns`` (comma-separated).
+``end``, ``columns`` (comma-separated), ``allow_corrupt`` (``true``: read past corrupt
+committed log blocks, as ``streamer read --allow-corrupt``; by default a read that meets
+one fails naming the file, offset and instant).
 
 Filters: Spark pushes ``WHERE`` conjuncts (``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``,
 ``IS [NOT] NULL``, ``LIKE 'a%'``/``'%a'``/``'%a%'``, ``NOT``) on top-level columns to
@@ -122,9 +124,39 @@ def spark_leaks_pushdown(spark) -> bool:
 class SlicePartition(InputPartition):
     """One file slice to read (picklable: plain dataclasses)."""
 
-    def __init__(self, fslice: FileSlice) -> None:
+    def __init__(self, fslice: FileSlice, committed: dict[str, list[tuple[int, int, str]]] | None = None) -> None:
         super().__init__(fslice.file_id)
         self.fslice = fslice
+        #: byte ranges completed instants wrote into the slice's log files (see
+        #: :class:`~streamer.table.integrity.CommittedRegions`): a corrupt block inside
+        #: them is refused, a torn tail past them skipped - as the local reader does
+        self.committed = committed
+
+
+def _committed_ranges(table, slices: list[FileSlice]) -> dict[str, list[tuple[int, int, str]]]:
+    """The committed byte ranges of the planned slices' log files (driver side, once)."""
+    from streamer.table.integrity import CommittedRegions
+
+    regions = CommittedRegions.of(table.fsview, table.timeline)
+    return {lf.path: regions.ranges[lf.path] for s in slices for lf in s.log_files if lf.path in regions.ranges}
+
+
+def refuse_corrupt(fslice: FileSlice, committed: dict[str, list[tuple[int, int, str]]] | None,
+                   corrupt: list) -> None:
+    """Raise :class:`CorruptDataError` when a corrupt block an executor skipped lies in
+    committed bytes (or in a log file no active instant names): its rows would be
+    missing from the answer. ``allow_corrupt`` (option) reads past it."""
+    from streamer.errors import CorruptDataError
+    from streamer.table.integrity import CommittedRegions, corrupt_block_damage
+
+    regions = CommittedRegions(dict(committed or {}))
+    damage = [d for cb in corrupt
+              if (d := corrupt_block_damage(regions, cb.path, getattr(cb, "offset", None),
+                                            getattr(cb, "reason", ""))) is not None]
+    if damage:
+        more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+        raise CorruptDataError(f"{damage[0]}{more}: the rows of that block would be missing from this read; "
+                               "read the rest with option('allow_corrupt', 'true'), or see `streamer check`")
 
 
 def _opt(options: Mapping[str, str], *names: str) -> str | None:
@@ -156,6 +188,7 @@ def _plan(options: Mapping[str, str], filter: list[pc.Expression] | None = None)
     schema = table.schema() or pa.schema([])
     if cols:
         schema = pa.schema([schema.field(c) for c in cols if c in schema.names])
+    plan.committed = _committed_ranges(table, plan.slices) if plan.spec.include_logs else {}
     return table.fs, plan, schema
 
 
@@ -198,13 +231,16 @@ class MorHudiDataSource(DataSource):
             given = to_arrow_schema(schema)
             arrow_schema = pa.schema([arrow_schema.field(n) if n in arrow_schema.names else given.field(n)
                                       for n in wanted])
-        return self._reader_class(fs, plan.slices, plan.spec, arrow_schema, options)
+        reader = self._reader_class(fs, plan.slices, plan.spec, arrow_schema, options)
+        reader.committed = plan.committed
+        return reader
 
 
 #: The options a catalog table keeps (``path`` is Spark's name for its LOCATION).
 _READ_OPTIONS = frozenset({
     "path", "location", "query", "hoodie.datasource.query.type", "as_of", "as.of.instant", "begin",
     "hoodie.datasource.read.begin.instanttime", "end", "hoodie.datasource.read.end.instanttime", "columns",
+    "allow_corrupt",
 })
 
 
@@ -230,14 +266,21 @@ class MorHudiReader(DataSourceReader):
         self.spec = spec
         self.arrow_schema = schema
         self.options = dict(options or {})
+        #: committed byte ranges of the slices' log files (``None``: unknown, so every
+        #: corrupt block is refused)
+        self.committed: dict[str, list[tuple[int, int, str]]] | None = None
 
     def partitions(self) -> list[InputPartition]:
-        return [SlicePartition(s) for s in self.slices]
+        c = self.committed or {}
+        return [SlicePartition(s, {lf.path: c[lf.path] for lf in s.log_files if lf.path in c}) for s in self.slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SlicePartition):
             return  # no slices at all: Spark still asks for one (empty) partition
-        table, _stats = read_file_slice(self.fs, partition.fslice, self.spec)
+        table, stats = read_file_slice(self.fs, partition.fslice, self.spec)
+        allow = str(self.options.get("allow_corrupt", "")).lower() in ("true", "1", "yes")
+        if stats.corrupt_blocks and not allow:
+            refuse_corrupt(partition.fslice, partition.committed, stats.corrupt_blocks)
         if table is None or not len(table):
             return
         (table,) = align_tables([table], self.arrow_schema)
@@ -262,7 +305,7 @@ class MorHudiPushdownReader(MorHudiReader):
                 taken.append(expr)
         if taken:
             self.fs, plan, _ = _plan(self.options, taken)  # conjuncts: each prunes on its own
-            self.slices, self.spec = plan.slices, plan.spec
+            self.slices, self.spec, self.committed = plan.slices, plan.spec, plan.committed
         return rest
 
 

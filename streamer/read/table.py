@@ -82,6 +82,9 @@ class ReadPlan:
     slices: list[FileSlice]
     spec: SliceReadSpec
     schema: pa.Schema | None
+    #: committed byte ranges of the slices' log files, where a planner needs them
+    #: (the Spark source's executors; the local reader asks the view itself)
+    committed: dict[str, list[tuple[int, int, str]]] | None = None
 
 
 @dataclass
