@@ -6,6 +6,8 @@ corrupt log block lies inside committed bytes, every block and base file decodes
 checksums verified where the file has them), and ``hoodie.properties`` carries Hudi's
 table checksum. Exit 0 when intact, 1 when damage was found (one line per item: file,
 what is wrong, the instant whose data it held), 2 when the table cannot be opened.
+Damage that ``streamer repair --drop-damaged`` dropped knowingly (in a slice its
+compaction superseded) is listed as dropped, not as damage.
 """
 
 from __future__ import annotations
@@ -39,10 +41,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"ok": report.ok, "instants": report.instants, "slices": report.slices,
                           "files": report.files,
                           "damage": [{"path": d.path, "reason": d.reason, "instant": d.instant}
-                                     for d in report.damage]}))
+                                     for d in report.damage],
+                          "dropped": [{"path": d.path, "reason": d.reason, "instant": d.instant, "by": by}
+                                      for d, by in report.dropped]}))
     else:
         for d in report.damage:
             print(f"damaged: {d}")
+        for d, by in report.dropped:
+            print(f"dropped knowingly by compaction {by} (`streamer repair --drop-damaged`): {d}")
         state = "intact" if report.ok else f"{len(report.damage)} damaged item(s)"
         print(f"{table.base_path}: {state} ({report.instants} instants, {report.slices} slices, "
               f"{report.files} files checked)", file=sys.stdout if report.ok else sys.stderr)
