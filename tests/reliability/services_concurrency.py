@@ -1,14 +1,17 @@
 """Processes of the services concurrency test: a writer and a snapshot reader.
 
-``writer <table> <seconds> <out.jsonl>``: commits upserts/deletes continuously, runs the
+``writer <table> <stop-file> <out.jsonl>``: commits upserts/deletes continuously, runs the
 inline services after each commit (which schedule async compaction), and after every
 commit appends ``{"instant", "digest"}`` of the dict model to ``out``.
-``reader <table> <seconds> <out.jsonl>``: polls snapshots, appending each one's digest.
+``reader <table> <stop-file> <out.jsonl>``: polls snapshots, appending each one's digest.
+Both stop once ``stop-file`` exists (the test creates it when enough happened), or after
+``MAX_SECONDS`` (only so that a test that died leaves no process behind).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -25,17 +28,23 @@ POLICIES = PoliciesConfig.model_validate({
     "clean": {"mode": "off"},
     "archive": {"mode": "off"},
 })
+#: Not a duration of the test: a backstop so that a writer or reader outlives no test.
+MAX_SECONDS = 1800.0
 
 
-def writer(path: str, seconds: float, out: str, debug: bool = False) -> None:
+def _go_on(stop: str, deadline: float) -> bool:
+    return not os.path.exists(stop) and time.monotonic() < deadline
+
+
+def writer(path: str, stop: str, out: str, debug: bool = False) -> None:
     w = tg.open_writer(path)
     gen, model = tg.Gen(7), tg.Model()
     model.rows = {(r["city"], r["id"]): r for r in tg.read_ours(path)}
     gen.ts = max((r["ts"] for r in model.rows.values()), default=0) + 1
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + MAX_SECONDS
     i = 0
     with open(out, "a") as f:
-        while time.monotonic() < deadline:
+        while _go_on(stop, deadline):
             i += 1
             delete = i % 5 == 0
             batch = gen.deletes(model, 4) if delete else gen.upserts(15)
@@ -55,10 +64,10 @@ def writer(path: str, seconds: float, out: str, debug: bool = False) -> None:
         json.dump(model.snapshot(), f)
 
 
-def reader(path: str, seconds: float, out: str, debug: bool = False) -> None:
-    deadline = time.monotonic() + seconds
+def reader(path: str, stop: str, out: str, debug: bool = False) -> None:
+    deadline = time.monotonic() + MAX_SECONDS
     with open(out, "a") as f:
-        while time.monotonic() < deadline:
+        while _go_on(stop, deadline):
             try:
                 t = Table.open(path)
                 rows = tg.canon(t.read())
@@ -75,5 +84,5 @@ def reader(path: str, seconds: float, out: str, debug: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    role, path, seconds, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-    {"writer": writer, "reader": reader}[role](path, seconds, out, len(sys.argv) > 5)
+    role, path, stop, out = sys.argv[1:5]
+    {"writer": writer, "reader": reader}[role](path, stop, out, len(sys.argv) > 5)

@@ -1,86 +1,164 @@
-"""Acceptance 3: a writer, an async log compactor, TWO async compactors and a reader, >= 60 s.
+"""A writer, an async log compactor, TWO async compactors and a reader, on one table at once.
 
-All are separate processes on one table. Every snapshot the reader sees must equal the
-model at some committed instant, every plan must complete exactly once (one base file
-per slice per compaction), and the final table must equal the model through our reader
-and hudi-rs.
+All are separate processes on one table - on a local folder, or on S3 (a real
+S3-compatible server, s3proxy: the writer lock and the plan locks are conditional PUTs
+and every completed instant is one PUT). They run until enough happened, counted, not
+timed (smoke size in ``make test``, full in ``make test-campaigns``): ``COMPACTIONS``
+compactions and log compactions completed, ``COMMITS`` commits, ``READS`` snapshots read.
+Every snapshot the reader sees must equal the model at some committed instant, every plan
+must complete exactly once (one base file per slice per compaction), and the final table
+must equal the model through our reader and hudi-rs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from streamer.fs import resolve
 from streamer.read import Table
 from streamer.table.instant import Action
 from streamer.table.naming import parse_base_file_name
 from tests.support import block_tables as tg
 from tests.support.block_tables import digest
+from tests.support.campaign import sized
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.campaign]
 REPO = Path(__file__).resolve().parents[2]
-SECONDS = 62
+#: What must have happened before the writer stops (each of compactions and log compactions).
+COMPACTIONS = sized(smoke=2, full=6)
+COMMITS = sized(smoke=20, full=80)
+READS = sized(smoke=30, full=150)
+#: Hang guard only: past it the test fails naming the counts and what each process said.
+LIMIT_S = sized(smoke=1200.0, full=2400.0)
+#: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).
+pytestmark.append(pytest.mark.timeout(3 * LIMIT_S))
 
 
 def _jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_writer_compactors_and_reader_together(tmp_path):
-    p = str(tmp_path / "t")
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def _done_services(p: str) -> tuple[int, int]:
+    completed = Table.open(p).timeline.completed()
+    return (sum(1 for i in completed if i.pending_action == Action.COMPACTION),
+            sum(1 for i in completed if i.pending_action == Action.LOG_COMPACTION))
+
+
+@pytest.mark.parametrize("storage", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_writer_compactors_and_reader_together(storage, tmp_path, request):
+    if storage == "s3":
+        request.getfixturevalue("local_s3")  # the AWS variables point here and in the children
+        p = f"s3://lake-bucket/services-{uuid.uuid4().hex[:8]}"
+    else:
+        p = str(tmp_path / "t")
     tg.build(p, 2, seed=1)
     initial = digest(tg.read_ours(p))
     policies = tmp_path / "policies.yaml"
     policies.write_text("policies: {log_compaction: {mode: async, min_blocks: 3}, compaction: {mode: async}}\n")
+    stop = tmp_path / "stop"
     py = sys.executable
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO))  # with the fixture's AWS variables on S3
     cli = [py, "-c", "import sys; from streamer.cli import main; sys.exit(main(sys.argv[1:]))"]
+    loop = ["--json", "--loop", "--policies", str(policies)]
     procs = {
-        "writer": [py, "-m", "tests.reliability.services_concurrency", "writer", p, str(SECONDS),
+        "writer": [py, "-m", "tests.reliability.services_concurrency", "writer", p, str(stop),
                    str(tmp_path / "writer.jsonl")],
-        "reader": [py, "-m", "tests.reliability.services_concurrency", "reader", p, str(SECONDS + 3),
+        "reader": [py, "-m", "tests.reliability.services_concurrency", "reader", p, str(stop),
                    str(tmp_path / "reader.jsonl")],
-        "log-compactor": cli + ["log-compact", p, "--json", "--loop", "--interval", "0.3", "--duration", str(SECONDS + 5),
-                                "--policies", str(policies)],
-        "compactor-1": cli + ["compact", p, "--json", "--run", "--loop", "--interval", "0.2", "--duration",
-                              str(SECONDS + 8), "--policies", str(policies)],
-        "compactor-2": cli + ["compact", p, "--json", "--run", "--loop", "--interval", "0.2", "--duration",
-                              str(SECONDS + 8), "--policies", str(policies)],
+        "log-compactor": cli + ["log-compact", p, *loop, "--interval", "0.3"],
+        "compactor-1": cli + ["compact", p, "--run", *loop, "--interval", "0.2"],
+        "compactor-2": cli + ["compact", p, "--run", *loop, "--interval", "0.2"],
     }
-    running = {n: subprocess.Popen(c, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    files = contextlib.ExitStack()  # the processes' outputs, closed in the finally below
+
+    def output(name: str):
+        return files.enter_context(open(tmp_path / name, "w"))  # noqa: SIM115 - closed by ``files``
+
+    running = {n: subprocess.Popen(c, cwd=REPO, env=env, text=True, stdout=output(f"{n}.out"),
+                                   stderr=output(f"{n}.err"))
                for n, c in procs.items()}
-    outputs = {}
+
+    def counts() -> dict[str, int]:
+        comps, lcs = _done_services(p)
+        return {"commits": _lines(tmp_path / "writer.jsonl"), "reads": _lines(tmp_path / "reader.jsonl"),
+                "compactions": comps, "log compactions": lcs}
+
+    def report(why: str) -> str:
+        tails = "\n".join(f"--- {n} ({'exited ' + str(pr.returncode) if pr.poll() is not None else 'running'}):\n"
+                          + (tmp_path / f"{n}.err").read_text()[-1500:] for n, pr in running.items())
+        return f"{why}; counts {now}, wanted {wanted}\n{tails}"
+
+    wanted = {"commits": COMMITS, "reads": READS, "compactions": COMPACTIONS, "log compactions": COMPACTIONS}
+    now: dict[str, int] = {}
     try:
-        for n, proc in running.items():
-            out, err = proc.communicate(timeout=SECONDS + 120)
-            outputs[n] = out
-            assert proc.returncode == 0, f"{n} failed:\n{err[-3000:]}"
+        deadline = time.monotonic() + LIMIT_S
+        for _ in range(int(LIMIT_S)):  # polled once a second
+            now = counts()
+            if all(now[k] >= v for k, v in wanted.items()):
+                break
+            exited = [n for n, pr in running.items() if pr.poll() is not None]
+            if exited:
+                pytest.fail(report(f"{exited} exited before the counts were reached"))
+            if time.monotonic() > deadline:
+                pytest.fail(report(f"hang guard: counts not reached after {LIMIT_S:.0f} s"))
+            time.sleep(1.0)
+        else:
+            pytest.fail(report("counts not reached"))
+        stop.touch()  # the writer and the reader finish their round and exit
+        for n in ("writer", "reader"):
+            try:
+                running[n].wait(timeout=300)  # a hang guard: one round is a commit or a read
+            except subprocess.TimeoutExpired:
+                pytest.fail(report(f"the {n} did not stop within 300 s of the stop file"))
+            assert running[n].returncode == 0, report(f"the {n} failed")
+        for n in ("log-compactor", "compactor-1", "compactor-2"):
+            running[n].send_signal(signal.SIGINT)  # Ctrl-C: between rounds "stopped", mid-round "interrupted"
+        for n in ("log-compactor", "compactor-1", "compactor-2"):
+            try:
+                running[n].wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                pytest.fail(report(f"the {n} did not stop within 300 s of Ctrl-C"))
+            assert running[n].returncode in (0, 130), report(f"the {n} failed")
     finally:
         for proc in running.values():
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=30)
+        files.close()
+    print("counts when stopped:", now)
 
     # after the writer stopped: drain what is still pending, then check the end state
     subprocess.run(cli + ["compact", p, "--run"], cwd=REPO, env=env, check=True, capture_output=True)
     subprocess.run(cli + ["log-compact", p, "--run"], cwd=REPO, env=env, check=True, capture_output=True)
     commits = _jsonl(tmp_path / "writer.jsonl")
-    assert len(commits) > 20
+    assert len(commits) >= COMMITS
     allowed = {initial} | {c["digest"] for c in commits}
     seen = _jsonl(tmp_path / "reader.jsonl")
     assert not [s for s in seen if "error" in s], [s for s in seen if "error" in s][:3]
-    assert len(seen) > 50
+    assert len(seen) >= READS
     bad = [s for s in seen if s["digest"] not in allowed]
     assert not bad, f"{len(bad)} snapshot(s) matched no committed state"
 
     # every plan executed exactly once
     completed_runs: dict[str, int] = {}
     for n in ("compactor-1", "compactor-2", "log-compactor"):
-        for line in outputs[n].splitlines():
+        for line in (tmp_path / f"{n}.out").read_text().splitlines():
             for o in json.loads(line).get("executed", []):
                 if o.get("status") == "completed":
                     completed_runs[o["instant"]] = completed_runs.get(o["instant"], 0) + 1
@@ -88,10 +166,11 @@ def test_writer_compactors_and_reader_together(tmp_path):
     t = Table.open(p)
     comps = [i for i in t.timeline.completed() if i.pending_action == Action.COMPACTION]
     lcs = [i for i in t.timeline.completed() if i.pending_action == Action.LOG_COMPACTION]
-    assert comps and lcs, (len(comps), len(lcs))
+    assert len(comps) >= COMPACTIONS and len(lcs) >= COMPACTIONS, (len(comps), len(lcs))
     per_slice: dict[tuple[str, str], int] = {}
     done = {i.timestamp for i in comps}
-    for st in t.fs.walk_files(p):
+    fs, base = resolve(p)
+    for st in fs.walk_files(base):
         b = parse_base_file_name(os.path.basename(st.path))
         if b is not None and b.instant_time in done:
             per_slice[(b.file_id, b.instant_time)] = per_slice.get((b.file_id, b.instant_time), 0) + 1
@@ -101,3 +180,5 @@ def test_writer_compactors_and_reader_together(tmp_path):
     final = commits[-1]["digest"]
     assert digest(tg.read_ours(p)) == final
     assert digest(tg.read_hudi_rs(p)) == final
+    if storage == "s3":
+        fs.delete_dir(base)
