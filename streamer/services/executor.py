@@ -25,7 +25,13 @@ from streamer.services.lock import PlanLock
 from streamer.services.log_compaction import execute_log_compaction
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
-from streamer.table.integrity import DROPPED_KEY, CommittedRegions, Damage, slice_damage
+from streamer.table.integrity import (
+    DROPPED_KEY,
+    CommittedRegions,
+    Damage,
+    slice_damage,
+    timeline_damage,
+)
 from streamer.table.metadata import CommitMetadata
 from streamer.write import faults
 from streamer.write.markers import delete_markers, list_markers
@@ -153,12 +159,13 @@ def plan_slices(table: Table, inst: Instant) -> list[FileSlice]:
 
 def refuse_plan_damage(table: Table, inst: Instant, *, accept: frozenset[Damage] = frozenset()) -> None:
     """Raise :class:`DamageRefusedError` naming the first damaged file of the plan's
-    slices (missing files, corrupt committed blocks, an unreadable base footer), unless
-    every item is in ``accept``."""
-    regions = CommittedRegions.of(table.fsview, table.timeline)
-    found: list[Damage] = []
-    for s in plan_slices(table, inst):
-        found += [d for d in slice_damage(table.fs, table.fsview, table.timeline, s, regions) if d not in accept]
+    slices (missing files, corrupt committed blocks, an unreadable base footer) or of the
+    timeline (a commit file that does not decode), unless every item is in ``accept``."""
+    found: list[Damage] = [d for d in timeline_damage(table.timeline) if d not in accept]
+    if not found:  # the slices are judged by the commit metadata: it must parse first
+        regions = CommittedRegions.of(table.fsview, table.timeline)
+        found = [d for s in plan_slices(table, inst)
+                 for d in slice_damage(table.fs, table.fsview, table.timeline, s, regions) if d not in accept]
     if found:
         what = "compaction" if inst.action == Action.COMPACTION else "log compaction"
         raise DamageRefusedError(damage_message(what, inst.timestamp, found, table.base_path)

@@ -182,3 +182,115 @@ def test_check_on_an_intact_table_exits_0(built, capsys):
     rc, out, _ = _run(["check", str(src)], capsys)
     assert rc == 0 and "intact" in out
     assert os.path.isdir(src)
+
+
+# ---------------------------------------------------------------------------- pending plans
+# A compaction or log compaction that is pending - requested, or inflight because its run
+# died or was refused - must hide no damage: a snapshot reads the old slice of a pending
+# compaction (merged with the new slice's logs), so its files are checked like any other.
+
+PENDING = ["compaction.requested", "compaction.inflight", "logcompaction.requested", "logcompaction.inflight"]
+
+
+@pytest.fixture(scope="module")
+def pending_built(built, tmp_path_factory, request) -> dict[str, tuple[Path, list[dict]]]:
+    """``built`` with one pending plan of each kind, two writes after it (into the new slice
+    of a pending compaction), and for ``inflight`` a run that died before writing."""
+    from streamer.config.policies import LogCompactionPolicy
+    from streamer.services.log_compaction import schedule_log_compaction
+
+    src, rows = built
+    out = {}
+    for kind in PENDING:
+        root = tmp_path_factory.mktemp(kind.replace(".", "_")) / "t"
+        shutil.copytree(src, root)
+        t = Table.open(str(root))
+        if kind.startswith("compaction"):
+            inst = schedule_compaction(t, CompactionPolicy(), force=True)
+        else:
+            inst = schedule_log_compaction(t, LogCompactionPolicy(min_blocks=2))
+        assert inst is not None, kind
+        model = tg.Model({(r["city"], r["id"]): r for r in rows})
+        gen = tg.Gen(seed=11, ts=20_000)
+        w = tg.open_writer(str(root))
+        for _ in range(2):
+            tg.step(w, gen, model, rows=12)
+        if kind.endswith("inflight"):
+            t = Table.open(str(root))
+            t.timeline.transition_to_inflight(t.timeline.get(inst.timestamp))
+        expected = model.snapshot()
+        assert tg.read_ours(str(root)) == expected, kind
+        out[kind] = (root, expected)
+    return out
+
+
+def _pending_target(root: Path, damage: str) -> Path:
+    """The damaged file: in a slice the pending plan names (for a compaction its *old*
+    slice, which every snapshot still reads), with a base file and >= 2 log files."""
+    t = Table.open(str(root))
+    if damage.endswith("_commit"):
+        return _target(root, damage)
+    (inst,) = [i for i in t.timeline.pending() if i.action in ("compaction", "logcompaction")]
+    ops = t.fsview.compaction_plan(inst).operations
+    op = next(o for o in ops if o.data_file_path and len(o.delta_file_paths) >= 2)
+    folder = root / op.partition_path
+    return folder / (op.data_file_path if damage.startswith("flipped_base") else op.delta_file_paths[0])
+
+
+def _inflight_plans(root: Path) -> list[str]:
+    meta = root / ".hoodie"
+    done = {p.name.split(".")[0] for p in meta.iterdir() if p.name.endswith((".commit", ".deltacommit"))}
+    return sorted(p.name for p in meta.iterdir()
+                  if p.name.endswith(("compaction.inflight",)) and p.name.split(".")[0] not in done)
+
+
+@pytest.mark.parametrize("pending", PENDING)
+def test_pending_plans_never_hide_damage(pending_built, pending, tmp_path, capsys):
+    """For every kind of damage, with a plan of this kind pending: ``read`` refuses naming
+    the file (or returns the model), ``check`` reports it, and the plan's own service
+    refuses it without leaving it inflight or the table short; restored, the table is
+    the model."""
+    src, model = pending_built[pending]
+    service = ["compact", "--run"] if pending.startswith("compaction") else ["log-compact", "--run"]
+    strict = {"missing_log", "torn_block"}  # the damage that once read short under a plan
+    failures = []
+
+    def read_refuses_or_model(stage: str, root: Path, name: str, damage: str) -> None:
+        rc, out, err = _run(["read", str(root), "--format", "jsonl"], capsys)
+        if rc != 0:
+            if name not in err:
+                failures.append(f"{damage}/{stage}: read refused without naming {name}: {err[-300:]}")
+            return
+        got = tg.canon(pa.Table.from_pylist([json.loads(line) for line in out.splitlines()]))
+        if damage in strict or got != model:
+            failures.append(f"{damage}/{stage}: read exited 0 with {len(got)} rows (model {len(model)})")
+
+    for damage in DAMAGE:
+        root = tmp_path / damage / "t"
+        shutil.copytree(src, root)
+        victim = _pending_target(root, damage)
+        original = victim.read_bytes()
+        _damage(victim, damage)
+        name = victim.name
+        read_refuses_or_model("before", root, name, damage)
+        rc, out, err = _run(["check", str(root)], capsys)
+        if rc != 1 or name not in out:
+            failures.append(f"{damage}: check did not report {name}: rc={rc} {out[-300:]}")
+        rc, out, err = _run([service[0], str(root), service[1]], capsys)
+        if rc != 0 and (name not in err or len(err.strip().splitlines()) > 3):
+            failures.append(f"{damage}: {service[0]} refused (rc={rc}) without one line naming {name}: {err[-400:]}")
+        if _inflight_plans(root):
+            failures.append(f"{damage}: {service[0]} left a plan inflight: {_inflight_plans(root)}")
+        read_refuses_or_model(f"after {service[0]}", root, name, damage)
+        rc, out, _ = _run(["check", str(root)], capsys)
+        if rc != 1 or name not in out:
+            failures.append(f"{damage}: after {service[0]}, check did not report {name}: rc={rc}")
+        victim.write_bytes(original)
+        try:
+            after = tg.read_ours(str(root))
+        except StreamerError as e:
+            failures.append(f"{damage}: restored, the table does not read: {e}")
+            continue
+        if after != model:
+            failures.append(f"{damage}: restored: {len(after)} rows, want {len(model)}")
+    assert not failures, "\n".join(failures)
