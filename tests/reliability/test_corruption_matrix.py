@@ -1,4 +1,4 @@
-"""Issue 12, acceptance 4: every kind of damage against every command that touches a table.
+"""Every kind of damage against every command that touches a table.
 
 Damage: a committed log file missing, a torn block, flipped bytes in a block's content and
 in its length field, flipped bytes in a base file's pages and in its footer, a middle
@@ -9,6 +9,10 @@ Each either refuses - non-zero exit, one line naming the damaged file, no traceb
 produces the model's rows. And nothing it did made the damage permanent: once the damaged
 file is restored, the table reads exactly the model (plus the writer's batch, if the
 writer went ahead). ``check`` must find every one of them.
+
+The same under a pending compaction and log compaction (requested and inflight), and
+after a refused ``compact --force`` / ``log-compact``: reads keep refusing until the file
+is restored or its rows are dropped knowingly (``repair --drop-damaged``).
 """
 
 from __future__ import annotations
@@ -294,3 +298,146 @@ def test_pending_plans_never_hide_damage(pending_built, pending, tmp_path, capsy
         if after != model:
             failures.append(f"{damage}: restored: {len(after)} rows, want {len(model)}")
     assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- a refused service
+@pytest.fixture(scope="module")
+def with_history(tmp_path_factory) -> tuple[Path, list[tuple[str, pa.Table | None, pa.Table | None]]]:
+    """A table of a first batch and six small writes (one of deletes), and what each
+    instant wrote: the model is the replay of that history."""
+    root = tmp_path_factory.mktemp("history") / "t"
+    w = tg.create(str(root))
+    gen, model = tg.Gen(3), tg.Model()
+    history: list[tuple[str, pa.Table | None, pa.Table | None]] = []
+    first = gen.upserts(120)
+    history.append((w.upsert(first).instant, first, None))
+    model.apply(first)
+    for i in range(6):
+        if i == 3:
+            d = gen.deletes(model, 4)
+            history.append((w.delete(d).instant, None, d))
+            model.apply(deletes=d)
+        else:
+            u = gen.upserts(12)
+            history.append((w.upsert(u).instant, u, None))
+            model.apply(u)
+    return root, history
+
+
+def _replay(history, lost: tuple[str, str, set[int]] | None = None) -> list[dict]:
+    """The model: every write applied in order; ``lost`` = (instant, city, ids): that
+    instant's rows for those keys left out (what a dropped file or block held)."""
+    m = tg.Model()
+    for inst, ups, dels in history:
+        if lost is not None and inst == lost[0]:
+            def keep(t):
+                return t.filter(pa.array([not (r["city"] == lost[1] and r["id"] in lost[2])
+                                          for r in t.to_pylist()])) if t is not None else None
+            ups, dels = keep(ups), keep(dels)
+        m.apply(ups, dels)
+    return m.snapshot()
+
+
+def _victim_blocks(path: Path, damage: str) -> tuple[str, set[int], int]:
+    """(instant, keys, data rows) of what the damage takes away: the whole file when it
+    is lost, its last block when it is torn - decoded from the file's bytes beforehand."""
+    from streamer.fs import resolve
+    from streamer.table.log_format import BlockType, read_log_file
+
+    fs, p = resolve(str(path))
+    blocks = read_log_file(fs, p, lazy=False)
+    lost = blocks if damage == "missing_log" else blocks[-1:]
+    (inst,) = {b.instant_time for b in lost}
+    keys: set[int] = set()
+    rows = 0
+    for b in lost:
+        if b.block_type == BlockType.DELETE:
+            keys |= {int(k) for k in b.deletes().column(0).to_pylist()}
+        elif b.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
+            ids = b.records(["_hoodie_record_key"]).column(0).to_pylist()
+            keys |= {int(k) for k in ids}
+            rows += len(ids)
+    return inst, keys, rows
+
+
+def _spark_path_refuses(root: Path, name: str) -> bool:
+    """The Spark datasource's own path (driver plan, then each executor's slice read),
+    run without a JVM: it must fail naming the file."""
+    from streamer.read import spark_source
+
+    try:
+        fs, plan, schema = spark_source._plan({"path": str(root)})
+        reader = spark_source.MorHudiReader(fs, plan.slices, plan.spec, schema, {"path": str(root)})
+        reader.committed = plan.committed
+        for part in reader.partitions():
+            list(reader.read(part))
+    except StreamerError as e:
+        return name in str(e)
+    return False
+
+
+@pytest.mark.parametrize("service", ["compact", "log-compact"])
+@pytest.mark.parametrize("damage", ["missing_log", "torn_block"])
+def test_refused_service_leaves_the_table_refusing(with_history, damage, service, tmp_path, capsys):
+    """A committed log file lost (or its block torn); ``compact --force`` / ``log-compact``
+    refuses it. From then on every snapshot read - ``streamer read``, ``Table.read`` and
+    the Spark source's path - and ``check`` refuse naming the file, until it is restored
+    (the full model again, and the service then completes) or its rows are dropped
+    knowingly with ``repair --drop-damaged`` (exactly the model without them)."""
+    src, history = with_history
+    model = _replay(history)
+    root = tmp_path / "t"
+    shutil.copytree(src, root)
+    t = Table.open(str(root))
+    fslice = next(s for s in t.fsview.latest_file_slices() if s.base_file is not None and len(s.log_files) >= 3)
+    victim = Path(fslice.log_files[0].path)
+    name, original = victim.name, victim.read_bytes()
+    lost_inst, lost_keys, lost_rows = _victim_blocks(victim, damage)
+    _damage(victim, damage)
+    policies = tmp_path / "policies.yaml"
+    policies.write_text("policies: {log_compaction: {min_blocks: 2}}\n")
+    run_service = [service, str(root), "--policies", str(policies)] + (["--force"] if service == "compact" else [])
+
+    rc, _, err = _run(["read", str(root), "--format", "jsonl"], capsys)
+    assert rc != 0 and name in err
+    rc, _, err = _run(run_service, capsys)
+    assert rc != 0 and name in err and "refused" in err, err
+    assert not _inflight_plans(root)
+    for _ in range(2):  # and again: a second refused run changes nothing either
+        rc, out, err = _run(["read", str(root), "--format", "jsonl"], capsys)
+        assert rc != 0 and name in err, f"read after a refused {service}: rc={rc}, {len(out.splitlines())} rows"
+        with pytest.raises(StreamerError, match=name):
+            Table.open(str(root)).read()
+        assert _spark_path_refuses(root, name)
+        rc, out, _ = _run(["check", str(root)], capsys)
+        assert rc == 1 and name in out
+        rc, _, err = _run(run_service, capsys)
+        assert rc != 0 and name in err
+    damaged = tmp_path / "damaged"
+    shutil.copytree(root, damaged)
+
+    # restored: everything reads the full model again, and the service goes through
+    victim.write_bytes(original)
+    rc, out, _ = _run(["read", str(root), "--format", "jsonl"], capsys)
+    assert rc == 0
+    assert tg.canon(pa.Table.from_pylist([json.loads(line) for line in out.splitlines()])) == model
+    rc, out, err = _run([*run_service, "--run"], capsys)
+    assert rc == 0 and "completed" in out, out + err
+    assert tg.read_ours(str(root)) == model
+    rc, _, _ = _run(["check", str(root)], capsys)
+    assert rc == 0
+
+    # or: proceed without those rows, knowingly
+    rc, out, _ = _run(["repair", str(damaged), "--drop-damaged", "--dry-run"], capsys)
+    assert rc == 0 and "would drop" in out and name in out
+    assert _run(["read", str(damaged)], capsys)[0] != 0  # a dry run changes nothing
+    rc, out, err = _run(["repair", str(damaged), "--drop-damaged"], capsys)
+    assert rc == 0, err
+    dropped = [line for line in out.splitlines() if "dropped:" in line]
+    assert len(dropped) == 1 and name in dropped[0] and lost_inst in dropped[0], out
+    assert f"{lost_rows} record(s)" in dropped[0], dropped[0]
+    want = _replay(history, (lost_inst, victim.parent.name, lost_keys))
+    assert want != model  # the dropped rows are really gone (or back at older versions)
+    assert tg.read_ours(str(damaged)) == want
+    rc, out, _ = _run(["check", str(damaged)], capsys)
+    assert rc == 0 and "dropped knowingly" in out and name in out
