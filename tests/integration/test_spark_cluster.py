@@ -5,8 +5,8 @@ distribution (:class:`streamer.testing.spark_cluster.LocalSparkCluster`); the pi
 real ``streamer run FILE`` process whose driver points at it (``spark.master``) with the
 spark engine, so tagging and file-group writes run in the executors' JVMs and Python
 workers, not in the driver. It runs once with each way a continuous Kafka pipeline reads
-(``trigger.read``: ``poll`` and ``stream``), on the same cluster (the killed worker is
-started again in between). The executors' Python has the third-party packages but not
+(``trigger.read``: ``poll`` and ``stream``; at smoke size, in ``make test``, ``poll`` only),
+on the same cluster (the killed worker is started again in between). The executors' Python has the third-party packages but not
 mor-streamer (a ``sitecustomize`` lets our packages import from a zip only, as on a node
 where the project was never installed): they can only run our code from the zip the
 session ships.
@@ -41,6 +41,7 @@ from streamer.fs import resolve
 from streamer.pipeline.checkpoint import checkpoint_history
 from streamer.testing.kafka import free_port
 from streamer.testing.spark_cluster import LocalSparkCluster, is_running
+from tests.support.campaign import sized
 from tests.support.trip_model import (
     SCHEMA_DDL,
     TripModel,
@@ -230,8 +231,15 @@ def cluster(tmp_path_factory) -> Iterator[LocalSparkCluster]:
         yield running
 
 
-# poll: the driver plans each batch's offsets (HoodieStreamer's way); stream: Structured Streaming
-@pytest.mark.parametrize("read", ["poll", "stream"])
+#: poll: the driver plans each batch's offsets (HoodieStreamer's way, the default of a continuous
+#: Kafka pipeline); stream: Structured Streaming. A campaign: ``make test`` (smoke) kills a worker
+#: under the default read mode, ``make test-campaigns`` (full) under each; both read modes are
+#: checked on local Spark by the Kafka pipeline tests, the worker loss is the same Spark engine.
+READ_MODES = sized(smoke=["poll"], full=["poll", "stream"])
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("read", READ_MODES)
 def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(kafka, cluster, read, tmp_path):
     started = time.monotonic()
     for i in (0, 1):
