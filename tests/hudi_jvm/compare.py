@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +25,7 @@ from streamer.errors import StreamerError
 from streamer.read import Table
 from streamer.testing.hudi import HudiOracleError, HudiSpark
 from tests.support.gaps import Gap
-from tests.support.write_model import History
+from tests.support.write_model import History, latest_base_files
 
 DROPPED = ("_hoodie_commit_seqno", "_hoodie_file_name")
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")
@@ -131,36 +129,14 @@ def standard_queries(path: str) -> list[Query]:
 
 
 # --- the independent expected answers ------------------------------------------------
-_BASE = re.compile(r"^(?P<fid>.+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
-_DONE = re.compile(r"^(?P<instant>\d{14,17})\.(?P<action>commit|deltacommit|replacecommit)$")
-_ANY = re.compile(r"^(?P<instant>\d{14,17})\.")
-
-
 def base_file_rows(path: str, columns: Sequence[str]) -> tuple[list[dict], list[str]]:
     """What a read-optimized query must return, found without any reader's file view:
-    every file group's newest base file of a completed instant (an instant older than
-    the active timeline counts as completed: archived), read with plain Parquet. Returns
-    the rows and the ones of ``columns`` the base files hold."""
-    names = os.listdir(os.path.join(path, ".hoodie"))
-    done = {m["instant"] for n in names if (m := _DONE.match(n))}
-    active = [m["instant"] for n in names if (m := _ANY.match(n))]
-    oldest_active = min(active) if active else ""
-    newest: dict[tuple[str, str], tuple[str, str]] = {}
-    for folder, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if d != ".hoodie"]
-        for f in files:
-            m = _BASE.match(f)
-            if m is None:
-                continue
-            inst = m["instant"]
-            if inst not in done and inst >= oldest_active:
-                continue
-            gid = (folder, m["fid"])
-            if gid not in newest or inst > newest[gid][0]:
-                newest[gid] = (inst, os.path.join(folder, f))
+    the newest committed base file of every file group read with plain Parquet
+    (:func:`tests.support.write_model.latest_base_files`). Returns the rows and the
+    ones of ``columns`` the base files hold."""
     rows: list[dict] = []
     present: set[str] = set()
-    for _, file in newest.values():
+    for file in latest_base_files(path):
         t = pq.read_table(file)
         present |= set(t.column_names)
         rows += t.to_pylist()

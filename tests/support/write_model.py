@@ -9,7 +9,9 @@ commit-time merging agree and any reader must return exactly the model.
 
 from __future__ import annotations
 
+import os
 import random
+import re
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -124,15 +126,39 @@ def read_hudi_rs(path: str, read_optimized: bool = False) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def read_base_files(path: str) -> pa.Table:
-    """The latest committed base file of every file group, read with plain Parquet."""
-    from streamer.read.table import Table
+_BASE = re.compile(r"^(?P<fid>.+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
+_DONE = re.compile(r"^(?P<instant>\d{14,17})\.(?P<action>commit|deltacommit|replacecommit)$")
+_ANY = re.compile(r"^(?P<instant>\d{14,17})\.")
 
-    t = Table.open(path)
-    tables = []
-    for s in t.fsview.latest_base_files():
-        with t.fs.open_input_file(s.base_file.path) as f:
-            tables.append(pq.read_table(f))
+
+def latest_base_files(path: str) -> list[str]:
+    """Every file group's newest base file of a completed instant, found by listing the
+    folders and ``.hoodie`` (no file-system view of ours): what a read-optimized query
+    reads. An instant older than the whole active timeline counts as completed (archived)."""
+    names = os.listdir(os.path.join(path, ".hoodie"))
+    done = {m["instant"] for n in names if (m := _DONE.match(n))}
+    active = [m["instant"] for n in names if (m := _ANY.match(n))]
+    oldest_active = min(active) if active else ""
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for f in files:
+            m = _BASE.match(f)
+            if m is None:
+                continue
+            inst = m["instant"]
+            if inst not in done and inst >= oldest_active:
+                continue
+            gid = (folder, m["fid"])
+            if gid not in newest or inst > newest[gid][0]:
+                newest[gid] = (inst, os.path.join(folder, f))
+    return sorted(f for _, f in newest.values())
+
+
+def read_base_files(path: str) -> pa.Table:
+    """The latest committed base file of every file group (:func:`latest_base_files`),
+    read with plain Parquet."""
+    tables = [pq.read_table(f) for f in latest_base_files(path)]
     if not tables:
         return pa.table({c: [] for c in COLUMNS})
     return pa.concat_tables(tables, promote_options="permissive")
