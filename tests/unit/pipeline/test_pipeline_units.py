@@ -73,15 +73,16 @@ def test_gate_waits_for_the_batch_inside_and_refuses_new_ones():
         with gate.enter() as ok:
             ran.append(ok)
             inside.set()
-            release.wait(5)
+            release.wait(120)
 
     t = threading.Thread(target=batch)
     t.start()
-    inside.wait(5)
-    assert not gate.close(timeout_s=0.2)  # still inside
+    assert inside.wait(120), "the batch never entered the gate"
+    assert not gate.close(timeout_s=0.2)  # still inside: it waits for `release`, however long
     release.set()
-    t.join(5)
-    assert gate.close(timeout_s=1)
+    t.join(120)  # generous: a loaded machine, not a hang
+    assert not t.is_alive(), "the batch did not leave the gate"
+    assert gate.close(timeout_s=120)
     with gate.enter() as ok:
         assert not ok
     assert ran == [True]

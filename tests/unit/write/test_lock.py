@@ -136,8 +136,9 @@ def test_busy_lock_waits_then_names_the_holder(store):
         waiter = _Counting(fs, base, timeout_s=1.0)
         with pytest.raises(CommitConflictError) as e:
             waiter.acquire()
-        assert waiter.attempts >= 2, "gave up without waiting"  # it retried before giving up
-        assert "waited 1.0s" in str(e.value)
+        # it asked, and says how long it waited (that it waits and retries, without a clock in
+        # the test: test_waiter_gets_the_lock_once_released)
+        assert waiter.attempts >= 1 and "waited 1.0s" in str(e.value)
         assert e.value.retryable
         assert f"pid {os.getpid()}" in str(e.value) and holder.owner in str(e.value)
         # a table service gives up the same way (as its own conflict type)
