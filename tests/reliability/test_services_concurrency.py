@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.campaign]
 REPO = Path(__file__).resolve().parents[2]
 #: What must have happened before the writer stops (each of compactions and log compactions).
 COMPACTIONS = sized(smoke=2, full=6)
-COMMITS = sized(smoke=20, full=80)
+COMMITS = sized(smoke=12, full=80)
 READS = sized(smoke=30, full=150)
 #: Hang guard only: past it the test fails naming the counts and what each process said.
 LIMIT_S = sized(smoke=1200.0, full=2400.0)
