@@ -335,6 +335,34 @@ class FileSystemView:
         return dict(self._as_of(None).pending_compactions)
 
     # ------------------------------------------------------------------ integrity
+    def written_slice_key(self, partition: str, file_id: str, name: str) -> str | None:
+        """The base instant of the slice a file written into this group belongs to
+        (``None``: not a data file, or a log whose write has not completed). Layout 1
+        names it in the file name; in layout 2 a log belongs to the newest slice started
+        before its write completed, as :meth:`_slices` attributes it."""
+        return self._written_slice_key((partition, file_id), name, None)
+
+    def _written_slice_key(self, key: tuple[str, str], name: str, v: _AsOf | None) -> str | None:
+        b = parse_base_file_name(name)
+        if b is not None:
+            return b.instant_time
+        lf = parse_log_file_name(name)
+        if lf is None:
+            return None
+        if self.timeline.layout_version < 2:
+            return lf.base_instant
+        v = v if v is not None else self._as_of(None)
+        done = v.completion.get(lf.base_instant)
+        if done is None:
+            return None
+        g = self._groups.get(key)
+        keys = {bf.instant_time for bf in g.base_files if bf.instant_time in v.completed} if g else set()
+        pending = v.pending_compactions.get(key)
+        if pending:
+            keys.add(pending)
+        earlier = sorted(k for k in keys if k < done)
+        return earlier[-1] if earlier else ""
+
     def served_base_instants(self, as_of: str | None = None) -> dict[tuple[str, str], str]:
         """(partition, file id) -> the base instant of the oldest slice a snapshot reads
         (see :meth:`_served_floor`); older slices are superseded."""
@@ -381,15 +409,7 @@ class FileSystemView:
                 full = posixpath.join(self.base_path, stat.path)
                 if full in present:
                     continue
-                name = posixpath.basename(stat.path)
-                b = parse_base_file_name(name)
-                lf = parse_log_file_name(name)
-                if b is not None:
-                    slice_instant = b.instant_time
-                elif lf is not None and self.timeline.layout_version < 2:
-                    slice_instant = lf.base_instant
-                else:
-                    slice_instant = None
+                slice_instant = self._written_slice_key(key, posixpath.basename(stat.path), v)
                 newest = latest.get(key)
                 if newest is None or (slice_instant is not None and slice_instant >= newest):
                     raise MissingFileError(f"file written by completed instant {inst.timestamp} is missing", full)

@@ -135,14 +135,13 @@ def missing_files(view: FileSystemView, timeline: Timeline, slices: Iterable[Fil
     ``timeline`` is the view's own; the files written per group are gathered once per view
     (a compaction asks for every slice of its plan)."""
     out: list[Damage] = []
-    layout2 = timeline.layout_version >= 2
     for s in slices:
         present = {posixpath.basename(p) for p in s.paths}
         for path, instant in view.written_by_group.get((s.partition_path, s.file_id), ()):
             name = posixpath.basename(path)
-            b, lf = parse_base_file_name(name), parse_log_file_name(name)
-            slice_instant = b.instant_time if b else (lf.base_instant if lf and not layout2 else None)
-            if slice_instant == s.base_instant and name not in present:
+            if name in present:
+                continue
+            if view.written_slice_key(s.partition_path, s.file_id, name) == s.base_instant:
                 out.append(Damage(posixpath.join(view.base_path, path), "file is missing", instant))
     return out
 
