@@ -1,10 +1,14 @@
-"""Shared parts of the ``kill -9`` campaigns over ``streamer run`` with files sources.
+"""Shared parts of the ``kill -9`` campaigns over ``streamer run`` (files or Kafka sources).
 
+* :class:`Kill`: one planned kill - its kind (``startup``, ``standby``, ``takeover``,
+  ``outside``, ``inside``) and, for ``inside``, the I/O step label it dies at
+  (``MOR_STREAMER_KILL_AT_LABEL``) or a seeded step number (``MOR_STREAMER_KILL_AT_STEP``);
 * :class:`Run`: one ``streamer run FILE --standby`` process, from spawn to SIGKILL, with
   the phase it died in (from its own I/O step trace, ``MOR_STREAMER_TRACE_STEPS``, and
-  whether it held the pipeline lease);
-* :func:`campaign`: spawn runs per a seeded plan of kill kinds, keep hot standbys
-  queued behind the active process, kill each one once, bounded in count and time;
+  whether it held the pipeline lease) and whether the kill went as planned;
+* :func:`campaign`: spawn runs per a seeded plan, keep a hot standby queued behind the
+  active process, kill each one once, bounded in count and time; :func:`steered` tops a
+  campaign up with steered kills for every claimed phase it missed (bounded);
 * :func:`assert_rows_committed_once`: the exactly-once audit of a files source (every
   row carries the commit time of the one commit whose position first covers its file);
 * :func:`read_hudi_rs`: every row as hudi-rs reads it.
@@ -21,16 +25,44 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 from sources.position import FileListPosition
-from streamer.write.faults import ENV_KILL_AT, ENV_TRACE
+from streamer.write.faults import ENV_KILL_AT, ENV_KILL_AT_LABEL, ENV_TRACE
 
 STREAMER = str(Path(sys.executable).with_name("streamer"))
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+# The phases a kill can land in (what :attr:`Run.where` says).
+STARTUP = "startup (interpreter / JVM / session)"
+STANDBY = "standby (waiting for the lease)"
+TAKEOVER = "takeover (took the lease over, nothing written yet)"
+FIRST = "active, nothing written yet"
+BETWEEN = "between writes (reading / transforming / waiting)"
+COMMIT = "commit"
+ROLLBACK = "rollback of a dead writer's commit"
+
+
+def service(action: str) -> str:
+    return f"service: {action}"
+
+
+#: I/O step labels (prefixes, ``MOR_STREAMER_KILL_AT_LABEL``) that land a kill in a phase;
+#: a steered kill draws one of them from the seed. ``... completed`` steps are not here:
+#: a process that finished a step is between writes.
+LABELS: dict[str, tuple[str, ...]] = {
+    COMMIT: ("requested", "inflight", "partition metadata", "before complete"),
+    ROLLBACK: ("rollback",),
+    service("compaction"): ("compaction inflight", "compaction marker", "compaction wrote"),
+    service("logcompaction"): ("logcompaction inflight",),
+    service("clean"): ("clean requested", "clean delete"),
+    service("archive"): ("archive written",),
+}
 
 
 def java_options() -> str:
@@ -40,47 +72,82 @@ def java_options() -> str:
 
 
 def phase_of(trace: list[str]) -> str:
-    """What a process was doing when it died, from its I/O step trace (newest step last)."""
+    """What an active process was doing when it died, from its I/O step trace (newest last)."""
     if not trace:
-        return "before any write"
+        return FIRST
     last = trace[-1]
     if last == "completed" or last.endswith(" completed") or last.startswith("archive removed"):
-        return "between writes (reading / transforming / waiting)"
+        return BETWEEN
     if last.startswith("rollback"):
-        return "rollback of a dead writer's commit"
+        return ROLLBACK
     for action in ("logcompaction", "compaction", "clean", "archive"):
         if last.startswith(action):
-            return f"service: {action}"
+            return service(action)
     # a write step (markers, log or base files, partition metadata, before complete): a
     # data/error commit, unless a service's execution is the newest thing that started
     for label in reversed(trace):
         if label == "requested":
-            return "commit"
+            return COMMIT
         for action in ("logcompaction", "compaction"):
             if label == f"{action} inflight":
-                return f"service: {action}"
+                return service(action)
             if label == f"{action} completed":
-                return "commit"
-    return "commit"
+                return COMMIT
+    return COMMIT
+
+
+@dataclass(frozen=True)
+class Kill:
+    """One planned kill.
+
+    * ``startup``: a seeded delay (under the time a JVM takes to start) after spawn;
+    * ``standby``: while it waits for the lease (a seeded delay after it says so);
+    * ``takeover``: as soon as it holds the lease, before it wrote anything;
+    * ``outside``: a seeded delay after its first commit, between two writes;
+    * ``inside``: by the fault hook at ``label`` (a step label prefix), or at a seeded
+      step number when ``label`` is None. A run that commits ``patience`` times without
+      reaching its label is killed from outside (a miss, counted against the campaign).
+    """
+
+    kind: str
+    label: str | None = None
+    expect: str | None = None  # the phase the kill is meant for (steered inside kills)
+
+    def __str__(self) -> str:
+        return self.kind if self.label is None else f"{self.kind}@{self.label}"
+
+
+def steer(phase: str, rng: random.Random) -> Kill:
+    """An inside kill that lands in ``phase``: a label of that phase drawn from ``rng``."""
+    return Kill("inside", rng.choice(LABELS[phase]), expect=phase)
+
+
+#: Kills that need no I/O step: the phase each kind is for.
+KIND_PHASE = {"startup": STARTUP, "standby": STANDBY, "takeover": TAKEOVER, "outside": BETWEEN}
 
 
 @dataclass
 class Run:
-    """One ``streamer run`` process; ``kind``: startup | outside | inside (see :func:`campaign`)."""
+    """One ``streamer run`` process."""
 
     index: int
-    kind: str
+    kill_plan: Kill
     label: str
     delay_s: float
     kill_at: int | None
     proc: subprocess.Popen
     trace_path: Path
     lease_path: Path
-    inside_patience_s: float
+    patience: int
     started: float = field(default_factory=time.monotonic)
     lines: list[str] = field(default_factory=list)
-    first_batch: float | None = None
+    first_commit: float | None = None
+    waiting_since: float | None = None
+    active_since: float | None = None
+    between_since: float | None = None
     phase: str | None = None
+    how: str = "outside"
+    stalled: bool = False
     killed_after_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -90,8 +157,14 @@ class Run:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line.rstrip())
-            if "] batch " in line and self.first_batch is None:
-                self.first_batch = time.monotonic()
+            if "| deltacommit" in line and self.first_commit is None:
+                self.first_commit = time.monotonic()
+            if "standby: waiting" in line and self.waiting_since is None:
+                self.waiting_since = time.monotonic()
+
+    @property
+    def kind(self) -> str:
+        return self.kill_plan.kind
 
     def trace(self) -> list[str]:
         with contextlib.suppress(FileNotFoundError):
@@ -102,105 +175,158 @@ class Run:
     def commits(self) -> int:
         return sum("| deltacommit" in line for line in self.lines)
 
+    @property
+    def took_over(self) -> bool:
+        return any("took over the lease" in x for x in self.lines)
+
     def holds_lease(self) -> bool:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             return json.loads(self.lease_path.read_text())["pid"] == self.proc.pid
         return False
 
-    def due(self) -> bool:
-        now = time.monotonic()
-        if self.kind == "startup":
+    def due(self, now: float, stall_s: float) -> bool:
+        """Whether the controller kills it now (inside kills kill themselves)."""
+        if self.active_since is None and self.holds_lease():
+            self.active_since = now
+        if now - (self.active_since or self.started) >= stall_s:
+            self.stalled = True  # no kill of its plan came: a hang, or no progress
+            return True
+        kind = self.kind
+        if kind == "startup":
             return now >= self.started + self.delay_s
-        if self.first_batch is None:
+        if kind == "standby" and self.active_since is None:
+            return self.waiting_since is not None and now >= self.waiting_since + self.delay_s
+        if kind == "takeover" and self.active_since is not None:
+            return True
+        if kind == "inside":
+            return self.commits >= self.patience  # its step never came
+        if self.first_commit is None or now < self.first_commit + self.delay_s:
             return False
-        if self.kind == "outside":
-            return now >= self.first_batch + self.delay_s
-        return now >= self.first_batch + self.inside_patience_s  # its step never came
+        # outside (or a standby/takeover kill that missed): between two writes, if one comes
+        if phase_of(self.trace()) == BETWEEN:
+            return True
+        self.between_since = self.between_since or now
+        return now >= self.between_since + 10.0
 
     def kill(self) -> None:
         """SIGKILL the whole process group (python and its Spark JVM); note the phase."""
         if self.proc.poll() is None:
             active = self.holds_lease()
-            trace = self.trace()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+            self.how = "stalled" if self.stalled else ("inside step not reached, outside"
+                                                        if self.kind == "inside" else "outside")
             if active:
-                phase = phase_of(trace)
-            elif any("standby: waiting" in x for x in self.lines):
-                phase = "standby (waiting for the lease)"
+                self.phase = phase_of(self.trace())  # the trace is final now
+                if self.phase == FIRST and self.took_over:
+                    self.phase = TAKEOVER
+            elif self.waiting_since is not None:
+                self.phase = STANDBY
             else:
-                phase = "startup (interpreter / JVM / session)"
-            how = "inside step not reached, outside" if self.kind == "inside" else "outside"
-            self.phase = f"{how}: {phase}"
+                self.phase = STARTUP
         else:  # the fault hook killed it at its step
-            self.phase = f"inside at step {self.kill_at}: {phase_of(self.trace())}"
+            self.how = f"inside at {self.kill_plan.label or f'step {self.kill_at}'}"
+            self.phase = phase_of(self.trace())
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)  # its JVM, if still around
-        self.proc.wait(timeout=30)
+            self.proc.wait(timeout=30)
         self.killed_after_s = round(time.monotonic() - self.started, 1)
 
     @property
     def where(self) -> str:
-        """The phase without how it was killed."""
-        return (self.phase or "?").split(": ", 1)[-1]
+        return self.phase or "?"
+
+    @property
+    def as_planned(self) -> bool:
+        """Whether the kill landed where its plan meant it to."""
+        if self.stalled:
+            return False
+        plan = self.kill_plan
+        if plan.kind == "inside":
+            return self.how.startswith("inside at") and (plan.expect is None or self.where == plan.expect)
+        if plan.kind == "outside":
+            return self.commits >= 1
+        return self.where == KIND_PHASE[plan.kind]
+
+    def describe(self) -> str:
+        trace = self.trace()
+        return (f"run {self.index} [{self.kill_plan}] {self.label} pid {self.proc.pid}: "
+                f"{'active' if self.holds_lease() else 'not active'}, {self.commits} commits, "
+                f"last step {trace[-1] if trace else None!r}, phase {self.phase}")
 
     def tail(self) -> str:
         return "\n".join(self.lines[-25:])
 
 
-def spawn(index: int, kind: str, rng: random.Random, cmd: list[str], label: str, workdir: Path,
-          lease_path: Path, *, max_step: int = 50, inside_patience_s: float = 10.0) -> Run:
-    """Start ``streamer <cmd> --standby`` with a step trace and, for ``inside``, a kill step."""
+def spawn(index: int, kill: Kill, rng: random.Random, cmd: list[str], label: str, workdir: Path,
+          lease_path: Path, *, max_step: int = 50, patience: int = 12) -> Run:
+    """Start ``streamer <cmd> --standby`` with a step trace and, for ``inside``, its kill step."""
     traces = workdir / "traces"
     traces.mkdir(exist_ok=True)
     trace = traces / f"run{index:03d}.steps"
     env = dict(os.environ, **{ENV_TRACE: str(trace)})
     env.pop(ENV_KILL_AT, None)
+    env.pop(ENV_KILL_AT_LABEL, None)
     kill_at = None
-    if kind == "inside":
-        kill_at = rng.randint(2, max_step)  # the N-th I/O step of its error, data and service writes
-        env[ENV_KILL_AT] = str(kill_at)
-    delay = rng.uniform(0.3, 3.5) if kind == "startup" else rng.uniform(0.0, 3.0)
+    if kill.kind == "inside":
+        if kill.label is None:
+            kill_at = rng.randint(2, max_step)  # the N-th I/O step of its error, data and service writes
+            env[ENV_KILL_AT] = str(kill_at)
+        else:
+            env[ENV_KILL_AT_LABEL] = kill.label
+    # startup: under the time an interpreter and a JVM take to come up; others: after their cue
+    delay = rng.uniform(0.2, 1.5) if kill.kind == "startup" else rng.uniform(0.0, 2.0)
     proc = subprocess.Popen(
         [STREAMER, *cmd, "--standby"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, env=env, cwd=workdir, start_new_session=True,
     )
-    return Run(index, kind, label, delay, kill_at, proc, trace, lease_path, inside_patience_s)
+    return Run(index, kill, label, delay, kill_at, proc, trace, lease_path, patience)
 
 
-def campaign(kinds: list[str], start: Callable[[int, str], Run], *, in_flight: int, limit_s: float,
-             log: Callable[[str], None] | None = None) -> list[Run]:
-    """Spawn one run per entry of ``kinds`` and SIGKILL each once; returns them all.
+def campaign(plan: Sequence[Kill], start: Callable[[int, Kill], Run], *, limit_s: float, first_index: int = 0,
+             stall_s: float = 300.0, log: Callable[[str], None] | None = None) -> list[Run]:
+    """Spawn one run per entry of ``plan`` in order and SIGKILL each once; returns them all.
 
-    ``in_flight`` outside/inside runs are alive at once (the active one and hot standbys
-    behind it, which take the lease over when it dies); one ``startup`` run at a time
-    comes on top. Every run must die by SIGKILL: one that exits by itself, or prints a
-    traceback, fails the campaign. ``limit_s`` only guards against a hang.
+    Two non-startup runs are alive at once: the active one and the hot standby behind it
+    (spawned once the one before it holds the lease), which takes the lease over when it
+    dies - so runs become active in the plan's order, and the run after a kill in a commit
+    is the one that rolls it back (a plan puts a ``rollback`` kill there). One ``startup`` run at
+    a time comes on top (it dies before its JVM is up, so it never takes the lease).
+    Every run must die by SIGKILL: one that exits by itself, or prints a traceback, fails
+    the campaign. A run that stays ``stall_s`` without its kill (as a standby, or active
+    since it took the lease) is killed and marked stalled. ``limit_s`` guards against a
+    hang only: past it the campaign fails saying what every live run was doing.
     """
     runs: list[Run] = []
     alive: list[Run] = []
     t0 = time.monotonic()
     try:
-        while len(runs) < len(kinds) or alive:
-            assert time.monotonic() - t0 < limit_s, (
-                f"kill campaign hung over {limit_s}s: {[(r.index, r.kind, r.phase) for r in runs]}"
-            )
-            while len(runs) < len(kinds):
-                kind = kinds[len(runs)]
-                same = [r for r in alive if (r.kind == "startup") == (kind == "startup")]
-                if len(same) >= (1 if kind == "startup" else in_flight):
+        while len(runs) < len(plan) or alive:
+            now = time.monotonic()
+            if now - t0 > limit_s:
+                pytest.fail(f"kill campaign still running after {limit_s:.0f} s (a hang guard); live runs:\n"
+                            + "\n".join(f"  {r.describe()}\n    " + r.tail().replace("\n", "\n    ") for r in alive)
+                            + f"\ndone: {[(r.index, str(r.kill_plan), r.phase) for r in runs if r not in alive]}")
+            while len(runs) < len(plan):
+                kill = plan[len(runs)]
+                same = [r for r in alive if (r.kind == "startup") == (kill.kind == "startup")]
+                if len(same) >= (1 if kill.kind == "startup" else 2):
                     break
-                runs.append(start(len(runs), kind))
+                if kill.kind != "startup" and same and same[0].active_since is None:
+                    break  # the standby is spawned once the run before it is active: order is the plan's
+                runs.append(start(first_index + len(runs), kill))
                 alive.append(runs[-1])
             for run in list(alive):
-                if run.proc.poll() is None and not run.due():
+                if run.proc.poll() is None and not run.due(now, stall_s):
                     continue
                 run.kill()
                 alive.remove(run)
                 if log is not None:
-                    first = None if run.first_batch is None else round(run.first_batch - run.started, 1)
-                    log(f"[{time.monotonic() - t0:6.1f}s] run {run.index:2d} {run.label} {run.kind:7s} alive "
-                        f"{run.killed_after_s}s (first batch at {first}s, {run.commits} commits): {run.phase}")
+                    first = None if run.first_commit is None else round(run.first_commit - run.started, 1)
+                    log(f"[{time.monotonic() - t0:6.1f}s] run {run.index:2d} {run.label} {str(run.kill_plan):28s} "
+                        f"alive {run.killed_after_s}s (first commit at {first}s, {run.commits} commits): "
+                        f"{run.how}: {run.phase}{'' if run.as_planned else '  [missed]'}")
                 assert run.proc.returncode == -signal.SIGKILL, (
                     f"run {run.index} exited by itself ({run.proc.returncode}):\n{run.tail()}"
                 )
@@ -209,6 +335,32 @@ def campaign(kinds: list[str], start: Callable[[int, str], Run], *, in_flight: i
     finally:
         for run in alive:
             run.kill()
+    return runs
+
+
+def steered(runs: list[Run], claimed: Sequence[str], start: Callable[[int, Kill], Run], rng: random.Random, *,
+            limit_s: float, rounds: int = 2, log: Callable[[str], None] | None = None) -> list[Run]:
+    """Top a campaign up until every claimed phase was hit: for each one missing, a steered
+    kill (a rollback kill comes after a kill in a commit, so there is one to roll back);
+    at most ``rounds`` rounds. Returns all runs; the caller asserts the phases."""
+    for _ in range(rounds):
+        hit = {r.where for r in runs}
+        missing = [p for p in claimed if p not in hit]
+        if not missing:
+            break
+        plan: list[Kill] = []
+        for phase in missing:
+            if phase == ROLLBACK:
+                plan += [Kill("outside"), Kill("inside", "before complete", expect=COMMIT), steer(ROLLBACK, rng)]
+            elif phase in LABELS:
+                plan.append(steer(phase, rng))
+            elif phase == TAKEOVER:
+                plan += [Kill("outside"), Kill("takeover")]
+            else:
+                plan.append(Kill(next(k for k, p in KIND_PHASE.items() if p == phase)))
+        if log is not None:
+            log(f"topping up for {missing}: {[str(k) for k in plan]}")
+        runs = runs + campaign(plan, start, limit_s=limit_s, first_index=len(runs), log=log)
     return runs
 
 

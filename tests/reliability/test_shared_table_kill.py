@@ -1,10 +1,14 @@
-"""Two pipelines, one table, ``kill -9``: each resumes from its own position (issue 12, acceptance 2).
+"""Two pipelines, one table, ``kill -9``: each resumes from its own position.
 
 Pipelines ``from_a`` and ``from_b`` read their own folders (new JSON-lines files keep
 arriving in both) and write one table, each as its own ``streamer run FILE --pipeline
 NAME --standby`` processes with a hot standby behind the active one. Every process is
-SIGKILLed once at a seeded point: a delay after its first batch (outside) or at a seeded
-I/O step of its commits and services (inside). After a final clean run:
+SIGKILLed once per a seeded plan (``MOR_CAMPAIGN_SEED`` replays it; smoke size in ``make
+test``, full in ``make test-campaigns``): between two writes (outside, a delay after its
+first commit), or inside a chosen phase by the fault hook - a commit, the table's
+compaction or its log compaction - and at full size also at seeded step numbers. Each pipeline's kills must hit every phase in
+``PHASES`` (missed ones are topped up with steered kills, bounded), and few may miss
+their plan. After a final clean run:
 
 * the table equals the model (both pipelines' keys, each at its latest version, deletes
   applied) through our reader and hudi-rs;
@@ -36,20 +40,31 @@ from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.table.snapshot import TableSnapshot
 from tests.reliability.streamer_kills import (
+    BETWEEN,
+    COMMIT,
+    Kill,
     assert_rows_committed_once,
     campaign,
     covers,
     java_options,
     read_hudi_rs,
+    service,
     spawn,
+    steer,
+    steered,
 )
+from tests.support.campaign import assert_few_missed, assert_phases_hit, seeded, sized
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.campaign]
 
 SEED = 20_261_123
-#: Per pipeline, in seeded order: each entry is one process killed once.
-KILLS_PER_PIPELINE = {"outside": 3, "inside": 3}
-LIMIT_S = 600.0  # guards against a hang only
+#: The phases each pipeline's kills must hit, at both sizes.
+PHASES = (BETWEEN, COMMIT, service("compaction"), service("logcompaction"))
+#: Per pipeline, besides one steered kill per phase: further kills of each kind.
+EXTRA = sized(smoke={}, full={"outside": 3, "inside": 3})
+LIMIT_S = sized(smoke=1500.0, full=2400.0)  # guards against a hang only
+#: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).
+pytestmark.append(pytest.mark.timeout(3 * LIMIT_S))
 FILE_EVERY_S = 0.3
 MAX_FILES = 2_000
 KEYS = 120
@@ -108,9 +123,23 @@ class Folder:
 
 
 def test_two_pipelines_on_one_table_resume_from_their_own_positions_after_sigkill(tmp_path, spark):
-    rng = random.Random(SEED)
+    with seeded(SEED) as seed:
+        _shared_table_campaign(tmp_path, spark, seed)
+
+
+def _plan(rng: random.Random) -> list[Kill]:
+    """One pipeline's plan: an outside kill (between writes), then a steered kill for each
+    other phase and the ``EXTRA`` kills, shuffled."""
+    middle = [steer(p, rng) for p in PHASES if p != BETWEEN]
+    middle += [Kill(kind) for kind, n in EXTRA.items() for _ in range(n)]
+    rng.shuffle(middle)
+    return [Kill("outside"), *middle]
+
+
+def _shared_table_campaign(tmp_path, spark, seed: int) -> None:
+    rng = random.Random(seed)
     table = tmp_path / "lake" / "shared"
-    folders = {p: Folder(p, tmp_path / p, random.Random(SEED + i)) for i, p in enumerate("ab")}
+    folders = {p: Folder(p, tmp_path / p, random.Random(seed + i)) for i, p in enumerate("ab")}
     for f in folders.values():
         f.path.mkdir()
     yaml_path = tmp_path / "shared.yaml"
@@ -125,7 +154,7 @@ def test_two_pipelines_on_one_table_resume_from_their_own_positions_after_sigkil
     produce_failure: list[BaseException] = []
 
     def produce() -> None:
-        ts, order = 0, random.Random(SEED + 7)
+        ts, order = 0, random.Random(seed + 7)
         try:
             while not stop_producing.is_set() and sum(len(f.files) for f in folders.values()) < MAX_FILES:
                 ts = folders[order.choice("ab")].drop(ts)
@@ -134,27 +163,25 @@ def test_two_pipelines_on_one_table_resume_from_their_own_positions_after_sigkil
             produce_failure.append(e)
 
     # One campaign per pipeline, side by side: each kills its own processes in its own order.
-    plans = {}
-    for p in "ab":
-        kinds = [k for k, n in KILLS_PER_PIPELINE.items() for _ in range(n)]
-        rng.shuffle(kinds)
-        plans[p] = kinds
+    plans = {p: _plan(rng) for p in "ab"}
     results: dict[str, list] = {}
     failures: list[BaseException] = []
 
     def run_campaign(p: str) -> None:
         name = f"from_{p}"
-        prng = random.Random(SEED + ord(p))
+        prng = random.Random(seed + ord(p))
         workdir = tmp_path / f"runs_{p}"
         workdir.mkdir()
+        log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
-        def start(index: int, kind: str):
-            return spawn(index, kind, prng, ["run", str(yaml_path), "--pipeline", name], name, workdir,
+        def start(index: int, kill: Kill):
+            return spawn(index, kill, prng, ["run", str(yaml_path), "--pipeline", name], name, workdir,
                          leases[name], max_step=45)
 
         try:
-            results[p] = campaign(plans[p], start, in_flight=2, limit_s=LIMIT_S,
-                                  log=lambda line: print(line, file=sys.stderr, flush=True))
+            log(f"{name}: plan of {len(plans[p])} kills: {[str(k) for k in plans[p]]}")
+            runs = campaign(plans[p], start, limit_s=LIMIT_S, log=log)
+            results[p] = steered(runs, PHASES, start, prng, limit_s=LIMIT_S, log=log)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             failures.append(e)
 
@@ -165,18 +192,23 @@ def test_two_pipelines_on_one_table_resume_from_their_own_positions_after_sigkil
         for t in threads:
             t.start()
         for t in threads:
-            t.join(LIMIT_S + 60)
+            t.join(2 * LIMIT_S + 120)  # each campaign fails by itself past its own hang guard
     finally:
         stop_producing.set()
         producer.join(timeout=60)
     assert not failures, failures
     assert not produce_failure, produce_failure
+    if any(t.is_alive() for t in threads):
+        pytest.fail(f"a pipeline's campaign hung; done: {sorted(results)}")
     runs = [r for p in "ab" for r in results[p]]
     print(f"\n{len(runs)} kills; files: {({p: len(f.files) for p, f in folders.items()})}")
     print("kill phases:", dict(Counter(r.where for r in runs).most_common()))
-    assert len(runs) == 2 * sum(KILLS_PER_PIPELINE.values())
     for p in "ab":
+        assert_phases_hit(PHASES, (r.where for r in results[p]), what=f"from_{p}'s kills")
         assert sum(1 for r in results[p] if r.commits) >= 2, f"too few runs of from_{p} made progress"
+    missed = [r for r in runs if not r.as_planned]
+    assert_few_missed(missed, len(runs), at_most=0.25, what="kills",
+                      detail="; ".join(f"{r.label} run {r.index} [{r.kill_plan}] {r.how}: {r.where}" for r in missed))
 
     # ---- the final clean run, in this process: both pipelines catch up
     for config in configs:
@@ -239,9 +271,9 @@ def test_two_pipelines_on_one_table_resume_from_their_own_positions_after_sigkil
     print(f"{len(ours)} rows, each committed by the first commit of its own pipeline covering its file")
 
 
-def _finish_pending_cleans(path: str, timeout_s: float = 60.0) -> None:
-    """Finish a clean a kill left inflight, as the next inline clean round does: once the
-    killed process's clean lock has expired (30 s), bounded by ``timeout_s``."""
+def _finish_pending_cleans(path: str, timeout_s: float = 120.0) -> None:
+    """Finish a clean a kill left inflight, as the next inline clean round does once it may
+    take the dead process's clean lock over: polled, bounded in rounds and in time."""
     import time
 
     from streamer.config.policies import CleanPolicy
@@ -249,8 +281,10 @@ def _finish_pending_cleans(path: str, timeout_s: float = 60.0) -> None:
     from streamer.table.instant import Action
 
     deadline = time.monotonic() + timeout_s
-    while any(i.action == Action.CLEAN for i in Table.open(path).timeline.pending()):
+    for _ in range(int(timeout_s)):
+        if not any(i.action == Action.CLEAN for i in Table.open(path).timeline.pending()):
+            return
+        run_clean(Table.open(path), CleanPolicy(retain_commits=4), schedule=False)
         if time.monotonic() > deadline:
             return  # the caller's assertion names what is left
-        run_clean(Table.open(path), CleanPolicy(retain_commits=4), schedule=False)
         time.sleep(1.0)

@@ -1,38 +1,54 @@
-"""Exactly once under ``kill -9``: ``streamer run`` processes die at seeded random moments.
+"""Exactly once under ``kill -9``: the Kafka pipeline's ``streamer run`` processes die in
+seeded phases, its table on a local folder or on S3 (a real S3-compatible server, s3proxy).
 
 A producer keeps producing upserts and deletes while the continuous pipeline runs as
-real processes (``streamer run FILE --standby``, Structured Streaming). Each of the
-``N_KILLS`` processes is SIGKILLed once it is the active one: from outside (the whole
-process group, a random delay after its first commit) or from inside at a random I/O
-step of a commit (``MOR_STREAMER_KILL_AT_STEP``: between requested, inflight, data
-files, completed...). A restart pays a JVM start, so hot standbys start ahead and take
-over the pipeline lease when the active process dies (what a supervisor with a
-standby replica does). After a final drain the snapshot equals the model, and the
-commit-time audit proves every record was committed by exactly one commit.
+real processes (``streamer run FILE --standby``, Structured Streaming). A restart pays a
+JVM start, so a hot standby starts ahead and takes the pipeline lease over when the
+active process dies (what a supervisor with a standby replica does). Each process is
+SIGKILLed once per a seeded plan (``MOR_CAMPAIGN_SEED`` replays it; smoke size in ``make
+test``, full in ``make test-campaigns``): from outside between two writes (a delay after
+its first commit), or from inside by the fault hook - before a commit completed, then in
+the next process's rollback of it (``MOR_STREAMER_KILL_AT_LABEL``) - and at full size
+also at seeded I/O step numbers (``MOR_STREAMER_KILL_AT_STEP``). Every phase in
+``PHASES`` must be hit (missed ones are topped up with steered kills, bounded), and few
+runs may miss their plan (an outside kill's run must have committed: no run without
+progress goes uncounted).
+
+On S3 the table (its commits carry the pipeline's positions) and its error table are
+objects, the writer lock a conditional PUT; the lease and Spark's per-run streaming
+checkpoint stay on local disk (Spark here has no S3 connector; the lease on S3 is the
+writer lock's FileLock, tested in tests/unit/write/test_lock_s3.py). After a final drain
+the snapshot equals the model through our reader and hudi-rs, and the commit-time audit
+proves every record was committed by exactly one commit.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
-import subprocess
 import sys
 import threading
-import time
 import uuid
-from dataclasses import dataclass, field
-from importlib import resources
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from streamer.config import load_pipelines
+from streamer.fs import resolve
 from streamer.pipeline.runner import PipelineRunner
-from streamer.write.faults import ENV_KILL_AT
+from tests.reliability.streamer_kills import (
+    BETWEEN,
+    COMMIT,
+    ROLLBACK,
+    Kill,
+    campaign,
+    java_options,
+    spawn,
+    steer,
+    steered,
+)
+from tests.support.campaign import assert_few_missed, assert_phases_hit, seeded, sized
 from tests.support.trip_model import (
-    FAST_JVM,
     TripModel,
     assert_each_record_committed_once,
     assert_matches_model,
@@ -41,88 +57,65 @@ from tests.support.trip_model import (
     run_until_caught_up,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.slow, pytest.mark.campaign]
 
-SEED = 20_240_607
-N_KILLS = 10
-TOTAL_LIMIT_S = 360.0
-#: Processes alive at once: the active one and hot standbys starting up behind it.
-IN_FLIGHT = 3
-#: A bound on the records produced, not a target: the producer runs until the last kill
-#: (every kill needs a commit, so records must keep arriving; a fixed 15,000 ran out
-#: once batches got faster, and the loop then waited for commits that never came).
+SEEDS = {"local": 20_240_607, "s3": 20_261_116}
+#: The phases the kills must hit, at both sizes.
+PHASES = (BETWEEN, COMMIT, ROLLBACK)
+#: How many (commit kill, rollback kill) pairs and further kills of each kind the plan holds.
+PAIRS = sized(smoke=1, full=2)
+EXTRA = sized(smoke={}, full={"outside": 3, "inside": 3})
+#: A hang guard, not a speed bound: the campaign's pace is each process's first batch (a
+#: JVM start and a Spark job beside another process's, on 2 cores).
+LIMIT_S = sized(smoke=1200.0, full=2400.0)
+#: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).
+pytestmark.append(pytest.mark.timeout(3 * LIMIT_S))
+#: A bound on the records produced, not a target: the producer runs until the last kill.
 MAX_PRODUCED = 200_000
-STREAMER = str(Path(sys.executable).with_name("streamer"))
 
 
-@dataclass
-class Run:
-    """One streamer process, from spawn to SIGKILL."""
-
-    index: int
-    inside: bool
-    delay_s: float
-    proc: subprocess.Popen
-    started: float = field(default_factory=time.monotonic)
-    lines: list[str] = field(default_factory=list)
-    first_commit: float | None = None
-    killed_after_s: float | None = None
-
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip())
-            if "| deltacommit" in line and self.first_commit is None:
-                self.first_commit = time.monotonic()
-
-    @property
-    def commits(self) -> int:
-        return sum("| deltacommit" in line for line in self.lines)
-
-    def due(self) -> bool:
-        """An outside kill is due: a random delay after its first commit as the active process."""
-        return not self.inside and self.first_commit is not None and time.monotonic() >= self.first_commit + self.delay_s
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # python and its Spark JVM
-        self.proc.wait(timeout=30)
-        if self.killed_after_s is None:
-            self.killed_after_s = round(time.monotonic() - self.started, 1)
-
-    def tail(self) -> str:
-        return "\n".join(self.lines[-25:])
+def _yaml(kafka, topic: str, lake: str, checkpoints: Path | None) -> str:
+    text = "pipelines:\n" + kafka_pipeline_yaml(
+        "killed", kafka.bootstrap_servers, topic, lake, source_extra=", max_records_per_batch: 1500",
+    ).replace('spark.default.parallelism: "2"}',
+              f'spark.default.parallelism: "2", spark.driver.extraJavaOptions: "{java_options()}"}}')
+    assert "extraJavaOptions" in text
+    if checkpoints is not None:  # the lease and Spark's checkpoint on local disk
+        text = text.replace("- name: killed\n", f"- name: killed\n    checkpoint_dir: {checkpoints}\n", 1)
+        assert "checkpoint_dir" in text
+    return text
 
 
-def _spawn(index: int, rng: random.Random, yaml_path: Path, cwd: Path) -> Run:
-    env = dict(os.environ)
-    inside = index % 2 == 1
-    if inside:
-        env[ENV_KILL_AT] = str(rng.randint(1, 30))  # the N-th I/O step of its commits
-    proc = subprocess.Popen(
-        [STREAMER, "run", str(yaml_path), "--standby"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, env=env, cwd=cwd, start_new_session=True,
-    )
-    return Run(index, inside, rng.uniform(0.0, 3.0), proc)
+def _plan(rng: random.Random) -> list[Kill]:
+    """An outside kill first (between writes), then, shuffled: each commit kill followed by
+    a rollback kill (the standby behind the killed run rolls its commit back) and the extras."""
+    groups = [[Kill("inside", "before complete", expect=COMMIT), steer(ROLLBACK, rng)] for _ in range(PAIRS)]
+    groups += [[Kill(kind)] for kind, n in EXTRA.items() for _ in range(n)]
+    rng.shuffle(groups)
+    return [Kill("outside"), *(k for g in groups for k in g)]
 
 
-def _yaml(kafka, topic: str, lake: Path) -> str:
-    log4j = resources.files("streamer.resources").joinpath("log4j2.properties")
-    java_opts = f"{FAST_JVM} -Dlog4j2.configurationFile=file:{log4j}"
-    return "pipelines:\n" + kafka_pipeline_yaml(
-        "killed", kafka.bootstrap_servers, topic, str(lake), source_extra=", max_records_per_batch: 1500",
-    ).replace('spark.default.parallelism: "2"}', f'spark.default.parallelism: "2", spark.driver.extraJavaOptions: "{java_opts}"}}')
+@pytest.mark.parametrize("storage", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_sigkill_in_seeded_phases_loses_nothing_and_applies_nothing_twice(storage, kafka, spark, tmp_path, request):
+    if storage == "s3":
+        request.getfixturevalue("local_s3")  # the AWS variables point here and in the children
+    with seeded(SEEDS[storage]) as seed:
+        _kill_campaign(storage, kafka, spark, tmp_path, seed)
 
 
-def test_sigkill_at_random_moments_loses_nothing_and_applies_nothing_twice(kafka, spark, tmp_path):
-    rng = random.Random(SEED)
-    topic = kafka.create_topic(f"kill-{uuid.uuid4().hex[:8]}", partitions=3)
+def _kill_campaign(storage: str, kafka, spark, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    topic = kafka.create_topic(f"kill-{storage}-{uuid.uuid4().hex[:8]}", partitions=3)
+    if storage == "s3":
+        lake, checkpoints = f"s3://lake-bucket/kill-{uuid.uuid4().hex[:8]}", tmp_path / "checkpoints"
+    else:
+        lake, checkpoints = str(tmp_path / "lake"), None
     yaml_path = tmp_path / "killed.yaml"
-    yaml_path.write_text(_yaml(kafka, topic, tmp_path / "lake"))
-    model = TripModel(seed=SEED, key_space=8_000)
+    yaml_path.write_text(_yaml(kafka, topic, lake, checkpoints))
+    (config,) = load_pipelines(yaml_path)
+    assert config.target.path.startswith("s3://") == (storage == "s3")
+    lease_path = Path(PipelineRunner(config).lease().path)
+    model = TripModel(seed=seed, key_space=8_000)
 
     stop_producing = threading.Event()
     produce_failure: list[BaseException] = []
@@ -132,48 +125,41 @@ def test_sigkill_at_random_moments_loses_nothing_and_applies_nothing_twice(kafka
             while not stop_producing.is_set() and model.produced < MAX_PRODUCED:
                 produce_records(kafka, topic, model.records(150))
                 stop_producing.wait(0.5)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - reported by the test
             produce_failure.append(e)
 
+    def start(index: int, kill: Kill):
+        return spawn(index, kill, rng, ["run", str(yaml_path)], storage, tmp_path, lease_path, max_step=30)
+
+    plan = _plan(rng)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"plan of {len(plan)} kills: {[str(k) for k in plan]}")
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
-    runs: list[Run] = []
-    alive: list[Run] = []
-    deadline = time.monotonic() + TOTAL_LIMIT_S
     try:
-        while len(runs) < N_KILLS or alive:
-            assert time.monotonic() < deadline, f"kill loop over {TOTAL_LIMIT_S}s: {[(r.index, r.commits) for r in runs]}"
-            while len(alive) < IN_FLIGHT and len(runs) < N_KILLS:
-                runs.append(_spawn(len(runs), rng, yaml_path, tmp_path))
-                alive.append(runs[-1])
-            for run in list(alive):
-                if run.proc.poll() is not None or run.due():
-                    run.kill()
-                    alive.remove(run)
-                    assert run.proc.returncode == -signal.SIGKILL, (
-                        f"run {run.index} exited by itself ({run.proc.returncode}):\n{run.tail()}"
-                    )
-                    assert not any("Traceback" in x or x.startswith("error:") or " error: " in x for x in run.lines), run.tail()
-            time.sleep(0.05)
+        runs = campaign(plan, start, limit_s=LIMIT_S, log=log)
+        runs = steered(runs, PHASES, start, rng, limit_s=LIMIT_S, log=log)
     finally:
-        for run in alive:
-            run.kill()
         stop_producing.set()
         producer.join(timeout=60)
     assert not produce_failure, produce_failure
-    summary = [(r.index, "inside" if r.inside else "outside", r.killed_after_s, r.commits) for r in runs]
-    print("runs (index, kill, seconds alive, commits):", summary)
-    assert len(runs) == N_KILLS and all(r.proc.returncode == -signal.SIGKILL for r in runs)
-    assert sum(1 for r in runs if r.commits) >= N_KILLS // 2, f"too few runs made progress: {summary}"
+    print("kill phases:", dict(Counter(r.where for r in runs).most_common()))
+    assert_phases_hit(PHASES, (r.where for r in runs), what=f"{storage} kill campaign")
+    missed = [r for r in runs if not r.as_planned]
+    assert_few_missed(missed, len(runs), at_most=0.25, what="kills",
+                      detail="; ".join(f"run {r.index} [{r.kill_plan}] {r.how}: {r.where}, {r.commits} commits"
+                                       for r in missed))
 
-    (config,) = load_pipelines(yaml_path)
     # The final drain runs in this process (its JVM is warm), in large batches.
     source = config.source.model_copy(update={"max_records_per_batch": 50_000})
     drain = PipelineRunner(config.model_copy(update={"source": source}), spark=spark)
-    run_until_caught_up(drain, kafka, topic, lambda: True, timeout_s=120)
+    run_until_caught_up(drain, kafka, topic, lambda: True, timeout_s=180)
 
-    assert_matches_model(config.target.path, model.expected())
+    assert_matches_model(config.target.path, model.expected())  # ours and hudi-rs
     commits = assert_each_record_committed_once(config.target.path, kafka, topic)
-    rollbacks = [n for n in os.listdir(Path(config.target.path) / ".hoodie") if n.endswith(".rollback")]
+    fs, base = resolve(config.target.path)
+    rollbacks = [s.name for s in fs.list_dir(f"{base}/.hoodie") if s.name.endswith(".rollback")]
     print(f"{model.produced} records, {commits} data commits, {len(rollbacks)} rollbacks of killed commits")
-    assert rollbacks, "no kill landed inside a commit"
+    assert rollbacks, "no killed commit was rolled back"
+    if storage == "s3":
+        fs.delete_dir(base)

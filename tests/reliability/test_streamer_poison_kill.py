@@ -1,4 +1,4 @@
-"""Poison records and ``kill -9``: a seeded campaign over ``streamer run`` (issue 12, acceptance 3).
+"""Poison records and ``kill -9``: a seeded campaign over ``streamer run``.
 
 A producer keeps dropping JSON-lines files into a folder: upserts and deletes of a key
 space, with poison lines mixed in (malformed JSON, a null or empty record key, a
@@ -6,20 +6,26 @@ wrong-typed value, a line over ``max_record_bytes``, bytes that are not UTF-8, n
 then a file in which no line parses). A continuous pipeline
 (``streamer run FILE --standby``) ingests them as real processes; every run alternates
 between a YAML whose table services run inline and one whose services run async (in
-the writer's background thread). Each of the 50 processes (``KINDS``) is SIGKILLed once:
+the writer's background thread). Each process is SIGKILLed once, per a seeded plan
+(``MOR_CAMPAIGN_SEED`` replays it; smoke size in ``make test``, full in ``make
+test-campaigns``):
 
-* ``startup``: a seeded delay after spawn, whatever it is doing (importing, starting its
-  JVM, waiting as a standby, or just taking over);
-* ``outside``: a seeded delay after its first batch as the active process;
-* ``inside``: at a seeded I/O step of its commits and services (``MOR_STREAMER_KILL_AT_STEP``).
+* ``startup``: a seeded delay after spawn, before its JVM is up;
+* ``standby``: while it waits for the lease behind the active process;
+* ``takeover``: the moment it took the lease over from a killed process;
+* ``outside``: a seeded delay after its first commit, between two writes;
+* ``inside``: by the fault hook at a step of a chosen phase (a data or error commit, the
+  rollback of the commit the process before it was killed in, a compaction, a log
+  compaction, a clean, an archive: ``MOR_STREAMER_KILL_AT_LABEL``), and at full size also
+  at seeded step numbers (``MOR_STREAMER_KILL_AT_STEP``).
 
-Hot standbys start ahead and take the pipeline lease over when the active process dies
-(a restart without paying a JVM start). Each kill's phase is read from the process's
-own I/O step trace (``MOR_STREAMER_TRACE_STEPS``) and the lease: which write, service or
-wait it was in. After a final clean run the table equals the model through our reader
-and hudi-rs, every poison line is in the error table exactly once, nothing is pending,
-the stored positions never went back, and every row carries the commit time of the
-one commit whose position first covers its file (nothing was written twice).
+Each kill's phase is read from the process's own I/O step trace and the lease; every
+phase in ``PHASES`` must be hit (a missed one is topped up with steered kills, bounded),
+and few kills may miss their plan. After a final clean run the table equals the model
+through our reader and hudi-rs, every poison line is in the error table exactly once,
+nothing is pending, the stored positions never went back, and every row carries the
+commit time of the one commit whose position first covers its file (nothing was
+written twice).
 """
 
 from __future__ import annotations
@@ -40,24 +46,40 @@ from streamer.config import load_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from tests.reliability.streamer_kills import (
+    BETWEEN,
+    COMMIT,
+    ROLLBACK,
+    STANDBY,
+    STARTUP,
     STREAMER,
+    TAKEOVER,
+    Kill,
     assert_rows_committed_once,
     campaign,
     java_options,
     read_hudi_rs,
+    service,
     spawn,
+    steer,
+    steered,
 )
+from tests.support.campaign import assert_few_missed, assert_phases_hit, seeded, sized
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.campaign]
 
 SEED = 20_261_122
-#: The kill kinds (see ``streamer_kills.campaign``); startup kills are the cheap ones
-#: (most never finish starting a JVM), the others each cost a process that got going.
-KINDS = {"startup": 26, "outside": 12, "inside": 12}
-#: Guards against a hang only (the campaign takes a few minutes on 2 cores).
-LIMIT_S = 900.0
-#: Active process plus hot standbys (startup-kill processes come on top).
-IN_FLIGHT = 4
+#: Every phase a kill must land in, at both sizes.
+PHASES = (STARTUP, STANDBY, TAKEOVER, BETWEEN, COMMIT, ROLLBACK, service("compaction"),
+          service("logcompaction"), service("clean"), service("archive"))
+#: How many times the plan holds each steered group (see :func:`_plan`), and how many
+#: further kills of each kind it mixes in; startup kills are the cheap ones (they never
+#: finish starting a JVM), the others each cost a process that got going.
+ROUNDS = sized(smoke=1, full=2)
+EXTRA = sized(smoke={"startup": 1}, full={"startup": 18, "outside": 6, "inside": 8})
+#: Guards against a hang only (a smoke run takes a few minutes on 2 cores, a full one ~15).
+LIMIT_S = sized(smoke=1500.0, full=3000.0)
+#: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).
+pytestmark.append(pytest.mark.timeout(3 * LIMIT_S))
 FILE_EVERY_S = 0.35
 MAX_FILES = 2_000
 KEYS = 240
@@ -160,7 +182,12 @@ class Producer:
 
 # ---------------------------------------------------------------------------- the test
 def test_poison_records_and_sigkill_campaign(tmp_path, spark):
-    rng = random.Random(SEED)
+    with seeded(SEED) as seed:
+        _poison_campaign(tmp_path, spark, seed)
+
+
+def _poison_campaign(tmp_path, spark, seed: int) -> None:
+    rng = random.Random(seed)
     src, lake = tmp_path / "src", tmp_path / "lake"
     src.mkdir()
     table, errors = lake / "poisoned", lake / "_errors" / "poisoned"
@@ -173,7 +200,7 @@ def test_poison_records_and_sigkill_campaign(tmp_path, spark):
     (config,) = load_pipelines(yamls[0])
     lease_path = Path(PipelineRunner(config).lease().path)
 
-    producer = Producer(src, random.Random(SEED + 1))
+    producer = Producer(src, random.Random(seed + 1))
     stop_producing = threading.Event()
     produce_failure: list[BaseException] = []
 
@@ -185,31 +212,32 @@ def test_poison_records_and_sigkill_campaign(tmp_path, spark):
         except BaseException as e:  # noqa: BLE001 - reported by the test
             produce_failure.append(e)
 
-    def start(index: int, kind: str):
+    def start(index: int, kill: Kill):
         yaml_path = yamls[index % 2]  # inline services, async services, inline, ...
-        return spawn(index, kind, rng, ["run", str(yaml_path)], f"{yaml_path.stem:6s}", tmp_path, lease_path,
+        return spawn(index, kill, rng, ["run", str(yaml_path)], f"{yaml_path.stem:6s}", tmp_path, lease_path,
                      max_step=35)
 
-    kinds = [k for k, n in KINDS.items() for _ in range(n)]
-    rng.shuffle(kinds)
+    plan = _plan(rng)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"plan of {len(plan)} kills: {[str(k) for k in plan]}")
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     try:
-        runs = campaign(kinds, start, in_flight=IN_FLIGHT, limit_s=LIMIT_S,
-                        log=lambda line: print(line, file=sys.stderr, flush=True))
+        runs = campaign(plan, start, limit_s=LIMIT_S, log=log)
+        runs = steered(runs, PHASES, start, rng, limit_s=LIMIT_S, log=log)
     finally:
         stop_producing.set()
         thread.join(timeout=60)
     assert not produce_failure, produce_failure
 
-    phases = Counter(r.where for r in runs)
     print(f"\n{len(runs)} kills; {producer.files} files, {producer.rows} rows, {len(producer.poison)} poison lines")
-    print("kill phases:", dict(phases.most_common()))
-    print("kill kinds:", dict(Counter(r.kind for r in runs)),
+    print("kill kinds:", dict(Counter(str(r.kill_plan) for r in runs)),
           "| runs that committed, by services mode:", dict(Counter(r.label.strip() for r in runs if r.commits)))
-    assert len(runs) == sum(KINDS.values()) >= 50
-    assert sum(1 for r in runs if r.commits) >= 8, "too few runs made progress"
-    assert phases["commit"] >= 1, "no kill landed inside a commit"
+    assert_phases_hit(PHASES, (r.where for r in runs), what="poison campaign kills")
+    missed = [r for r in runs if not r.as_planned]
+    assert_few_missed(missed, len(runs), at_most=0.25, what="kills",
+                      detail="; ".join(f"run {r.index} [{r.kill_plan}] {r.how}: {r.where}" for r in missed))
+    assert sum(1 for r in runs if r.commits) >= sum(1 for k in plan if k.kind == "outside"), "too few runs made progress"
 
     # ---- the final clean run, in this process (warm JVM): catch up, then finish every service
     final = config.model_copy(update={"source": config.source.model_copy(update={"max_files_per_batch": 10_000})})
@@ -239,6 +267,25 @@ def test_poison_records_and_sigkill_campaign(tmp_path, spark):
     _assert_each_poison_once(str(errors), producer.poison)
     rollbacks = sum(step == "rollback completed" for r in runs for step in r.trace())
     print(f"{audited} rows audited against their commit; {rollbacks} rollbacks of killed writes by later runs")
+
+
+def _plan(rng: random.Random) -> list[Kill]:
+    """The kill plan, drawn from ``rng``: each steered group ``ROUNDS`` times and the
+    ``EXTRA`` kills, shuffled behind an outside kill (a takeover needs a holder before it).
+    A rollback kill comes right after a kill before a commit completed: the run after it
+    (the standby) rolls it back."""
+    groups: list[list[Kill]] = []
+    for _ in range(ROUNDS):
+        groups += [[Kill("inside", "before complete", expect=COMMIT), steer(ROLLBACK, rng)],
+                   [steer(COMMIT, rng)], [Kill("standby")], [Kill("outside"), Kill("takeover")]]
+        groups += [[steer(service(a), rng)] for a in ("compaction", "logcompaction", "clean", "archive")]
+    groups += [[Kill("inside")] if kind == "inside" else [Kill(kind)]
+               for kind, n in EXTRA.items() if kind != "startup" for _ in range(n)]
+    rng.shuffle(groups)
+    plan = [Kill("outside"), *(k for g in groups for k in g)]
+    for _ in range(EXTRA["startup"]):  # startup runs come on top of the others, anywhere
+        plan.insert(rng.randrange(1, len(plan)), Kill("startup"))
+    return plan
 
 
 def _assert_table_is_model(path: str, expected: dict[str, dict]) -> list[dict]:
