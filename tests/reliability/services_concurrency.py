@@ -30,6 +30,8 @@ POLICIES = PoliciesConfig.model_validate({
 })
 #: Not a duration of the test: a backstop so that a writer or reader outlives no test.
 MAX_SECONDS = 1800.0
+#: Tries of one commit while compactors hold the writers' lock (0.05 s apart).
+CONFLICT_RETRIES = 6_000
 
 
 def _go_on(stop: str, deadline: float) -> bool:
@@ -48,18 +50,20 @@ def writer(path: str, stop: str, out: str, debug: bool = False) -> None:
             i += 1
             delete = i % 5 == 0
             batch = gen.deletes(model, 4) if delete else gen.upserts(15)
-            while True:
+            for _ in range(CONFLICT_RETRIES):
                 try:
                     res = w.delete(batch) if delete else w.upsert(batch)
                     break
                 except CommitConflictError:
                     time.sleep(0.05)  # a compactor holds the writers' lock for a moment
+            else:
+                raise RuntimeError(f"commit {i}: the writers' lock stayed taken over {CONFLICT_RETRIES} tries")
             model.apply(deletes=batch) if delete else model.apply(batch)
             f.write(json.dumps({"instant": res.instant, "digest": digest(model.snapshot()),
                                 **({"rows": model.snapshot()} if debug else {})}) + "\n")
             f.flush()
             run_inline_services(path, POLICIES)
-            wait_for_capacity(path, POLICIES.compaction, timeout_s=30)
+            wait_for_capacity(path, POLICIES.compaction, timeout_s=300)  # patience on a loaded machine
     with open(out + ".final.json", "w") as f:
         json.dump(model.snapshot(), f)
 
