@@ -188,8 +188,8 @@ class Run:
         """Whether the controller kills it now (inside kills kill themselves)."""
         if self.active_since is None and self.holds_lease():
             self.active_since = now
-        if now - (self.active_since or self.started) >= stall_s:
-            self.stalled = True  # no kill of its plan came: a hang, or no progress
+        if self.active_since is not None and now - self.active_since >= stall_s:
+            self.stalled = True  # active all that time and its kill never came: no progress
             return True
         kind = self.kind
         if kind == "startup":
@@ -285,7 +285,7 @@ def spawn(index: int, kill: Kill, rng: random.Random, cmd: list[str], label: str
 
 
 def campaign(plan: Sequence[Kill], start: Callable[[int, Kill], Run], *, limit_s: float, first_index: int = 0,
-             stall_s: float = 300.0, log: Callable[[str], None] | None = None) -> list[Run]:
+             stall_s: float = 600.0, log: Callable[[str], None] | None = None) -> list[Run]:
     """Spawn one run per entry of ``plan`` in order and SIGKILL each once; returns them all.
 
     Two non-startup runs are alive at once: the active one and the hot standby behind it
@@ -294,8 +294,8 @@ def campaign(plan: Sequence[Kill], start: Callable[[int, Kill], Run], *, limit_s
     is the one that rolls it back (a plan puts a ``rollback`` kill there). One ``startup`` run at
     a time comes on top (it dies before its JVM is up, so it never takes the lease).
     Every run must die by SIGKILL: one that exits by itself, or prints a traceback, fails
-    the campaign. A run that stays ``stall_s`` without its kill (as a standby, or active
-    since it took the lease) is killed and marked stalled. ``limit_s`` guards against a
+    the campaign. A run active for ``stall_s`` without its kill coming (no progress to
+    its kill point) is killed and marked stalled, a miss. ``limit_s`` guards against a
     hang only: past it the campaign fails saying what every live run was doing.
     """
     runs: list[Run] = []
