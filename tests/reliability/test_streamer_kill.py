@@ -71,7 +71,7 @@ LIMIT_S = sized(smoke=1200.0, full=2400.0)
 #: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).
 pytestmark.append(pytest.mark.timeout(3 * LIMIT_S))
 #: A bound on the records produced, not a target: the producer runs until the last kill.
-MAX_PRODUCED = 200_000
+MAX_PRODUCED = 600_000
 
 
 def _yaml(kafka, topic: str, lake: str, checkpoints: Path | None) -> str:
