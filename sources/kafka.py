@@ -388,7 +388,8 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     if declared:  # cached by the reader, if it reads both df and errors (Batch.cache)
         schema = StructType.fromDDL(config.schema_ddl)
     else:  # inference reads the payloads, then the decode reads them again
-        schema = infer_json_schema(spark, base.cache(), config.infer_sample_records)
+        limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
+        schema = infer_json_schema(spark, base.cache(), config.infer_sample_records, limit)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
         schema = StructType.fromDDL("value STRING")
     exprs = _json_expressions(schema, config)
@@ -584,13 +585,21 @@ def kafka_originals(frame: DataFrame, payload: Column, encoding: Column) -> Call
     return originals
 
 
-def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int) -> StructType | None:
+def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int,
+                      max_record_bytes: int | None = None) -> StructType | None:
     """Spark's JSON schema inference over a sample of the UTF-8 payloads (text column
-    ``_raw``) of a batch; None if there are none."""
+    ``_raw``) of a batch; None if there are none.
+
+    Payloads over ``max_record_bytes`` are left out: they go to the error table
+    undecoded, and parsing one (a runaway 50 MB record) only to infer columns from it
+    is the work the limit exists to avoid."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    texts = base.where(F.col("_raw").isNotNull() & F.is_valid_utf8(F.col("_raw")))
+    usable = F.col("_raw").isNotNull() & F.is_valid_utf8(F.col("_raw"))
+    if max_record_bytes is not None:
+        usable = usable & (F.octet_length(F.col("_raw")) <= F.lit(max_record_bytes))
+    texts = base.where(usable)
     texts = texts.select(F.col("_raw").alias("v")).limit(sample)
     inferred = spark.read.option("mode", "DROPMALFORMED").json(texts.rdd.map(lambda r: r.v))
     fields = [f for f in inferred.schema.fields if f.name != CORRUPT_COLUMN]

@@ -108,6 +108,7 @@ class AvroDecoder:
         wire_format: str = "confluent",
         subject: str | None = None,
         include_metadata: bool = False,
+        max_record_bytes: int | None = None,
     ) -> None:
         if (lookup is None) == (fixed_schema is None):
             raise SourceError("AvroDecoder needs exactly one of a schema lookup or a fixed schema")
@@ -117,6 +118,8 @@ class AvroDecoder:
         self.wire_format = wire_format
         self.subject = subject or f"{topic}-value"
         self.include_metadata = include_metadata
+        #: A value larger than this is an error row, not decoded (``source.max_record_bytes``).
+        self.max_record_bytes = max_record_bytes
 
     @classmethod
     def from_config(cls, config: KafkaSourceConfig) -> AvroDecoder:
@@ -129,6 +132,7 @@ class AvroDecoder:
             wire_format=config.avro_wire_format,
             subject=registry.subject if registry is not None else None,
             include_metadata=config.include_metadata,
+            max_record_bytes=None if config.max_record_bytes is None else int(config.max_record_bytes),
         )
 
     # -- driver side ------------------------------------------------------------------------
@@ -176,7 +180,8 @@ class AvroDecoder:
         # Top-level fields nullable: an error row carries no values.
         value_schema = pa.schema([f.with_nullable(True) for f in avro_to_arrow_schema(parse_avro_schema(reader))])
         out_schema = pa.schema([*value_schema, pa.field(ERROR_FIELD, pa.string()), *META_FIELDS])
-        fn = make_decoder(reader, writers, self.wire_format, self.fixed_schema is not None, out_schema)
+        fn = make_decoder(reader, writers, self.wire_format, self.fixed_schema is not None, out_schema,
+                          self.max_record_bytes)
         decoded = raw.mapInArrow(fn, from_arrow_schema(out_schema)).cache()
         good = decoded.where(F.col(ERROR_FIELD).isNull()).select(
             *[F.col(f"`{f.name}`") for f in value_schema],
@@ -187,7 +192,8 @@ class AvroDecoder:
 
 
 def make_decoder(
-    reader_schema: str, writers: dict[int, str], wire_format: str, fixed: bool, out_schema: pa.Schema
+    reader_schema: str, writers: dict[int, str], wire_format: str, fixed: bool, out_schema: pa.Schema,
+    max_record_bytes: int | None = None,
 ):
     """The ``mapInArrow`` function (a closure shipped to executors; plain data only)."""
     skip = {ERROR_FIELD, *(m.name for m in META_FIELDS)}
@@ -203,7 +209,8 @@ def make_decoder(
             records: list[dict[str, Any]] = []
             errors: list[str | None] = []
             for row in rows:
-                record, error = _decode_one(row["value"], reader, parsed_writers, wire_format, fixed)
+                record, error = _decode_one(row["value"], reader, parsed_writers, wire_format, fixed,
+                                            max_record_bytes)
                 records.append(record or {})
                 errors.append(error)
             values = records_to_arrow(records, value_schema)
@@ -215,12 +222,16 @@ def make_decoder(
 
 
 def _decode_one(
-    value: bytes | None, reader: Any, writers: dict[int, Any], wire_format: str, fixed: bool
+    value: bytes | None, reader: Any, writers: dict[int, Any], wire_format: str, fixed: bool,
+    max_record_bytes: int | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     import fastavro
 
     if value is None:
         return None, "null payload (tombstone)"
+    if max_record_bytes is not None and len(value) > max_record_bytes:
+        # as the JSON decode says it: the record goes to the error table undecoded
+        return None, f"record of {len(value)} bytes exceeds source.max_record_bytes ({max_record_bytes})"
     body = value
     writer = reader
     if wire_format == "confluent":

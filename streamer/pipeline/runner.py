@@ -129,9 +129,24 @@ class PipelineRunner:
 
     def _stored_checkpoint(self) -> StoredCheckpoint:
         """The table's newest checkpoint; for a source reading a topic it must be for that
-        topic (a table HoodieStreamer or another pipeline filled from another is refused)."""
+        topic (a table HoodieStreamer or another pipeline filled from another is refused).
+
+        Without one in the table, the error table's: a batch of only bad records that
+        arrived before the table existed committed its position with its error rows
+        (:meth:`_write_errors`). Its ``instant`` stays None, as it names no commit of the
+        table (the data commit's conflict check is against the table's checkpoints).
+        """
         topic = getattr(self.config.source, "topic", None)
-        return stored_checkpoint(self.sink.fs, self.sink.path, topic=topic, pipeline=self.config.name)
+        found = stored_checkpoint(self.sink.fs, self.sink.path, topic=topic, pipeline=self.config.name)
+        if found.position is not None or self.errors is None:
+            return found
+        errs = self.errors.sink
+        if not errs.exists():
+            return found
+        alone = stored_checkpoint(errs.fs, errs.path, topic=topic, pipeline=self.config.name)
+        if alone.position is None:
+            return found
+        return StoredCheckpoint(alone.position, None, alone.batch_id, key=alone.key, value=alone.value)
 
     def seed_position(self, start: Position) -> None:
         """Start a table without a stored position at ``start`` (the stream's resolved start),
@@ -268,16 +283,20 @@ class PipelineRunner:
                                self.identity)
             self._check_error_fraction(prepared)
             prepare_s = clock.lap()
-            error_instant = self._write_errors(prepared)
+            # a batch without a row for a table that does not exist yet: its position goes
+            # with its error rows (a table cannot be created without a record schema)
+            errors_alone = prepared.written == 0 and prepared.errored > 0 and not self.sink.exists()
+            error_instant = self._write_errors(prepared, batch.end if errors_alone else None, batch_id)
             errors_s = clock.lap()
             self.last_commit = None
-            instant = self._commit(prepared, batch.end, batch_id)
+            instant = None if errors_alone else self._commit(prepared, batch.end, batch_id)
             commit_s = clock.lap()
             committed_at = time.time()
             self._position = batch.end
             self._next_batch_id = batch_id + 1
-            if instant is not None and isinstance(self.source, NotifiedOfCommits):
-                self.source.on_table_commit(batch.end, instant)
+            holder = instant if instant is not None else (error_instant if errors_alone else None)
+            if holder is not None and isinstance(self.source, NotifiedOfCommits):
+                self.source.on_table_commit(batch.end, holder)
             services: tuple[ServiceRun, ...] = ()
             if instant is not None and self._services is not None:
                 services = self._services.after_commit(self.last_snapshot)
@@ -332,15 +351,26 @@ class PipelineRunner:
             log.debug("[%s] table layout not available: %s", self.config.name, e)
             return None
 
-    def _write_errors(self, prepared: PreparedBatch) -> str | None:
+    def _write_errors(self, prepared: PreparedBatch, position: Position | None = None,
+                      batch_id: int | None = None) -> str | None:
         """Errors first: if we die between the two commits the batch is redone and the
-        error rows are upserted again under the same ids."""
+        error rows are upserted again under the same ids.
+
+        ``position``: the batch has no data commit to carry its position (only bad
+        records, and no table yet), so the error commit carries it, and a restart resumes
+        after it (:meth:`_stored_checkpoint`): those records are neither read again nor
+        skipped. Without an error table such a batch commits nothing and is read again.
+        """
         if not prepared.errored:
             return None
         if self.errors is None:
             log.warning("[%s] %d bad records and no error table configured", self.config.name, prepared.errored)
             return None
-        return self.errors.write(prepared.errors, {PIPELINE_KEY: self.config.name}).instant
+        meta = {PIPELINE_KEY: self.config.name}
+        if position is not None:
+            meta.update(checkpoint_metadata(position))
+            meta[BATCH_ID_KEY] = str(batch_id)
+        return self.errors.write(prepared.errors, meta).instant
 
     def _commit(self, prepared: PreparedBatch, end: Position, batch_id: int) -> str | None:
         """The data commit carrying the position; None when there is nothing to commit to.
@@ -349,27 +379,40 @@ class PipelineRunner:
         ``deltastreamer.checkpoint.key``, see :func:`checkpoint_metadata`), so either
         streamer can continue the table.
 
-        A batch of only bad records still commits (an empty delta commit) to move the
-        stored position, except before the table exists: a table cannot be created
-        without a record schema, and the error rows are idempotent, so re-reading that
-        batch after a restart is harmless.
+        A batch with no row for the table still commits (an empty delta commit) to move the
+        stored position. Its rows are the table's columns, none: what such a batch decoded
+        says nothing about the table (a batch whose only record was too large or malformed
+        has no columns at all, and its key fields "missing" failed the commit, every
+        retry). Before the table exists there is nothing to commit to (a table cannot be
+        created without a record schema): the error commit carried the position.
         """
         if prepared.written == 0 and not self.sink.exists():
             return None
         meta = {**checkpoint_metadata(end), BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
-        writer = self.sink.writer(_arrow_schema(prepared.good))
+        good = prepared.good if prepared.written else self._no_rows()
+        writer = self.sink.writer(_arrow_schema(good))
         # Checked by the writer under its lock: no other run of this pipeline committed a
         # position since ours was read (its batch would overlap ours).
         expect = ExpectCheckpoint(self._committed_instant, CHECKPOINT_KEYS, owner=self.config.name,
                                   owner_key=PIPELINE_KEY)
         result = getattr(writer, self.config.target.operation)(
-            prepared.good, extra_metadata=meta, expect_checkpoint=expect,
-            engine=self.sink.engine_for(prepared.good),  # decided once, by the batch step
+            good, extra_metadata=meta, expect_checkpoint=expect,
+            engine=self.sink.engine_for(good),  # decided once, by the batch step
         )
         self._committed_instant = result.instant
         self.last_snapshot = result.snapshot
         self.last_commit = result
         return result.instant
+
+    def _no_rows(self):
+        """No rows, in the table's data columns (an existing table's: see :meth:`_commit`)."""
+        import pyarrow as pa
+
+        from streamer.table.snapshot import TableSnapshot
+        from streamer.write.schema import data_schema
+
+        schema = TableSnapshot.load(self.sink.fs, self.sink.path).latest_schema()
+        return (data_schema(schema) if schema is not None else pa.schema([])).empty_table()
 
     def _check_error_fraction(self, prepared: PreparedBatch) -> None:
         limit = self.config.errors.max_error_fraction
