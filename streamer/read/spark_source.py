@@ -167,6 +167,10 @@ def _opt(options: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
+def _allow_corrupt(options: Mapping[str, str]) -> bool:
+    return str(options.get("allow_corrupt", "")).lower() in ("true", "1", "yes")
+
+
 def _plan(options: Mapping[str, str], filter: list[pc.Expression] | None = None):
     """``(filesystem, ReadPlan, Arrow schema)`` of a read with these options."""
     from streamer.read.table import Table
@@ -184,6 +188,7 @@ def _plan(options: Mapping[str, str], filter: list[pc.Expression] | None = None)
         end=_opt(options, "end", "hoodie.datasource.read.end.instanttime"),
         columns=cols,
         filter=filter,
+        allow_corrupt=_allow_corrupt(options),
     )
     schema = table.schema() or pa.schema([])
     if cols:
@@ -278,8 +283,7 @@ class MorHudiReader(DataSourceReader):
         if not isinstance(partition, SlicePartition):
             return  # no slices at all: Spark still asks for one (empty) partition
         table, stats = read_file_slice(self.fs, partition.fslice, self.spec)
-        allow = str(self.options.get("allow_corrupt", "")).lower() in ("true", "1", "yes")
-        if stats.corrupt_blocks and not allow:
+        if stats.corrupt_blocks and not _allow_corrupt(self.options):
             refuse_corrupt(partition.fslice, partition.committed, stats.corrupt_blocks)
         if table is None or not len(table):
             return

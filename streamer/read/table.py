@@ -31,7 +31,7 @@ from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_align
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
-from streamer.table.integrity import read_damage
+from streamer.table.integrity import CommittedRegions, read_damage, short_files
 from streamer.table.naming import partition_values
 from streamer.table.properties import TableProperties, load_properties
 from streamer.table.snapshot import TableSnapshot
@@ -255,6 +255,7 @@ class Table:
         end: str | None = None,
         columns: list[str] | None = None,
         filter: pc.Expression | Sequence[pc.Expression] | None = None,
+        allow_corrupt: bool = False,
     ) -> ReadPlan:
         """Which slices the query reads, and how.
 
@@ -262,6 +263,10 @@ class Table:
         one prunes partitions on its own, so a conjunct the partition check cannot see
         through (``fare IS NOT NULL``, which Spark adds to ``fare > 50``) does not stop
         ``city = 'sf'`` from pruning.
+
+        A snapshot's plan refuses a file that a completed write put into a slice it reads
+        when the file is missing, or is a log file shorter than the bytes committed to it
+        (``allow_corrupt``: the short one is read as far as it goes, with a warning).
         """
         if query not in QUERIES:
             raise QueryError(f"unknown query {query!r}; expected one of {', '.join(QUERIES)}")
@@ -287,7 +292,7 @@ class Table:
         else:
             slices = view.latest_merged_slices(as_of, by_completion=by_completion)
         if query == "snapshot":
-            view.check_committed_files(as_of)
+            view.check_committed_files(as_of, allow_short=allow_corrupt)
         commit_times: frozenset[str] | None = None
         if query == "incremental":
             selected = self._incremental_instants(tl, begin, end)
@@ -393,7 +398,11 @@ class Table:
         unless ``allow_corrupt`` (then it returns the rest and reports the block). A torn
         block past every committed append (a crashed writer's) is skipped either way.
         """
-        plan = self.plan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter)
+        plan = self.plan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter,
+                         allow_corrupt=allow_corrupt)
+        if allow_corrupt and plan.spec.include_logs:
+            for d in short_files(self.fs, plan.slices, CommittedRegions.of(self.fsview, self.timeline)):
+                log.warning("%s: reading past damage: %s", self.base_path, d)
         stats = ScanStats()
         tables: list[pa.Table] = []
 

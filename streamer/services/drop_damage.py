@@ -11,8 +11,8 @@ commit lists what it dropped (``extraMetadata`` key
 group (a plan an earlier run refused) is the one executed; otherwise one is scheduled
 over exactly the damaged groups. The result is an ordinary Hudi compaction commit.
 
-Only damage a merge can leave out is dropped: a missing log file and a corrupt block in
-a log. An unreadable base file, a log block whose content does not decode, or a commit
+Only damage a merge can leave out is dropped: a missing log file, a log file cut short
+and a corrupt block in a log. An unreadable base file, a log block whose content does not decode, or a commit
 file that does not parse is refused: restore it (or roll the table back).
 """
 
@@ -64,7 +64,7 @@ class DropReport:
 def droppable(d: Damage) -> bool:
     name = posixpath.basename(d.path)
     return parse_log_file_name(name) is not None and (
-        d.reason == "file is missing" or d.reason.startswith("corrupt log block"))
+        d.reason == "file is missing" or d.reason.startswith(("corrupt log block", "log file is ")))
 
 
 def served_damage(table: Table) -> tuple[dict[GroupId, list[Damage]], list[Damage]]:

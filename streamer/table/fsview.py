@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from streamer.errors import MissingFileError
+from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileStatus, FileSystem
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata, CompactionPlan
@@ -36,6 +36,12 @@ from streamer.table.naming import (
 )
 from streamer.table.properties import METAFOLDER, TableProperties
 from streamer.table.timeline import Timeline
+
+
+def short_file_reason(size: int, committed: int) -> str:
+    """What a log file shorter than its committed bytes is (a truncated copy: the blocks
+    past its end are lost, though every block left in it reads)."""
+    return f"log file is {size} bytes, shorter than the {committed} bytes completed writes put in it"
 
 
 @dataclass(frozen=True)
@@ -387,15 +393,18 @@ class FileSystemView:
             out[(g.partition_path, g.file_id)] = latest.base_instant
         return out
 
-    def check_committed_files(self, as_of: str | None = None) -> None:
+    def check_committed_files(self, as_of: str | None = None, *, allow_short: bool = False) -> None:
         """Raise :class:`MissingFileError` for a file a completed instant wrote into a
-        live slice that is not on storage (cleaning only removes superseded slices).
+        live slice that is not on storage (cleaning only removes superseded slices), and
+        :class:`CorruptDataError` for a log file shorter than the bytes completed writes
+        put in it (truncated at a block boundary, no block reads as corrupt) unless
+        ``allow_short`` (a read past corrupt data, which reports what it skipped).
 
         Live: every slice a snapshot reads, the old slice of a pending compaction
         included (a plan that failed or was refused must not turn a loud refusal into a
         short read)."""
         v = self._as_of(as_of)
-        present = {f.path for g in self._groups.values() for f in (*g.base_files, *g.log_files)}
+        present = {f.path: f for g in self._groups.values() for f in (*g.base_files, *g.log_files)}
         latest = self._served_floor(v)
         tl = self.timeline.as_of(as_of) if as_of else self.timeline
         for inst in tl.completed_writes():
@@ -407,9 +416,20 @@ class FileSystemView:
                 if key in v.replaced:
                     continue
                 full = posixpath.join(self.base_path, stat.path)
-                if full in present:
+                listed = present.get(full)
+                if listed is not None and (allow_short or not isinstance(listed, LogFile)
+                                           or listed.size >= stat.file_size_in_bytes):
                     continue
                 slice_instant = self._written_slice_key(key, posixpath.basename(stat.path), v)
                 newest = latest.get(key)
                 if newest is None or (slice_instant is not None and slice_instant >= newest):
-                    raise MissingFileError(f"file written by completed instant {inst.timestamp} is missing", full)
+                    if listed is None:
+                        raise MissingFileError(f"file written by completed instant {inst.timestamp} is missing", full)
+                    try:  # the listing's size may be older than the file: ask again
+                        size = self.fs.status(full).size
+                    except (MissingFileError, FileNotFoundError) as e:
+                        raise MissingFileError(f"file written by completed instant {inst.timestamp} is missing",
+                                               full) from e
+                    if size < stat.file_size_in_bytes:
+                        raise CorruptDataError(f"{short_file_reason(size, stat.file_size_in_bytes)} "
+                                               f"(data committed by instant {inst.timestamp})", full)

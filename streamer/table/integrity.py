@@ -3,7 +3,9 @@
 Readers, services and the writer all ask the same questions, answered here once:
 
 - **files present**: every file a completed instant wrote into a live slice is on
-  storage (cleaning removes only superseded slices);
+  storage (cleaning removes only superseded slices), and no log file is shorter than
+  the bytes completed writes put in it (a copy cut at a block boundary reads cleanly,
+  short);
 - **blocks intact**: a corrupt log block (bad magic, length or header) matters only when
   it lies inside bytes a completed instant wrote. Each delta write stat records where its
   append started (``logOffset``) and the file's size after it (``fileSizeInBytes``), so
@@ -32,7 +34,7 @@ import pyarrow.parquet as pq
 
 from streamer.errors import StreamerError
 from streamer.fs import FileSystem
-from streamer.table.fsview import FileSlice, FileSystemView
+from streamer.table.fsview import FileSlice, FileSystemView, short_file_reason
 from streamer.table.instant import Action, Instant
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
 from streamer.table.metadata import CleanMetadata, CommitMetadata, CompactionPlan, RollbackMetadata
@@ -125,6 +127,10 @@ def read_damage(view: FileSystemView, timeline: Timeline, fslice: FileSlice | No
         d = corrupt_block_damage(regions, cb.path, getattr(cb, "offset", None), getattr(cb, "reason", ""))
         if d is not None:
             out.append(d)
+    if fslice is not None and fslice.log_files:
+        regions = regions or CommittedRegions.of(view, timeline)
+        named = {d.path for d in out}  # a torn last block explains its file's short length
+        out += [d for d in short_files(view.fs, [fslice], regions) if d.path not in named]
     return out
 
 
@@ -146,10 +152,32 @@ def missing_files(view: FileSystemView, timeline: Timeline, slices: Iterable[Fil
     return out
 
 
+def short_files(fs: FileSystem, slices: Iterable[FileSlice], regions: CommittedRegions) -> list[Damage]:
+    """Log files shorter than the bytes completed writes put in them: cut at a block
+    boundary, every block left reads, yet the committed blocks past the end are lost."""
+    out: list[Damage] = []
+    for s in slices:
+        for lf in s.log_files:
+            spans = regions.ranges.get(lf.path)
+            if not spans:
+                continue
+            end, inst = max((e, i) for _, e, i in spans)
+            if lf.size >= end:
+                continue
+            try:  # the listing's size may be older than the file
+                size = fs.status(lf.path).size
+            except (StreamerError, FileNotFoundError):
+                continue  # gone: missing_files names it
+            if size < end:
+                out.append(Damage(lf.path, short_file_reason(size, end), inst))
+    return out
+
+
 def slice_damage(fs: FileSystem, view: FileSystemView, timeline: Timeline, fslice: FileSlice,
                  regions: CommittedRegions | None = None, *, deep: bool = False) -> list[Damage]:
-    """Everything wrong with one slice: missing files, committed corrupt blocks, an
-    unreadable base file (``deep``: every page and every block's records decoded)."""
+    """Everything wrong with one slice: missing files, log files cut short, committed
+    corrupt blocks, an unreadable base file (``deep``: every page and every block's
+    records decoded)."""
     out = missing_files(view, timeline, [fslice])
     if fslice.base_file is not None:
         d = base_file_damage(fs, fslice.base_file.path, deep=deep)
@@ -178,6 +206,10 @@ def slice_damage(fs: FileSystem, view: FileSystemView, timeline: Timeline, fslic
                     kv = blk.parquet_metadata() or {}
                     out.extend(_footer_index_damage(f"{blk.log_path} block at offset {blk.offset}",
                                                     (kv, blk.record_keys()), blk.instant_time))
+    if fslice.log_files:
+        regions = regions or CommittedRegions.of(view, timeline)
+        named = {d.path for d in out}  # a torn last block explains its file's short length
+        out += [d for d in short_files(fs, [fslice], regions) if d.path not in named]
     if deep and not out and fslice.log_files:
         out.extend(_slice_index_damage(fs, timeline, fslice))
     return out

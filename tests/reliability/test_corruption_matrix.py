@@ -1,6 +1,7 @@
 """Every kind of damage against every command that touches a table.
 
-Damage: a committed log file missing, a torn block, flipped bytes in a block's content and
+Damage: a committed log file missing, a torn block, a log file cut at a block boundary
+(every block left reads, the last is gone), flipped bytes in a block's content and
 in its length field, flipped bytes in a base file's pages and in its footer, a middle
 commit file with invalid JSON, an emptied last commit file. Commands: ``read``, ``show``,
 ``check``, ``compact``, ``log-compact``, ``clean`` and the next writer.
@@ -35,7 +36,7 @@ from tests.support import block_tables as tg
 
 pytestmark = pytest.mark.timeout(600)
 
-DAMAGE = ["missing_log", "torn_block", "flipped_block_content", "flipped_block_length",
+DAMAGE = ["missing_log", "torn_block", "truncated_log", "flipped_block_content", "flipped_block_length",
           "flipped_base_pages", "flipped_base_footer", "invalid_middle_commit", "empty_last_commit"]
 COMMANDS = ["read", "show", "check", "compact", "log-compact", "clean", "writer"]
 
@@ -89,12 +90,22 @@ def _first_page(log: Path) -> int:
     return blk.content_offset + col.data_page_offset + 8
 
 
+def _last_block_offset(log: Path) -> int:
+    from streamer.fs import resolve
+    from streamer.table.log_format import read_log_file
+
+    fs, p = resolve(str(log))
+    return read_log_file(fs, p, lazy=True)[-1].offset
+
+
 def _damage(path: Path, damage: str) -> None:
     size = path.stat().st_size
     if damage == "missing_log":
         path.unlink()
     elif damage == "torn_block":
         path.write_bytes(path.read_bytes()[: size - 40])
+    elif damage == "truncated_log":  # cut at its last block's start: what is left reads cleanly
+        path.write_bytes(path.read_bytes()[: _last_block_offset(path)])
     elif damage == "flipped_block_content":
         _flip(path, _first_page(path))
     elif damage == "flipped_block_length":
@@ -256,7 +267,7 @@ def test_pending_plans_never_hide_damage(pending_built, pending, tmp_path, capsy
     the model."""
     src, model = pending_built[pending]
     service = ["compact", "--run"] if pending.startswith("compaction") else ["log-compact", "--run"]
-    strict = {"missing_log", "torn_block"}  # the damage that once read short under a plan
+    strict = {"missing_log", "torn_block", "truncated_log"}  # damage that once read short
     failures = []
 
     def read_refuses_or_model(stage: str, root: Path, name: str, damage: str) -> None:
