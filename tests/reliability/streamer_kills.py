@@ -184,8 +184,10 @@ class Run:
             return json.loads(self.lease_path.read_text())["pid"] == self.proc.pid
         return False
 
-    def due(self, now: float, stall_s: float) -> bool:
-        """Whether the controller kills it now (inside kills kill themselves)."""
+    def due(self, now: float, stall_s: float, hold: bool = False) -> bool:
+        """Whether the controller kills it now (inside kills kill themselves). ``hold``: the
+        standby behind it is not waiting yet, so an outside kill waits for it (else the
+        standby could take the lease before its own kill, and runs leave the plan's order)."""
         if self.active_since is None and self.holds_lease():
             self.active_since = now
         if self.active_since is not None and now - self.active_since >= stall_s:
@@ -200,7 +202,7 @@ class Run:
             return True
         if kind == "inside":
             return self.commits >= self.patience  # its step never came
-        if self.first_commit is None or now < self.first_commit + self.delay_s:
+        if self.first_commit is None or now < self.first_commit + self.delay_s or hold:
             return False
         # outside (or a standby/takeover kill that missed): between two writes, if one comes
         if phase_of(self.trace()) == BETWEEN:
@@ -289,7 +291,8 @@ def campaign(plan: Sequence[Kill], start: Callable[[int, Kill], Run], *, limit_s
     """Spawn one run per entry of ``plan`` in order and SIGKILL each once; returns them all.
 
     Two non-startup runs are alive at once: the active one and the hot standby behind it
-    (spawned once the one before it holds the lease), which takes the lease over when it
+    (spawned once the one before it holds the lease; an outside kill of the active one
+    waits until the standby says it is waiting), which takes the lease over when it
     dies - so runs become active in the plan's order, and the run after a kill in a commit
     is the one that rolls it back (a plan puts a ``rollback`` kill there). One ``startup`` run at
     a time comes on top (it dies before its JVM is up, so it never takes the lease).
@@ -317,8 +320,9 @@ def campaign(plan: Sequence[Kill], start: Callable[[int, Kill], Run], *, limit_s
                     break  # the standby is spawned once the run before it is active: order is the plan's
                 runs.append(start(first_index + len(runs), kill))
                 alive.append(runs[-1])
+            hold = any(r.kind != "startup" and r.active_since is None and r.waiting_since is None for r in alive)
             for run in list(alive):
-                if run.proc.poll() is None and not run.due(now, stall_s):
+                if run.proc.poll() is None and not run.due(now, stall_s, hold):
                     continue
                 run.kill()
                 alive.remove(run)
