@@ -200,9 +200,19 @@ def start_noticing_interrupts(start: Callable[[], T]) -> T:
     the signal is passed on to the handler that was installed (the flag is still set, a
     second Ctrl-C still abandons) and remembered; once the JVM is up, we stop.
     Off the main thread (where signals cannot be handled) ``start`` simply runs.
+
+    **Spark's own SIGINT handler never replaces the caller's.** A new ``SparkContext``
+    made on the main thread installs one (cancel every job, raise KeyboardInterrupt): a
+    single Ctrl-C during the rest of the start-up then abandoned the run (exit 130)
+    instead of stopping it. With a handler of the caller's installed (not Python's
+    default, which interrupts at once anyway), ``start`` runs on a helper thread, where
+    Spark installs nothing, while the main thread waits and keeps answering signals; a
+    second Ctrl-C abandons the start-up there and then (the helper is a daemon thread).
     """
     if threading.current_thread() is not threading.main_thread():
         return start()
+    from streamer.write import faults
+
     seen: list[int] = []
     previous: dict[int, Callable] = {}
 
@@ -216,8 +226,14 @@ def start_noticing_interrupts(start: Callable[[], T]) -> T:
             continue  # ignored, or the OS default (terminate): stays as it was
         previous[sig] = handler
         signal.signal(sig, on_signal)
+
+    def paused_start() -> T:
+        faults.pause_point("spark start")  # tests: a signal at a known point of the start-up
+        return start()
+
+    own = previous.get(signal.SIGINT) not in (None, signal.default_int_handler)
     try:
-        result = start()
+        result = _on_helper_thread(paused_start) if own else paused_start()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
@@ -225,6 +241,45 @@ def start_noticing_interrupts(start: Callable[[], T]) -> T:
         raise StartInterrupted(f"interrupted while Spark was starting ({signal.Signals(seen[0]).name}); "
                                "nothing was run")
     return result
+
+
+def _on_helper_thread(start: Callable[[], T]) -> T:
+    """``start()`` on a daemon thread; the calling (main) thread waits, handling signals."""
+    out: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(start())
+        except BaseException as e:  # handed to the caller
+            failed.append(e)
+
+    helper = threading.Thread(target=run, name="spark-start", daemon=True)
+    helper.start()
+    while helper.is_alive():
+        helper.join(0.2)  # returns to the interpreter: signal handlers run in between
+    _let_handlers_run()
+    if failed:
+        raise failed[0]
+    result = out[0]
+    _make_active_here(result)
+    return result
+
+
+def _let_handlers_run() -> None:
+    """A call: Python runs pending signal handlers on entering one (a signal that came
+    just before the helper thread finished is seen before the caller checks for it)."""
+
+
+def _make_active_here(session: object) -> None:
+    """The session as the calling thread's active one (it was made on another thread;
+    ``SparkSession.getActiveSession`` is per thread)."""
+    jsession = getattr(session, "_jsparkSession", None)
+    jvm = getattr(session, "_jvm", None)
+    if jsession is None or jvm is None:
+        return
+    with contextlib.suppress(Exception):  # an optimisation: getOrCreate finds the session anyway
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
 class SparkSqlSyntax:

@@ -8,8 +8,12 @@ source holds when the run starts, in capped batches, runs its services inline an
 exits - the mode for scheduled jobs (cron, Airflow). ``--once``: one batch each.
 
 Ctrl-C (or SIGTERM, as sent by container runtimes) once: finish the running
-micro-batch, commit it, stop. Ctrl-C twice: abandon it; the next run rolls its
-inflight commit back, so nothing half-written is ever read.
+micro-batch, commit it, stop, exit 0 - at any point once the command started (during
+the Spark start-up: stop before any batch). Ctrl-C twice: abandon it (Spark's jobs are
+cancelled, exit 130); the next run rolls its inflight commit back, so nothing
+half-written is ever read. The handler is the run's alone from its first line to its
+last: Spark's own SIGINT handler (cancel all jobs, raise KeyboardInterrupt, installed
+by a SparkContext made on the main thread) never replaces it (``streamer.spark``).
 
 Progress goes to the log (standard error): one line per batch, idle polls summarised,
 inline table services, an end-of-run summary. ``metrics``/``progress`` in the YAML (or
@@ -58,10 +62,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    # first thing: a signal while the YAML loads or the broker is asked is a stop too
+    with _graceful_stop(stop):
+        return _run(args, stop)
+
+
+def _run(args: argparse.Namespace, stop: threading.Event) -> int:
     from streamer.config import load_pipelines
     from streamer.errors import ConfigError
     from streamer.observe.run import RunObservers
     from streamer.pipeline.multi import PipelinesFailedError, failure_line, run_pipelines
+    from streamer.spark import StartInterrupted
 
     configs = load_pipelines(args.file)
     if args.pipeline:
@@ -80,20 +92,21 @@ def run(args: argparse.Namespace) -> int:
         observers.on_failure(name, e)
         log.error("error: %s", failure_line(name, e), extra={"pipeline": name})
 
-    stop = threading.Event()
     try:
-        with _graceful_stop(stop):
-            run_pipelines(
-                configs,
-                once=args.once,
-                available_now=getattr(args, "available_now", False),
-                stop=stop,
-                on_report=observers.on_report,
-                timeout_s=args.timeout,
-                standby=args.standby,
-                on_failure=on_failure,
-                collect_layout=observers.collect_layout,
-            )
+        run_pipelines(
+            configs,
+            once=args.once,
+            available_now=getattr(args, "available_now", False),
+            stop=stop,
+            on_report=observers.on_report,
+            timeout_s=args.timeout,
+            standby=args.standby,
+            on_failure=on_failure,
+            collect_layout=observers.collect_layout,
+        )
+    except StartInterrupted as e:  # one Ctrl-C while Spark started: a stop before any batch
+        log.warning("stopped: %s", e)
+        return 0
     except PipelinesFailedError as e:
         ok = len(configs) - len(e.failures)
         log.error("%d of %d pipeline(s) failed (%s); %d ran", len(e.failures), len(configs),
@@ -120,7 +133,15 @@ def _settings(configs: list[PipelineConfig], args: argparse.Namespace) -> RunSet
 
 
 class _graceful_stop:  # noqa: N801 - used as a context manager like a function
-    """SIGINT/SIGTERM set ``stop``; a second SIGINT raises KeyboardInterrupt (abandon)."""
+    """SIGINT/SIGTERM set ``stop``; a second SIGINT cancels Spark's jobs and raises
+    KeyboardInterrupt (abandon: exit 130).
+
+    Installed whatever the signals' dispositions were when the process started: a
+    process started by a non-interactive shell as a background job (``streamer run x &``)
+    begins with SIGINT *ignored*, one started by ``subprocess.Popen`` with Python's
+    default handler (KeyboardInterrupt), so any window without this handler behaved
+    differently in the two: a lost signal in one, exit 130 in the other.
+    """
 
     def __init__(self, stop: threading.Event) -> None:
         self.stop = stop
@@ -128,8 +149,10 @@ class _graceful_stop:  # noqa: N801 - used as a context manager like a function
 
     def _on_signal(self, signum: int, frame: object) -> None:
         if self.stop.is_set() and signum == signal.SIGINT:
+            _cancel_spark_jobs()
             raise KeyboardInterrupt
-        log.warning("stopping after the current batch (Ctrl-C again to abandon it)...")
+        if not self.stop.is_set():
+            log.warning("stopping after the current batch (Ctrl-C again to abandon it)...")
         self.stop.set()
 
     def __enter__(self) -> _graceful_stop:
@@ -143,6 +166,22 @@ class _graceful_stop:  # noqa: N801 - used as a context manager like a function
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
+
+def _cancel_spark_jobs() -> None:
+    """The abandon path's part of Spark's own Ctrl-C handler: cancel every running job
+    (when a SparkContext is up), so that the exit does not wait for them."""
+    import sys
+
+    if "pyspark" not in sys.modules:
+        return
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is not None:
+            sc.cancelAllJobs()
+    except Exception as e:  # abandoning anyway: the next run rolls back what was left
+        log.debug("cancelling Spark's jobs failed: %s", e)
 
 
 def _preflight(configs) -> None:

@@ -52,6 +52,7 @@ from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
 from streamer.pipeline.sink import TableSink
 from streamer.pipeline.stream import run_polling, run_stream
+from streamer.write import faults
 from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 
@@ -278,6 +279,7 @@ class PipelineRunner:
                                 started_at=started_at, start_position=start_json,
                                 phases=PhaseTimes(read=read_s), lag=self._lag(batch.end))
                 )
+            faults.pause_point("batch read")  # tests: a signal at a known point of a batch
             clock = _Clock()
             prepared = prepare(cfg, self.spark, batch, self.source.source_type, _retry_identity(batch),
                                self.identity)
