@@ -65,7 +65,7 @@ from tests.reliability.streamer_kills import (
 )
 from tests.support.campaign import assert_few_missed, assert_phases_hit, seeded, sized
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.campaign]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEED = 20_261_122
 #: Every phase a kill must land in, at both sizes.
@@ -78,8 +78,6 @@ ROUNDS = sized(smoke=1, full=2)
 EXTRA = sized(smoke={"startup": 1}, full={"startup": 18, "outside": 6, "inside": 8})
 #: Guards against a hang only (a smoke run takes a few minutes on 2 cores, a full one ~15).
 LIMIT_S = sized(smoke=1500.0, full=3000.0)
-#: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).
-pytestmark.append(pytest.mark.timeout(3 * LIMIT_S))
 FILE_EVERY_S = 0.35
 MAX_FILES = 10_000  # a bound, not a target: the producer runs until the last kill
 KEYS = 240
@@ -181,6 +179,8 @@ class Producer:
 
 
 # ---------------------------------------------------------------------------- the test
+@pytest.mark.campaign
+@pytest.mark.timeout(3 * LIMIT_S)  # the last resort past the hang guards (the campaign and its top-ups)
 def test_poison_records_and_sigkill_campaign(tmp_path, spark):
     with seeded(SEED) as seed:
         _poison_campaign(tmp_path, spark, seed)
