@@ -114,12 +114,27 @@ def _inside(cwd: Path):
 
 
 def _in_process(fn: Callable[[], int | None]) -> tuple[int, str, str]:
+    """Run ``fn`` with stdout and stderr captured; the logging set-up it makes (the CLI
+    configures the root logger per command) is undone after, for the tests that follow."""
+    import logging
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = int(fn() or 0)
-        except SystemExit as e:  # argparse
-            rc = e.code if isinstance(e.code, int) else 1
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = int(fn() or 0)
+            except SystemExit as e:  # argparse
+                rc = e.code if isinstance(e.code, int) else 1
+    finally:
+        for h in list(root.handlers):
+            if h not in handlers:
+                root.removeHandler(h)
+        for h in handlers:
+            if h not in root.handlers:
+                root.addHandler(h)
+        root.setLevel(level)
     return rc, out.getvalue(), err.getvalue()
 
 
