@@ -29,6 +29,7 @@ from streamer.table.integrity import (
     DROPPED_KEY,
     CommittedRegions,
     Damage,
+    dropped_damage,
     slice_damage,
     timeline_damage,
 )
@@ -78,7 +79,10 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         # damage first, before the plan goes inflight or anything is written: a refused
         # plan stays requested, and the table (whose reads check the old slices of
         # pending plans too) keeps refusing until the file is restored
-        refuse_plan_damage(table, cur, accept=accept_damage)
+        # damage an earlier repair dropped knowingly (in slices its compaction superseded,
+        # which a log compaction planned before it may still name) refuses nothing
+        accepted = accept_damage | frozenset(dropped_damage(table.fsview, table.timeline))
+        refuse_plan_damage(table, cur, accept=accepted)
         inflight = table.timeline.transition_to_inflight(cur)
         faults.step(f"{inst.action} inflight")
 
@@ -92,12 +96,12 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         try:
             if inflight.action == Action.LOG_COMPACTION:
                 meta = execute_log_compaction(table, inflight, log_policy or LogCompactionPolicy(),
-                                              accept_damage=accept_damage).metadata
+                                              accept_damage=accepted).metadata
                 _record_dropped(meta, accept_damage)
                 complete(meta)
             elif inflight.action == Action.COMPACTION:
                 run = execute_compaction(table, inflight, lock_timeout_s=writer_lock_timeout_s,
-                                         accept_damage=accept_damage)
+                                         accept_damage=accepted)
                 meta = run.finish(table, lambda m: (_record_dropped(m, accept_damage), complete(m)))
             else:
                 raise ServiceError(f"{inflight} is not a compaction or log compaction")
@@ -139,8 +143,7 @@ def _record_dropped(meta: CommitMetadata, accepted: frozenset[Damage]) -> None:
 
 def plan_slices(table: Table, inst: Instant) -> list[FileSlice]:
     """The slices a pending plan would rewrite, as they are now (a log compaction's op
-    whose slice is gone or superseded by a completed compaction is left out, as its
-    execution skips it)."""
+    whose slice is gone is left out, as its execution skips it)."""
     plan = read_plan(table, inst)
     out = []
     if inst.action == Action.COMPACTION:
@@ -148,11 +151,9 @@ def plan_slices(table: Table, inst: Instant) -> list[FileSlice]:
             out.append(old_slice(table, op))
         return out
     slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
-    served = table.fsview.served_base_instants()
     for op in plan.operations:
         s = slices.get((op.partition_path, op.file_id, op.base_instant_time))
-        floor = served.get((op.partition_path, op.file_id))
-        if s is not None and (floor is None or op.base_instant_time >= floor):
+        if s is not None:
             out.append(s)
     return out
 

@@ -170,8 +170,7 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
                            accept_damage: frozenset[Damage] = frozenset()) -> LogCompactionResult:
     """Stitch every run of the plan; the caller holds the plan's lock and set it inflight.
 
-    A slice with a damaged file is refused (unless the damage is in ``accept_damage``);
-    one a completed compaction superseded meanwhile is skipped: no reader reads it."""
+    A slice with a damaged file is refused (unless the damage is in ``accept_damage``)."""
     plan = read_plan(table, inst)
     runs = json.loads(plan.extra_metadata.get(RUNS_KEY, "{}"))
     params = (plan.strategy or {}).get("strategyParams") or {}
@@ -180,7 +179,6 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     # by base instant, not "latest": a compaction scheduled meanwhile (RFC-48 scenario 4)
     # opens a newer slice, but the planned blocks are still where they were
     slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
-    served = table.fsview.served_base_instants()
     result = LogCompactionResult(inst.timestamp)
     # compacted=true, as Hudi's log compaction commit (RunCompactionActionExecutor builds
     # COMPACT and LOG_COMPACT metadata alike with new HoodieCommitMetadata(true))
@@ -193,11 +191,6 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
         if fslice is None:
             log.warning("log compaction %s: slice %s/%s@%s is gone; skipping it", inst.timestamp,
                         op.partition_path, op.file_id, op.base_instant_time)
-            continue
-        floor = served.get((op.partition_path, op.file_id))
-        if floor is not None and op.base_instant_time < floor:
-            log.warning("log compaction %s: slice %s/%s@%s was superseded by compaction %s; skipping it",
-                        inst.timestamp, op.partition_path, op.file_id, op.base_instant_time, floor)
             continue
         units, scan = effective_units(read_slice_blocks(table.fs, fslice), completed)
         refuse_damage(table, fslice, inst.timestamp, "log compaction", scan.corrupt_blocks, accept=accept_damage)

@@ -377,7 +377,7 @@ def check_table(fs: FileSystem, view: FileSystemView, timeline: Timeline, *, dee
             report.slices += 1
             report.files += len(s.paths)
             for d in slice_damage(fs, view, timeline, s, regions, deep=deep):
-                by = acknowledged.get((d.path, d.reason))
+                by = acknowledged.get(d)
                 if by is not None and floor is not None and s.base_instant < floor:
                     report.dropped.append((d, by))  # superseded by the compaction that dropped it
                 else:
@@ -385,13 +385,18 @@ def check_table(fs: FileSystem, view: FileSystemView, timeline: Timeline, *, dee
     return report
 
 
-def dropped_damage(view: FileSystemView, timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(path, reason) -> the completed compaction that dropped that damage knowingly."""
+def dropped_damage(view: FileSystemView, timeline: Timeline) -> dict[Damage, str]:
+    """Damage a completed compaction dropped knowingly -> that compaction's instant."""
     import json
 
-    out: dict[tuple[str, str], str] = {}
+    out: dict[Damage, str] = {}
     for inst in timeline.completed_writes():
-        text = view.commit_metadata(inst).extra_metadata.get(DROPPED_KEY)
+        if inst.action != Action.COMMIT:
+            continue  # only a compaction drops knowingly
+        try:
+            text = view.commit_metadata(inst).extra_metadata.get(DROPPED_KEY)
+        except StreamerError:
+            continue  # timeline_damage reports an undecodable commit file
         if not text:
             continue
         try:
@@ -400,6 +405,6 @@ def dropped_damage(view: FileSystemView, timeline: Timeline) -> dict[tuple[str, 
             continue
         for item in items if isinstance(items, list) else ():
             if isinstance(item, dict) and item.get("path") and item.get("reason"):
-                out[(item["path"], item["reason"])] = inst.timestamp
+                out[Damage(item["path"], item["reason"], item.get("instant"))] = inst.timestamp
     return out
 

@@ -449,3 +449,7 @@ def test_refused_service_leaves_the_table_refusing(with_history, damage, service
     assert tg.read_ours(str(damaged)) == want
     rc, out, _ = _run(["check", str(damaged)], capsys)
     assert rc == 0 and "dropped knowingly" in out and name in out
+    # the plan the refused run left (a log compaction of the now superseded slice) runs
+    rc, out, err = _run([*run_service, "--run"], capsys)
+    assert rc == 0, err
+    assert tg.read_ours(str(damaged)) == want
