@@ -525,7 +525,10 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     valid = F.col("_valid")  # the base frame's test (see json_decoder)
-    parse = F.from_json(F.when(valid, F.col("_raw")), full, opts)
+    parsable = valid
+    if limit is not None:  # an oversized record is not parsed at all (a 50 MB one exhausted the heap)
+        parsable = valid & (F.octet_length(F.col("_raw")) <= F.lit(limit))
+    parse = F.from_json(F.when(parsable, F.col("_raw")), full, opts)
     reason = F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
     if limit is not None:
         size = F.octet_length(F.col("_raw"))

@@ -110,6 +110,8 @@ class BatchReport:
         if self.skipped:
             return f"{head}: skipped ({self.skipped})"
         commit = f"deltacommit {self.instant}" if self.instant else "no commit"
+        if not self.instant and self.error_instant and not self.written:
+            commit = f"errors only: error table commit {self.error_instant}"  # it holds the position
         return (
             f"{head}: in {self.read} -> written {self.written}, errors {self.errored}, "
             f"filtered {self.filtered} | {commit} | {self.latency_s:.2f}s"
