@@ -266,7 +266,8 @@ class Table:
 
         A snapshot's plan refuses a file that a completed write put into a slice it reads
         when the file is missing, or is a log file shorter than the bytes committed to it
-        (``allow_corrupt``: the short one is read as far as it goes, with a warning).
+        (``allow_corrupt``: the short one is read as far as it goes, with a warning); an
+        incremental plan, such a file that a write of its range put into a live slice.
         """
         if query not in QUERIES:
             raise QueryError(f"unknown query {query!r}; expected one of {', '.join(QUERIES)}")
@@ -297,6 +298,8 @@ class Table:
         if query == "incremental":
             selected = self._incremental_instants(tl, begin, end)
             commit_times = frozenset(i.timestamp for i in selected)
+            # the range's files in slices read today (older ones a clean may have removed)
+            view.check_committed_files(None, allow_short=allow_corrupt, instants=commit_times)
             slices = _written_in(slices, [view.commit_metadata(inst) for inst in selected])
         schema = self.schema() if filter is not None else None
         if filter is not None and props.partition_fields:

@@ -393,12 +393,14 @@ class FileSystemView:
             out[(g.partition_path, g.file_id)] = latest.base_instant
         return out
 
-    def check_committed_files(self, as_of: str | None = None, *, allow_short: bool = False) -> None:
+    def check_committed_files(self, as_of: str | None = None, *, allow_short: bool = False,
+                              instants: frozenset[str] | None = None) -> None:
         """Raise :class:`MissingFileError` for a file a completed instant wrote into a
         live slice that is not on storage (cleaning only removes superseded slices), and
         :class:`CorruptDataError` for a log file shorter than the bytes completed writes
         put in it (truncated at a block boundary, no block reads as corrupt) unless
         ``allow_short`` (a read past corrupt data, which reports what it skipped).
+        ``instants``: only the files these instants wrote (an incremental read's range).
 
         Live: every slice a snapshot reads, the old slice of a pending compaction
         included (a plan that failed or was refused must not turn a loud refusal into a
@@ -408,6 +410,8 @@ class FileSystemView:
         latest = self._served_floor(v)
         tl = self.timeline.as_of(as_of) if as_of else self.timeline
         for inst in tl.completed_writes():
+            if instants is not None and inst.timestamp not in instants:
+                continue
             for stat in self.commit_metadata(inst).write_stats():
                 if not stat.path or not stat.file_id:
                     continue
