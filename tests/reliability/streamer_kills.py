@@ -358,8 +358,8 @@ def steered(runs: list[Run], claimed: Sequence[str], start: Callable[[int, Kill]
                 plan += [Kill("outside"), Kill("inside", "before complete", expect=COMMIT), steer(ROLLBACK, rng)]
             elif phase in LABELS:
                 plan.append(steer(phase, rng))
-            elif phase == TAKEOVER:
-                plan += [Kill("outside"), Kill("takeover")]
+            elif phase in (TAKEOVER, STANDBY):  # behind a holder killed from outside (it waits for them)
+                plan += [Kill("outside"), Kill("takeover" if phase == TAKEOVER else "standby")]
             else:
                 plan.append(Kill(next(k for k, p in KIND_PHASE.items() if p == phase)))
         if log is not None:

@@ -271,18 +271,21 @@ def _poison_campaign(tmp_path, spark, seed: int) -> None:
 
 def _plan(rng: random.Random) -> list[Kill]:
     """The kill plan, drawn from ``rng``: each steered group ``ROUNDS`` times and the
-    ``EXTRA`` kills, shuffled behind an outside kill (a takeover needs a holder before it).
+    ``EXTRA`` kills, shuffled behind an outside kill (a takeover needs a holder before it)
+    and a standby kill (behind an outside kill, it is sure to be waiting when it dies).
     A rollback kill comes right after a kill before a commit completed: the run after it
     (the standby) rolls it back."""
     groups: list[list[Kill]] = []
     for _ in range(ROUNDS):
-        groups += [[Kill("inside", "before complete", expect=COMMIT), steer(ROLLBACK, rng)],
-                   [steer(COMMIT, rng)], [Kill("standby")], [Kill("outside"), Kill("takeover")]]
+        groups += [[Kill("inside", "before complete", expect=COMMIT), steer(ROLLBACK, rng)], [Kill("takeover")]]
         groups += [[steer(service(a), rng)] for a in ("compaction", "logcompaction", "clean", "archive")]
+    # full size: kills at the other steps of a commit, more standby and takeover kills
+    groups += [[steer(COMMIT, rng)], [Kill("outside"), Kill("standby")], [Kill("outside"), Kill("takeover")]] * (ROUNDS - 1)
     groups += [[Kill("inside")] if kind == "inside" else [Kill(kind)]
                for kind, n in EXTRA.items() if kind != "startup" for _ in range(n)]
     rng.shuffle(groups)
-    plan = [Kill("outside"), *(k for g in groups for k in g)]
+    # a standby kill behind an outside one: the outside kill waits until the standby waits
+    plan = [Kill("outside"), Kill("standby"), *(k for g in groups for k in g)]
     for _ in range(EXTRA["startup"]):  # startup runs come on top of the others, anywhere
         plan.insert(rng.randrange(1, len(plan)), Kill("startup"))
     return plan
