@@ -68,7 +68,10 @@ def droppable(d: Damage) -> bool:
 
 
 def served_damage(table: Table) -> tuple[dict[GroupId, list[Damage]], list[Damage]]:
-    """(droppable damage of every slice a snapshot reads, by group; damage that is not)."""
+    """(droppable damage of every slice a snapshot reads, by group; damage that is not).
+
+    A deep check (every page and block decoded, as ``streamer check`` does), so damage
+    this cannot drop is named before anything is done."""
     table.refresh()
     view, tl = table.fsview, table.timeline
     bad = timeline_damage(tl)
@@ -83,7 +86,7 @@ def served_damage(table: Table) -> tuple[dict[GroupId, list[Damage]], list[Damag
         for s in slices:
             if floor is not None and s.base_instant < floor:
                 continue  # superseded: no snapshot reads it
-            for d in slice_damage(table.fs, view, tl, s, regions):
+            for d in slice_damage(table.fs, view, tl, s, regions, deep=True):
                 (found.setdefault(gid, []) if droppable(d) else other).append(d)
     return found, other
 
