@@ -1,10 +1,11 @@
 """Mutation check of the interop tests: do they notice a writer or a reader that loses a row?
 
-    .venv/bin/python -m tests.mutation_check [--keep] [--only MUTANT] [--groups G,...]
+    .venv/bin/python -m tests.mutation_check [--worktree] [--keep] [--only MUTANT] [--groups G,...]
 
-For each mutant the working tree's sources (``streamer/ sources/ transforms/ tests/``,
-``pyproject.toml``, ``pom.xml``, ``configs/``) are copied into a temporary folder, the copy
-is patched, and each test group runs there with ``cwd`` and ``PYTHONPATH`` set to the
+For each mutant the sources (``streamer/ sources/ transforms/ tests/``, ``pyproject.toml``,
+``pom.xml``, ``configs/``) of the commit ``HEAD`` (``git archive``; with ``--worktree``: the
+working tree as it is, edits in progress included) are copied into a temporary folder,
+the copy is patched, and each test group runs there with ``cwd`` and ``PYTHONPATH`` set to the
 copy (the virtualenv's editable install of the checkout comes after ``PYTHONPATH``; a
 check outside pytest asserts that ``streamer`` and ``tests`` import from the copy and
 that the imported module carries the mutation). ``.venv-hudi`` and ``.jvm`` are
@@ -95,16 +96,33 @@ class Outcome:
         return self.exit_code == 1 and self.failed > 0
 
 
-def make_copy(root: Path, mutant: Mutant) -> Path:
+def _export_head(copy: Path) -> None:
+    """The committed sources of ``HEAD`` (a consistent state while others edit the tree)."""
+    import io
+    import tarfile
+
+    listed = subprocess.run(["git", "ls-tree", "--name-only", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.split()
+    names = [n for n in COPIED if n in listed]
+    tar = subprocess.run(["git", "archive", "--format=tar", "HEAD", "--", *names], cwd=REPO,
+                         capture_output=True, check=True, timeout=300).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        tf.extractall(copy, filter="data")
+
+
+def make_copy(root: Path, mutant: Mutant, worktree: bool = False) -> Path:
     copy = root / "main"
     copy.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
-    for name in COPIED:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, copy / name, ignore=ignore, symlinks=True)
-        elif src.exists():
-            shutil.copy2(src, copy / name)
+    if worktree:
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+        for name in COPIED:
+            src = REPO / name
+            if src.is_dir():
+                shutil.copytree(src, copy / name, ignore=ignore, symlinks=True)
+            elif src.exists():
+                shutil.copy2(src, copy / name)
+    else:
+        _export_head(copy)
     for name in LINKED:
         if (REPO / name).exists():
             (copy / name).symlink_to(REPO / name)
@@ -171,6 +189,8 @@ def run_group(copy: Path, mutant: Mutant, group: str, args: list[str], timeout_s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worktree", action="store_true",
+                    help="copy the working tree as it is instead of the commit HEAD")
     ap.add_argument("--keep", action="store_true", help="keep the patched copies and their logs")
     ap.add_argument("--only", choices=[m.name for m in MUTANTS], action="append")
     ap.add_argument("--groups", help=f"comma-separated subset of {','.join(GROUPS)}")
@@ -182,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     try:
         for mutant in mutants:
-            copy = make_copy(work / mutant.name, mutant)
+            copy = make_copy(work / mutant.name, mutant, opts.worktree)
             verify_imports(copy, mutant)
             print(f"== {mutant.name}: patched {mutant.file} in {copy}", flush=True)
             for group, args in groups.items():
