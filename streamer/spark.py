@@ -279,7 +279,8 @@ def _make_active_here(session: object) -> None:
     if jsession is None or jvm is None:
         return
     with contextlib.suppress(Exception):  # an optimisation: getOrCreate finds the session anyway
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+        # the JVM class pyspark's own getActiveSession asks
+        type(session)._get_j_spark_session_class(jvm).setActiveSession(jsession)  # type: ignore[attr-defined]
 
 
 class SparkSqlSyntax:
