@@ -11,7 +11,7 @@ HUDI_VENV := .venv-hudi
 
 .PHONY: demo test test-campaigns setup venv jars hudi-env pushgateway lint fast bench clean
 
-demo: setup
+demo: venv jars
 	$(BIN)/streamer demo
 
 # Every test, campaigns at smoke size. A skip fails the run (MOR_NO_SKIP) unless it names
