@@ -226,9 +226,6 @@ def old_slice(table: Table, op: CompactionOperation) -> FileSlice:
     raise ServiceError(f"slice {op.partition_path}/{op.file_id}@{op.base_instant_time} of the plan is gone")
 
 
-_old_slice = old_slice  # the former private name, still imported by tests
-
-
 def _order_columns(rows: pa.Table) -> pa.Table:
     meta = [c for c in META_COLUMNS if c in rows.column_names]
     return rows.select(meta + [c for c in rows.column_names if c not in META_COLUMNS])

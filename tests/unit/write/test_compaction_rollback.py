@@ -10,7 +10,7 @@ from streamer.config.policies import CompactionPolicy
 from streamer.read import Table
 from streamer.read.slice_reader import SliceReadSpec
 from streamer.services.common import read_plan
-from streamer.services.compaction import _old_slice, compact_slice, schedule_compaction_safely
+from streamer.services.compaction import compact_slice, old_slice, schedule_compaction_safely
 from streamer.services.executor import execute
 from streamer.table.instant import Action
 from streamer.table.metadata import RollbackMetadata
@@ -26,7 +26,7 @@ def _half_run(p: str):
     inflight = t.timeline.transition_to_inflight(t.timeline.get(comp.timestamp))
     op = read_plan(t, inflight).operations[0]
     spec = SliceReadSpec(merge=t.merge_spec(), completed=t.timeline.completed_timestamps())
-    st = compact_slice(t, comp.timestamp, _old_slice(t, op), spec, 0)
+    st = compact_slice(t, comp.timestamp, old_slice(t, op), spec, 0)
     partial = os.path.join(p, st.path)
     assert os.path.exists(partial)
     return comp, inflight, partial
