@@ -21,7 +21,10 @@ from tests.support.fixture_tables import FIXTURES, REPO, SHARED, fixture_table_p
 def spark():
     from streamer.spark import get_spark
 
-    session = get_spark(app_name="mor-streamer-tests")
+    # 2 GB driver heap: the session serves the whole suite, whose oversized-record tests
+    # move 50 MB Kafka values through the driver (several copies on the way to Arrow); at
+    # Spark's default 1 GB, with the state earlier tests left, the JVM ran out of heap.
+    session = get_spark(app_name="mor-streamer-tests", conf={"spark.driver.memory": "2g"})
     yield session
     session.stop()
 
