@@ -297,13 +297,12 @@ class FileSystemView:
         v = self._as_of(as_of, by_completion)
         out = []
         for g in self._visible_groups(partitions, v):
-            slices = self._slices(g, v)
-            if not slices:
+            served = self._served_slices(g, v)
+            if not served:
                 continue
-            latest = slices[-1]
-            pending = v.pending_compactions.get((g.partition_path, g.file_id))
-            if latest.base_instant == pending and latest.base_file is None and len(slices) > 1:
-                prev = slices[-2]
+            latest = served[-1]
+            if len(served) > 1:
+                prev = served[0]
                 latest = FileSlice(
                     g.partition_path,
                     g.file_id,
@@ -383,15 +382,23 @@ class FileSystemView:
         missing from the read as one lost from the latest slice."""
         out: dict[tuple[str, str], str] = {}
         for g in self._visible_groups(None, v):
-            slices = self._slices(g, v)
-            if not slices:
-                continue
-            latest = slices[-1]
-            pending = v.pending_compactions.get((g.partition_path, g.file_id))
-            if latest.base_instant == pending and latest.base_file is None and len(slices) > 1:
-                latest = slices[-2]
-            out[(g.partition_path, g.file_id)] = latest.base_instant
+            served = self._served_slices(g, v)
+            if served:
+                out[(g.partition_path, g.file_id)] = served[0].base_instant
         return out
+
+    def _served_slices(self, g, v: _AsOf) -> list[FileSlice]:
+        """The slices of a group a snapshot reads, oldest first: the latest alone, or the
+        previous one and the latest while the compaction that opens the latest is pending
+        (the new slice has no base yet). Empty for a group without slices."""
+        slices = self._slices(g, v)
+        if not slices:
+            return []
+        latest = slices[-1]
+        pending = v.pending_compactions.get((g.partition_path, g.file_id))
+        if latest.base_instant == pending and latest.base_file is None and len(slices) > 1:
+            return slices[-2:]
+        return [latest]
 
     def check_committed_files(self, as_of: str | None = None, *, allow_short: bool = False,
                               instants: frozenset[str] | None = None) -> None:
