@@ -6,6 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMPS := .stamps
 PYTEST_ARGS ?=
+# Two pytest-xdist workers: the suite mostly waits on JVMs, servers and killed processes,
+# so a second worker fills the idle core (tests/conftest.py groups and orders the work).
+# TEST_WORKERS=0 runs in one process, in collection order.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # Apache Hudi's JVM tier (tests/hudi_jvm): its own interpreter with pyspark 3.5.x.
 HUDI_VENV := .venv-hudi
 
@@ -18,11 +23,11 @@ demo: venv jars
 # an optional engine (Docker), which the summary lists.
 test: setup hudi-env
 	$(BIN)/ruff check streamer sources transforms tests benchmarks
-	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=smoke $(BIN)/python -m pytest $(PYTEST_ARGS)
+	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=smoke $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The crash and fault campaigns at full size (tests marked `campaign`).
 test-campaigns: setup hudi-env
-	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=full $(BIN)/python -m pytest -m campaign $(PYTEST_ARGS)
+	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=full $(BIN)/python -m pytest -m campaign $(XDIST) $(PYTEST_ARGS)
 
 # The fast subset: no Spark, no Kafka, no Hudi JVM, nothing slow.
 fast: setup

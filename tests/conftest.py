@@ -146,3 +146,74 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     _, other = _skips(reporter)
     if other and session.exitstatus == 0:
         session.exitstatus = 1
+
+
+# --- Two workers ------------------------------------------------------------------------
+# ``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup
+# --no-loadscope-reorder``): most of its time is spent waiting on JVMs, servers and killed
+# processes, so a second worker fills the idle core. Each worker is its own pytest session
+# with its own SparkSession and servers, started lazily as before.
+#
+# A test module is one unit of work, so its module fixtures are built once; Apache Hudi's
+# JVM tier is one unit, so its two JVMs start on one worker only. The units start costliest
+# first (campaigns, the JVM tier, then other slow and server tests): a long unit picked up
+# last would leave one worker running alone at the end.
+#
+# The units are made by the scheduler below rather than by ``xdist_group`` marks: pytest 9
+# keeps a node's id where pytest-xdist 3.8 no longer renames it, so the marks are ignored.
+GROUPS_BY_DIR = {"tests/hudi_jvm/": "hudi_jvm"}
+
+
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in GROUPS_BY_DIR.items():
+        if path.startswith(prefix):
+            return group
+    return path
+
+
+def _rank(item) -> int:
+    if item.get_closest_marker("campaign"):
+        return 0
+    if _unit(item.nodeid) in GROUPS_BY_DIR.values():
+        return 1
+    if item.get_closest_marker("slow"):
+        return 2
+    if item.get_closest_marker("integration") or item.get_closest_marker("kafka"):
+        return 3
+    return 4
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        """Work units of whole modules (and the JVM tier), in the workers' collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    return Units(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    # on an xdist worker ``dist`` reads "no" and ``loadgroup`` says how the run is split
+    if not getattr(config.option, "loadgroup", False):
+        return
+    first: dict[str, int] = {}
+    rank: dict[str, int] = {}
+    for i, item in enumerate(items):
+        unit = _unit(item.nodeid)
+        first.setdefault(unit, i)
+        rank[unit] = min(rank.get(unit, 9), _rank(item))
+    items.sort(key=lambda it: (rank[_unit(it.nodeid)], first[_unit(it.nodeid)]))
+
+
+def pytest_configure(config) -> None:
+    from tests.support.cpu_profile import register
+
+    register(config)  # CPU seconds per test under MOR_TEST_CPU=<prefix> (off otherwise)
