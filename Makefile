@@ -6,8 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMPS := .stamps
 PYTEST_ARGS ?=
-# Two pytest-xdist workers: the suite mostly waits on JVMs, servers and killed processes,
-# so a second worker fills the idle core (tests/conftest.py groups and orders the work).
+# Two pytest-xdist workers: the second fills the waits on JVM starts, servers and killed
+# processes (tests/conftest.py groups and orders the work).
 # TEST_WORKERS=0 runs in one process, in collection order.
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)

@@ -150,13 +150,14 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 
 # --- Two workers ------------------------------------------------------------------------
 # ``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup
-# --no-loadscope-reorder``): most of its time is spent waiting on JVMs, servers and killed
-# processes, so a second worker fills the idle core. Each worker is its own pytest session
-# with its own SparkSession and servers, started lazily as before.
+# --no-loadscope-reorder``): the second worker fills the waits on JVM starts, servers and
+# killed processes (the suite is CPU-bound on 2 cores all the same: `MOR_TEST_CPU` shows
+# where). Each worker is its own pytest session with its own SparkSession and servers,
+# started lazily as before.
 #
 # A test module is one unit of work, so its module fixtures are built once; Apache Hudi's
 # JVM tier is one unit, so its two JVMs start on one worker only. The units start costliest
-# first (campaigns, the JVM tier, then other slow and server tests): a long unit picked up
+# first (``LONGEST_FIRST``, then campaigns, slow and server tests): a long unit picked up
 # last would leave one worker running alone at the end.
 #
 # The units are made by the scheduler below rather than by ``xdist_group`` marks: pytest 9
@@ -196,13 +197,11 @@ def _rank(item) -> tuple[int, int]:
 def _kind(item) -> int:
     if item.get_closest_marker("campaign"):
         return 0
-    if _unit(item.nodeid) in GROUPS_BY_DIR.values():
-        return 1
     if item.get_closest_marker("slow"):
-        return 2
+        return 1
     if item.get_closest_marker("integration") or item.get_closest_marker("kafka"):
-        return 3
-    return 4
+        return 2
+    return 3
 
 
 @pytest.hookimpl(tryfirst=True)
