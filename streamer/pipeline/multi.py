@@ -142,6 +142,13 @@ def run_pipelines(
         for r in ready:
             if r not in continuous and not stop.is_set():
                 try:
+                    # the session first, then the stop check: a Ctrl-C that came after the last
+                    # check but before the JVM's start-up began (imports, configuration: seconds
+                    # on a loaded machine) only set ``stop``, and must not run a batch either
+                    r.spark  # noqa: B018
+                    if stop.is_set():
+                        log.warning("[%s] stopped before its first batch", r.config.name)
+                        break
                     if run_mode(r.config, once, available_now) == "available_now":
                         r.run_available_now(stop)
                     else:
