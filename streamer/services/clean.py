@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from streamer.config.policies import CleanPolicy
 from streamer.read.table import Table
 from streamer.services.common import ServiceError, busy_groups
-from streamer.services.compaction import writer_lock
+from streamer.services.compaction import CompactionConflict, writer_lock
 from streamer.services.lock import PlanLock
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, State
@@ -172,10 +172,20 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
                 last = inst.timestamp
         if not schedule:
             return CleanOutcome(last, deleted, None)
-        plan = plan_clean(table, policy)
-        if plan is None:
+        # planned and requested holding the writers' lock, from the timeline as stored: a
+        # writer makes its instant time before it publishes it, so an instant made meanwhile
+        # (from an older listing, or a clock that stepped back) could be at or before it
+        try:
+            with writer_lock(table, lock_expiry_s * 4):
+                table.refresh()
+                plan = plan_clean(table, policy)
+                inst = None if plan is None else table.timeline.create_requested(
+                    Action.CLEAN, content=plan.to_avro_bytes())
+        except CompactionConflict as e:
+            log.info("not scheduling a clean now: %s", e)
             return CleanOutcome(last, deleted, None)
-        inst = table.timeline.create_requested(Action.CLEAN, content=plan.to_avro_bytes())
+        if plan is None or inst is None:
+            return CleanOutcome(last, deleted, None)
         faults.step("clean requested")
         if execute:
             deleted += _finish(table, inst)

@@ -33,6 +33,7 @@ from streamer.config.policies import LogCompactionPolicy
 from streamer.read.table import Table
 from streamer.services import runs as run_exec
 from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan, refuse_damage
+from streamer.services.compaction import CompactionConflict, writer_lock
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
@@ -143,13 +144,25 @@ def run_key(partition: str, file_id: str) -> str:
     return f"{partition}|{file_id}"
 
 
-def schedule_log_compaction(table: Table, policy: LogCompactionPolicy) -> Instant | None:
-    """Write ``<instant>.logcompaction.requested`` if any slice qualifies."""
-    table.refresh()
-    plan = plan_log_compaction(table, policy)
-    if plan is None:
+def schedule_log_compaction(table: Table, policy: LogCompactionPolicy, *,
+                            lock_timeout_s: float = 30.0) -> Instant | None:
+    """Write ``<instant>.logcompaction.requested`` if any slice qualifies.
+
+    Holding the writers' lock (``None`` if it stays busy for ``lock_timeout_s``), as
+    compaction is scheduled: a writer makes its instant time before it plans and publishes
+    it after, so an instant made meanwhile from an older listing - or from a clock that
+    stepped back - could be at or before it (even the same time).
+    """
+    try:
+        with writer_lock(table, lock_timeout_s):
+            table.refresh()
+            plan = plan_log_compaction(table, policy)
+            if plan is None:
+                return None
+            inst = table.timeline.create_requested(Action.LOG_COMPACTION, content=plan.to_avro_bytes())
+    except CompactionConflict as e:
+        log.info("not scheduling log compaction now: %s", e)
         return None
-    inst = table.timeline.create_requested(Action.LOG_COMPACTION, content=plan.to_avro_bytes())
     log.info("%s: scheduled log compaction %s over %d file group(s)", table.base_path, inst.timestamp,
              len(plan.operations))
     table.refresh()

@@ -72,6 +72,19 @@ def is_instant_time(ts: str) -> bool:
     return bool(_INSTANT_RE.match(ts))
 
 
+def wall_clock() -> _dt.datetime:
+    """The wall clock (UTC) every new instant time is read from - the test seam.
+
+    Only :func:`new_instant_time` reads it. Tests replace it
+    (``monkeypatch.setattr(streamer.table.instant, "wall_clock", fake)``) to make the
+    clock step back; resetting ``_last_generated`` to ``""`` as well simulates a new
+    process, which has lost the in-process floor.
+    """
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+#: The in-process floor: the last time this process generated. A new process starts from
+#: ``""``, so across processes only ``after`` (the table's last instant) orders instants.
 _last_generated = ""
 _gen_lock = threading.Lock()
 
@@ -80,11 +93,13 @@ def new_instant_time(after: str | None = None) -> str:
     """A fresh instant time, strictly later than ``after`` and any generated before.
 
     Hudi instants must be unique and increasing; two writers in one process (or a
-    clock that steps back) must never reuse a time.
+    clock that steps back) must never reuse a time. The clock is :func:`wall_clock`; when
+    it is at or behind the floor (``after``, or this process's last), the time is the
+    floor plus one millisecond.
     """
     global _last_generated
     with _gen_lock:
-        candidate = format_instant_time(_dt.datetime.now(_dt.timezone.utc))
+        candidate = format_instant_time(wall_clock())
         floor = max(_last_generated, after or "")
         if candidate <= floor:
             bumped = parse_instant_time(floor[:17].ljust(17, "0")) + _dt.timedelta(milliseconds=1)

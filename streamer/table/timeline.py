@@ -245,17 +245,32 @@ class Timeline:
                 f"writing timeline layout {self.layout_version} is not supported", self.folder
             )
 
-    def new_instant_time(self) -> str:
-        """A fresh instant time later than every instant on this timeline."""
-        last = self.instants[-1].timestamp if self.instants else None
-        return new_instant_time(after=last)
+    def new_instant_time(self, *, on_storage: bool = False) -> str:
+        """A fresh instant time later than every instant on this timeline.
+
+        ``on_storage``: later than every instant the timeline folder holds *now* too (one
+        listing), for a caller whose snapshot may be older than storage. The wall clock
+        cannot order instants (it steps back, and a new process has lost the in-process
+        floor): only the table's last instant can.
+        """
+        last = self.instants[-1].timestamp if self.instants else ""
+        if on_storage:
+            stored = self.reload().instants
+            if stored:
+                last = max(last, stored[-1].timestamp)
+        return new_instant_time(after=last or None)
 
     def create_requested(
         self, action: str, timestamp: str | None = None, content: bytes = b""
     ) -> Instant:
-        """Write ``<ts>.<action>.requested`` (plans go in ``content``) and return the instant."""
+        """Write ``<ts>.<action>.requested`` (plans go in ``content``) and return the instant.
+
+        Without ``timestamp`` the time is made later than the timeline as stored (see
+        :meth:`new_instant_time`); callers hold the writers' lock, so no instant is written
+        between that listing and this file.
+        """
         self._require_writable()
-        ts = timestamp or self.new_instant_time()
+        ts = timestamp or self.new_instant_time(on_storage=True)
         if self.get(ts) is not None:
             raise CommitError(f"instant {ts} already exists on the timeline {self.folder}")
         inst = Instant(ts, action, State.REQUESTED)
