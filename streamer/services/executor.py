@@ -57,7 +57,9 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
     Damage in a slice of the plan refuses it (:class:`DamageRefusedError`) and leaves it
     requested, except the items of ``accept_damage`` (``streamer repair --drop-damaged``):
     their rows are dropped knowingly and listed in the commit's metadata
-    (:data:`DROPPED_KEY`)."""
+    (:data:`DROPPED_KEY`). Storage refusing a write midway (``ENOSPC``, a quota: any
+    ``OSError``) stops the run with one :class:`ServiceError` naming the instant and the
+    file, after undoing the run as a refused one is undone (see :func:`_undo_stopped`)."""
     lock = PlanLock(table.fs, table.base_path, inst.timestamp, expiry_s=lock_expiry_s, purpose=owner)
     if not lock.try_acquire():
         return ExecOutcome(inst.timestamp, inst.action, "busy")
@@ -67,6 +69,12 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         if cur is None or cur.is_completed:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
         try:
+            # a rollback an earlier run left pending (its undo met a full disk too) first:
+            # it may target this plan, whose files it would delete after it completed
+            if rollback_services.finish_dead_rollbacks(table, lock_timeout_s=writer_lock_timeout_s):
+                cur = table.timeline.get(inst.timestamp)
+                if cur is None or cur.is_completed:
+                    return ExecOutcome(inst.timestamp, inst.action, "rolled-back" if cur is None else "done-elsewhere")
             if cur.is_inflight and not rollback_services.recover(table, cur, lock_timeout_s=writer_lock_timeout_s):
                 return ExecOutcome(inst.timestamp, inst.action, "rolled-back")
         except CompactionConflict as e:  # writers' lock busy: the next run recovers it
@@ -84,16 +92,19 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         accepted = accept_damage | frozenset(dropped_damage(table.fsview, table.timeline))
         refuse_plan_damage(table, cur, accept=accepted)
         inflight = table.timeline.transition_to_inflight(cur)
-        faults.step(f"{inst.action} inflight")
 
         def complete(meta: CommitMetadata) -> None:
             if not lock.still_owner():
                 raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
                                    "its new owner will redo it")
+            faults.step(f"{inst.action} before complete")  # the completed instant's write is next
             table.timeline.complete(inflight, meta.to_json_bytes())
             faults.step(f"{inst.action} completed")
 
         try:
+            # inside the try: an error injected here stands for the run's next write (its
+            # first marker), which fails inside it (streamer.write.faults)
+            faults.step(f"{inst.action} inflight")
             if inflight.action == Action.LOG_COMPACTION:
                 meta = execute_log_compaction(table, inflight, log_policy or LogCompactionPolicy(),
                                               accept_damage=accepted).metadata
@@ -112,9 +123,18 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
             if isinstance(e, DamageRefusedError):
                 raise DamageRefusedError(f"{e}; {state}") from e
             raise DamageRefusedError(f"{inflight.action} {inst.timestamp} refused: {e}; {state}") from e
-        except StorageError as e:  # a full disk: one line naming the instant and the file
-            raise ServiceError(f"{inflight.action} {inst.timestamp} stopped: {e}; nothing was committed - "
-                               "the plan stays pending and the next run redoes it") from e
+        except OSError as e:
+            # storage refused a write (a full disk, a quota): one line naming the instant and
+            # the file. Not only StorageError (write_atomic's): a marker, the writers' lock
+            # or a stitched block's staging fail with the bare OSError open/pyarrow raise.
+            # Undone at once like a refused run, so no partial file of the run is left and
+            # the next run does the service whole: a compaction goes back to requested (its
+            # plan is kept), a log compaction is rolled back once it wrote (its groups are
+            # planned again by the next schedule - left inflight, its slices would stay out
+            # of any new plan until a run rolled it back, and that run would complete no
+            # log compaction)
+            state = _undo_stopped(table, inflight, writer_lock_timeout_s)
+            raise ServiceError(f"{inflight.action} {inst.timestamp} stopped: {storage_reason(e)}; {state}") from e
         except CompactionConflict as e:
             log.info("%s", e)
             try:
@@ -173,8 +193,41 @@ def refuse_plan_damage(table: Table, inst: Instant, *, accept: frozenset[Damage]
                                  + "; nothing was written, the plan stays requested")
 
 
+def storage_reason(e: OSError) -> str:
+    """What storage said and the file, on one line: a :class:`StorageError` names its file
+    already; a bare ``OSError`` gives its ``strerror`` and ``filename``."""
+    if isinstance(e, StorageError) or not e.strerror:
+        text = str(e).strip()
+        return text.splitlines()[-1] if text else type(e).__name__
+    return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+
+
+def _undo_stopped(table: Table, inflight: Instant, lock_timeout_s: float) -> str:
+    """Undo a run a storage error stopped (see :func:`execute`) as a refused one is undone;
+    says what became of the plan. The undo writes too (a rollback instant, rollback
+    blocks): on a disk still full it fails as well, and the run is left inflight for the
+    next run to roll back first."""
+    try:
+        table.refresh()
+        cur = table.timeline.get(inflight.timestamp)
+        if cur is not None and cur.is_completed:  # failed after its completed instant landed
+            return "but the plan had completed"
+        return _undo(table, inflight, lock_timeout_s, replanned="the next run plans the groups again")
+    except OSError as e:
+        log.warning("could not undo %s %s now (%s); the next run rolls it back", inflight.action,
+                    inflight.timestamp, e)
+        return "the run is left inflight (its undo failed too); the next run rolls it back first"
+
+
 def _undo_refused(table: Table, inflight: Instant, lock_timeout_s: float) -> str:
     """Leave no trace of a run refused midway; says what became of the plan."""
+    return _undo(table, inflight, lock_timeout_s, replanned="the groups are planned again once intact")
+
+
+def _undo(table: Table, inflight: Instant, lock_timeout_s: float, *, replanned: str) -> str:
+    """Leave no trace of a run stopped midway: nothing written, back to requested; a
+    compaction's partial files rolled back, its plan kept; a log compaction rolled back
+    (its instant cannot run again, see :mod:`~streamer.services.rollback_services`)."""
     try:
         if not list_markers(table.fs, table.base_path, inflight.timestamp):
             table.timeline.revert_to_requested(inflight)  # nothing written
@@ -184,7 +237,7 @@ def _undo_refused(table: Table, inflight: Instant, lock_timeout_s: float) -> str
             rollback_services.revert_compaction(table, inflight, lock_timeout_s=lock_timeout_s)
             return "its partial files were rolled back, the plan stays requested"
         rollback_services.rollback_log_compaction(table, inflight, lock_timeout_s=lock_timeout_s)
-        return "its blocks were rolled back (the groups are planned again once intact)"
+        return f"its blocks were rolled back ({replanned})"
     except CompactionConflict as e:  # writers' lock busy: the next run reverts it
         log.info("%s", e)
         return "left inflight (writers' lock busy); the next run rolls it back"

@@ -14,6 +14,12 @@
 
 Both roll back holding the writers' lock: a writer resumes *pending* rollbacks (dead
 ones, it assumes), so it must never see one a live service is still executing.
+
+A rollback a service could not finish (its own writes failed on a full disk, or it died)
+stays pending, and is finished before the plan it targets runs again
+(:func:`finish_dead_rollbacks`): rolled back anew instead, the old one would stay pending
+while the plan completes, and a writer resuming it later would delete files of the
+*completed* compaction - the same process writes the same file names again.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from streamer.read.table import Table
 from streamer.services.compaction import writer_lock
 from streamer.table.instant import Action, Instant
 from streamer.write.markers import list_markers
-from streamer.write.rollback import RollbackOutcome, rollback_failed
+from streamer.write.rollback import RollbackOutcome, resume_pending_rollbacks, rollback_failed
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +64,24 @@ def revert_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 12
                 table.base_path, inst.timestamp, out.rollback_instant, out.deleted_files)
     table.refresh()
     return out.deleted_files
+
+
+def finish_dead_rollbacks(table: Table, *, lock_timeout_s: float = 120.0) -> int:
+    """Finish every pending rollback (see module); how many. Holding the writers' lock,
+    every pending rollback is a dead one: writers and services roll back only holding it.
+
+    Raises :class:`~streamer.services.compaction.CompactionConflict` when the writers'
+    lock stays busy."""
+    if not any(i.action == Action.ROLLBACK for i in table.timeline.pending()):
+        return 0
+    with writer_lock(table, lock_timeout_s):
+        table.refresh()
+        done = resume_pending_rollbacks(table.fs, table.base_path, table.timeline)
+    for out in done:
+        log.warning("%s: finished rollback %s of %s, left pending by a run that could not finish it",
+                    table.base_path, out.rollback_instant, out.target)
+    table.refresh()
+    return len(done)
 
 
 def recover(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0) -> bool:
