@@ -230,7 +230,15 @@ class Conditional:
 
     def put(self, path: str, data: bytes, *, if_none_match: bool = False,
             if_match: str | None = None) -> str | None:
-        """PUT ``data``; the new ETag, or ``None`` if the condition failed."""
+        """PUT ``data``; the new ETag, or ``None`` if the condition failed.
+
+        **A failed condition may be our own earlier attempt.** When a conditional PUT
+        lands but its reply is lost (a reset, a timeout after the store applied it), the
+        SDK sends it again, and the retry meets the object the first attempt wrote: 412.
+        Taken at its word, a writer would then wait out its *own* lock's expiry (or give up
+        a lock it holds). Every conditional body here names a unique owner and a
+        heartbeat, so an object holding exactly ``data`` is our write: its ETag is returned.
+        """
         from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, key = _split(path)
@@ -246,12 +254,17 @@ class Conditional:
             code = e.response.get("Error", {}).get("Code")
             # 412: the condition failed; 409: a concurrent conditional write to the key won
             if status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict"):
-                return None
+                return self._ours(path, data)
             if code != "NoSuchBucket" and (code in ("NoSuchKey", "404") or status == 404):
                 return None  # If-Match on a key deleted meanwhile
             raise self._failed("PUT", code or status, path) from e
         except BotoCoreError as e:
             raise self._unreachable(e, path) from None
+
+    def _ours(self, path: str, data: bytes) -> str | None:
+        """The ETag of ``path`` if it holds exactly ``data`` (see :meth:`put`), else None."""
+        got = self.get(path)
+        return got[1] if got is not None and got[0] == data else None
 
     def create(self, path: str, data: bytes) -> bool:
         """Exclusive create: ``If-None-Match: *``, then confirmed by reading it back.

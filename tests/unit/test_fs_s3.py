@@ -178,3 +178,25 @@ def test_a_filesystem_shipped_to_another_process_still_writes(s3_store, tmp_path
                        text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == str(6 << 20), r.stderr[-2000:]
     fs.delete_dir(base)
+
+
+@pytest.mark.s3
+def test_a_conditional_put_whose_reply_was_lost_is_still_ours(local_s3):
+    """The store applied the PUT, the reply was lost, the SDK retried and met its own
+    object (412): a lock taken or a heartbeat swapped, not "someone else holds it"."""
+    from tests.support.s3_faults import FaultProxy
+
+    with FaultProxy(local_s3.endpoint, seed=1) as proxy:
+        fs, base = resolve(f"s3://lake-bucket/lost-{uuid.uuid4().hex[:8]}",
+                           s3=S3Settings(proxy.endpoint, "us-east-1", access_key_id=local_s3.access_key,
+                                         secret_access_key=local_s3.settings().secret_access_key))
+        path = f"{base}/.hoodie/.streamer_writer.lock"
+        with proxy.window(rate=1.0, kinds=("lost-reply",), only=("lock",), budget=1):
+            assert fs.create_exclusive(path, b"owner-a heartbeat-1")
+        assert proxy.injected["lost-reply"] == 1
+        seen = fs.read_tagged(path)
+        with proxy.window(rate=1.0, kinds=("lost-reply",), only=("lock",), budget=1):
+            assert fs.replace_if(path, b"owner-a heartbeat-2", seen.tag)
+        assert proxy.injected["lost-reply"] == 2
+        assert not fs.create_exclusive(path, b"owner-b heartbeat-1")  # someone else's: still refused
+        assert fs.read_bytes(path) == b"owner-a heartbeat-2"
