@@ -5,7 +5,9 @@ process that wins. It names its owner (uuid, host, pid, purpose) and a heartbeat
 owner refreshes from a thread. A lock is *stale* - and may be taken over - when its
 heartbeat is older than ``expiry_s`` or, on the same host, when its owner's process is
 gone (so a holder killed with ``kill -9`` does not block its successor for a whole
-expiry).
+expiry), or when this very process gave it up without being able to delete it (a
+release that the store failed: the next run in the same process, a supervisor's
+restart of a pipeline, must not wait out its own predecessor's lock).
 
 Takeover must not let two takers both win: a taker first creates ``<lock>.takeover``
 exclusively (itself expiring), re-checks that the lock is still the stale one it saw,
@@ -48,6 +50,11 @@ from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER
 
 LOCK_FILE = ".streamer_writer.lock"
+
+
+#: Owners whose release failed in this process (the store refused the delete): their
+#: lock files are stale to any later taker here, whatever their heartbeat says.
+_abandoned: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,8 @@ class FileLock:
 
     def is_stale(self, info: LockInfo | None) -> bool:
         if info is None:
+            return True
+        if info.owner in _abandoned:
             return True
         if time.time() - info.heartbeat > self.expiry_s:
             return True
@@ -211,9 +220,14 @@ class FileLock:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        if self._held and self.still_owner():
-            self.fs.delete_file(self.path)
-        self._held = False
+        try:
+            if self._held and self.still_owner():
+                self.fs.delete_file(self.path)
+        except OSError:
+            _abandoned.add(self.owner)  # left behind by a failing store: known dead here
+            raise
+        finally:
+            self._held = False
 
     def __enter__(self) -> FileLock:
         return self

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from streamer.data import arrow_schema
 from streamer.errors import (
+    CommitConflictError,
     CommitError,
     ConfigError,
     CorruptDataError,
@@ -352,6 +353,11 @@ class HudiWriter:
             meta.extra_metadata = dict(extra or {})
             meta.extra_metadata[SCHEMA_KEY] = self._avro_schema(decision_schema, with_meta=False)
             faults.step("before complete")
+            if not lock.still_owner():  # stalled past the expiry (or a skewed clock judged
+                # us dead): a successor may be rolling this instant back - never publish it
+                raise CommitConflictError(
+                    f"lost the writer lock of {self.base_path} while writing instant {instant}; "
+                    "the batch is not committed and its next run rolls the instant back")
             try:
                 state.timeline.complete(inflight, meta.to_json_bytes())
             except OSError as e:

@@ -305,3 +305,32 @@ def test_a_lock_released_under_a_taker_is_never_taken_from_a_fresh_holder(tmp_pa
     finally:
         taker.release()
         rival.release()
+
+
+def test_a_lock_this_process_failed_to_release_is_taken_over_at_once(tmp_path, monkeypatch):
+    """A release the store refused leaves the lock file behind with a fresh heartbeat and a
+    live pid (ours): the next run in this process (a supervisor's restart) takes it at once
+    instead of waiting out its own predecessor's expiry."""
+    os.makedirs(tmp_path / "t")
+    fs, base = resolve(str(tmp_path / "t"))
+    first = WriterLock(fs, base).acquire()
+
+    def refused(path: str) -> None:
+        raise OSError(5, "Input/output error (injected)", path)
+
+    with monkeypatch.context() as m:
+        m.setattr(type(fs), "delete_file", lambda self, path: refused(path))
+        with pytest.raises(OSError):
+            first.release()
+    assert not first.held and LockInfo.from_bytes(fs.read_bytes(first.path)).owner == first.owner
+    second = WriterLock(fs, base)
+    assert second.try_acquire()  # at once: one attempt, no expiry waited
+    try:
+        assert second.took_over is not None and second.took_over.owner == first.owner
+    finally:
+        second.release()
+    other = WriterLock(fs, base).acquire()  # a live holder that released nothing stays respected
+    try:
+        assert not WriterLock(fs, base).try_acquire()
+    finally:
+        other.release()

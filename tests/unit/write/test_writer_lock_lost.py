@@ -1,0 +1,38 @@
+"""A writer that lost its lock mid-write (stalled past the expiry, or judged dead by a
+host whose clock is ahead) never publishes its instant: its successor may be rolling it
+back, and a completed instant over deleted files would be a torn commit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from streamer.errors import CommitConflictError
+from streamer.read import Table
+from streamer.write.lock import LockInfo, WriterLock
+from tests.support import block_tables as tg
+
+
+def test_a_writer_that_lost_its_lock_does_not_complete_its_instant(tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    w, gen, model = tg.build(path, 2)
+    before = [i.timestamp for i in Table.open(path).timeline.completed()]
+    owns = WriterLock.still_owner
+
+    def taken_over(self: WriterLock) -> bool:
+        # a successor took the lock while we wrote (then died: a gone pid, for the next write)
+        ghost = LockInfo("successor", self.host, 2**22 + 4321, time.time(), "writer")
+        self.fs.write_bytes(self.path, ghost.to_bytes())
+        return owns(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(WriterLock, "still_owner", taken_over)
+        with pytest.raises(CommitConflictError, match="lost the writer lock"):
+            w.upsert(gen.upserts(12))  # not applied to the model: not committed
+    t = Table.open(path)
+    assert [i.timestamp for i in t.timeline.completed()] == before
+    assert tg.read_ours(path) == model.snapshot()
+    tg.step(tg.open_writer(path), gen, model)  # the next write rolls the orphan back
+    assert not Table.open(path).timeline.pending()
+    assert tg.read_ours(path) == model.snapshot() == tg.read_hudi_rs(path)
