@@ -2,8 +2,14 @@
 
 Why a thin wrapper over ``pymetastore``'s generated bindings (the ``catalog`` extra)
 rather than its high-level ``HMS`` class: sync writes tables and partitions, which that
-class does not cover, and every call needs the same socket timeout and the same
-translation of thrift's "no such object" into ``None``. Table lookups use
+class does not cover, and every call needs the same bounded wait and the same
+translation of thrift's "no such object" into ``None``.
+
+**The timeout bounds the whole connection, not each call.** A sync makes several calls
+(database, table, partitions); a metastore that answers each just inside a per-call
+timeout would hold the pipeline for several timeouts, and one that hangs would hold it
+for a full one per call. Each call gets what is left of ``timeout_s`` from the
+connection's start as its socket timeout, and none starts once it is spent. Table lookups use
 ``get_table_req`` (answered by Hive 3 and 4 metastores; Hive 4 dropped ``get_table``).
 """
 
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from urllib.parse import urlparse
 
 from streamer.errors import ConfigError, StreamerError
@@ -33,6 +40,31 @@ def parse_uri(uri: str) -> tuple[str, int]:
     return parsed.hostname, parsed.port
 
 
+class _Bounded:
+    """The thrift client, each call's socket timeout set to the connection's remaining budget."""
+
+    def __init__(self, client, owner: Metastore) -> None:
+        self._client, self._owner = client, owner
+
+    def __getattr__(self, name: str):
+        call = getattr(self._client, name)
+        if not callable(call):
+            return call
+
+        def bounded(*args, **kwargs):
+            from thrift.transport.TTransport import TTransportException
+
+            owner = self._owner
+            owner._socket.setTimeout(owner._budget_ms(name))
+            try:
+                return call(*args, **kwargs)
+            except (OSError, TTransportException) as e:  # timed out (or dropped): the budget's end
+                raise CatalogSyncError(f"Hive metastore {owner.uri}: {name} failed within "
+                                       f"target.catalog.timeout {owner.timeout_s:g}s: {e}") from e
+
+        return bounded
+
+
 def _bindings():
     try:
         from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
@@ -50,6 +82,8 @@ class Metastore:
         self.host, self.port = parse_uri(uri)
         self.timeout_s = timeout_s
         self._transport = None
+        self._socket = None
+        self._deadline = 0.0
         self.client = None
         self.types = None
 
@@ -58,15 +92,24 @@ class Metastore:
         from thrift.transport import TSocket, TTransport
 
         service, self.types = _bindings()
-        sock = TSocket.TSocket(self.host, self.port)
-        sock.setTimeout(int(self.timeout_s * 1000))
-        self._transport = TTransport.TBufferedTransport(sock)
+        self._deadline = time.monotonic() + self.timeout_s
+        self._socket = TSocket.TSocket(self.host, self.port)
+        self._socket.setTimeout(int(self.timeout_s * 1000))
+        self._transport = TTransport.TBufferedTransport(self._socket)
         try:
             self._transport.open()
         except TTransport.TTransportException as e:
             raise CatalogSyncError(f"Hive metastore {self.uri} unreachable: {e}") from e
-        self.client = service.Client(TBinaryProtocol.TBinaryProtocol(self._transport))
+        self.client = _Bounded(service.Client(TBinaryProtocol.TBinaryProtocol(self._transport)), self)
         return self
+
+    def _budget_ms(self, call: str) -> int:
+        """What is left of the timeout for ``call`` (ms); an error once it is spent."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise CatalogSyncError(f"Hive metastore {self.uri} timed out: {self.timeout_s:g}s spent "
+                                   f"before {call} (target.catalog.timeout)")
+        return max(1, int(left * 1000))
 
     def close(self) -> None:
         if self._transport is not None:

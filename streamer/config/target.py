@@ -163,7 +163,8 @@ class HiveCatalogConfig(StrictModel):
     table_properties: dict[str, str] = {}
     #: Hudi ``hoodie.datasource.hive_sync.serde_properties``: extra serde parameters.
     serde_properties: dict[str, str] = {}
-    #: Socket timeout of each metastore call.
+    #: The most one sync may wait on the metastore, all its calls together: a slow or hung
+    #: metastore never holds a pipeline longer (the commit is durable before the sync).
     timeout: Duration = timedelta(seconds=30)
 
     @field_validator("uri")

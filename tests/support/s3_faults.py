@@ -9,8 +9,9 @@ fraction of the requests that pass while a fault window is open:
   drops before the reply (a timeout or reset after the fact: the client cannot tell a
   PUT that landed from one that did not, and retries it);
 * ``slow-reply``: applied, and the reply held back past the client's timeout;
-* ``reset``: the connection drops before the request reaches the store (an endpoint
-  restarting: in-flight connections die, nothing applied).
+* ``reset``: the connection drops before the request reaches the store (nothing applied);
+* an **outage** (:meth:`FaultProxy.outage`): the endpoint restarts - every open
+  connection reset, new ones refused for a while, then the same port answers again.
 
 Everything else is passed through byte for byte (headers included: SigV4 signs the
 ``Host`` header as the client sent it, and the store checks it as received). Each
@@ -20,6 +21,7 @@ instant, a lock, a data file...), so a campaign can assert what it hit.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import threading
@@ -29,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 KINDS = ("slowdown", "lost-reply", "slow-reply", "reset")
+#: Plus the endpoint going away as a whole for a while (:meth:`FaultProxy.outage`).
+OUTAGE = "outage"
 
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
@@ -66,22 +70,48 @@ class FaultProxy:
         self.touched: Counter = Counter()
         self.requests = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._open: set = set()  # the client connections being served (reset by an outage)
+        self._port = 0
+        self._listen()
+
+    def _listen(self) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
         self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="s3-fault-proxy", daemon=True)
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
 
     def __enter__(self) -> FaultProxy:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)
+
+    def outage(self, down_s: float) -> None:
+        """The endpoint restarts: every open connection is reset, new ones are refused for
+        ``down_s``, then it listens again on the same port (what clients see of a store
+        process restarting, its objects kept). Counted as a fault of kind ``outage``."""
+        import socket as _socket
+
+        self._close()
+        with self._lock:
+            conns, self._open = list(self._open), set()
+            self.injected["outage"] += 1
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(_socket.SHUT_RDWR)
+        time.sleep(down_s)
+        self._listen()
+        self._thread.start()
 
     def window(self, *, rate: float, kinds: tuple[str, ...], only: tuple[str, ...] = (),
                budget: int | None = None) -> _Window:
@@ -117,6 +147,17 @@ class FaultProxy:
 
             def log_message(self, *args: object) -> None:  # quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with proxy._lock:
+                    proxy._open.add(self.connection)
+
+            def finish(self) -> None:
+                with proxy._lock:
+                    proxy._open.discard(self.connection)
+                with contextlib.suppress(OSError):
+                    super().finish()
 
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -140,3 +140,38 @@ def test_metastore_down_commit_succeeds_and_the_next_commit_syncs(tmp_path, spar
                 # the first commit's partitions too: a new table lists every partition
                 assert sorted(tuple(p) for p in (x.values for x in ms.partitions(db, name))) == [
                     ("la",), ("ny",), ("sf",)]
+
+
+def test_a_slow_or_hung_metastore_holds_a_commit_no_longer_than_the_timeout(tmp_path, spark, hive_metastore):
+    """The timeout bounds the whole sync, not each call: a metastore answering every call
+    just inside it (here 0.9 s a reply, 2 s for the sync) fails the sync at the call that
+    would overrun, and a hung one at the first; the commits stand, and once the metastore
+    answers promptly the next commit syncs what was missed."""
+    from tests.support.tcp_delay import DelayRelay
+
+    db = _db()
+    src = tmp_path / "in"
+    src.mkdir()
+    yaml = YAML.replace('database: {db}}}', 'database: {db}, timeout: 2s}}')
+    for name, relay in (("slow", DelayRelay(("127.0.0.1", hive_metastore.port), delay_s=0.9)),
+                        ("hung", DelayRelay(("127.0.0.1", hive_metastore.port), hang=True))):
+        with relay:
+            (config,), problems = parse_pipelines(yaml.format(src=src, table=tmp_path / "trips",
+                                                              uri=f"thrift://127.0.0.1:{relay.port}", db=db))
+            assert not problems
+            runner = PipelineRunner(config, spark=spark)
+            _write(src, f"{name}.json", [{"id": name, "city": name, "ts": 1}])
+            report = runner.run_once()
+        assert report.instant, name  # the commit stands
+        assert runner.catalog.failures == 1, name
+        assert "target.catalog.timeout 2s" in runner.catalog.last_error or "2s spent" in runner.catalog.last_error, (
+            name, runner.catalog.last_error)
+    (config,), _ = parse_pipelines(yaml.format(src=src, table=tmp_path / "trips", uri=hive_metastore.uri, db=db))
+    runner = PipelineRunner(config, spark=spark)
+    _write(src, "prompt.json", [{"id": "prompt", "city": "prompt", "ts": 1}])
+    last = runner.run_once()
+    assert last.instant and runner.catalog.failures == 0
+    with Metastore(hive_metastore.uri) as ms:
+        assert ms.get_table(db, "trips").parameters["last_commit_time_sync"] == last.instant
+        assert sorted(p.values[0] for p in ms.partitions(db, "trips")) == ["hung", "prompt", "slow"]
+    assert Table.open(str(tmp_path / "trips")).read().num_rows == 3
