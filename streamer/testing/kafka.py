@@ -260,14 +260,6 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         """Stop cleanly (SIGTERM, controlled shutdown); SIGKILL if it overruns."""
         self._shutdown(timeout_s)
 
-    def crash(self) -> None:
-        """SIGKILL the broker (a lost node): its data and ports stay for :meth:`start`."""
-        self.kill()
-        self._proc = None
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
     def restart(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
         """Start a crashed broker again on the same ports and log dir (same cluster id), as
         a supervisor restarts a node: clients see the same address come back with the

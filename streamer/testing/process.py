@@ -67,6 +67,15 @@ class ManagedProcess:
             self._proc.kill()
             self._proc.wait(10)
 
+    def crash(self) -> None:
+        """SIGKILL (a lost node), keeping the work folder, data and port: ``start()`` then
+        brings the same server back, as a supervisor restarts it."""
+        self.kill()
+        self._proc = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -74,7 +74,8 @@ def create_buckets(endpoint: str, access_key: str, secret_key: str, buckets: tup
     client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
                           aws_access_key_id=access_key, aws_secret_access_key=secret_key)
     for bucket in buckets:
-        client.create_bucket(Bucket=bucket)
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):  # a restarted server
+            client.create_bucket(Bucket=bucket)
 
 
 class LocalS3Error(StreamerError):

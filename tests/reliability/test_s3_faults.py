@@ -125,3 +125,45 @@ def test_commits_through_a_throttling_and_failing_store_lose_nothing(kafka, spar
         assert_phases_hit((*KINDS, OUTAGE), windows.elements(), what="S3 fault windows")
         assert_matches_model(path, model.expected())
         assert_each_record_committed_once(path, kafka, topic)
+
+
+#: Kills of the store's process (full: the issue's bar of 10).
+STORE_KILLS = sized(smoke=2, full=10)
+
+
+def test_a_store_process_killed_and_restarted_mid_commit_loses_nothing(kafka, spark, tmp_path):
+    """The S3 server's process itself is ``kill -9``-ed while the round's commits run and
+    started again on the same port and folder (s3proxy's filesystem backend keeps the
+    objects): the pipeline's runs fail or wait, the next run repairs, nothing is lost."""
+    import os
+    from unittest import mock
+
+    from streamer.testing.s3 import LocalS3
+
+    (tmp_path / "store").mkdir()
+    with seeded(20_261_130) as seed, LocalS3(backend="filesystem-nio2", workdir=tmp_path / "store",
+                                              heap="384m") as store, \
+            mock.patch.dict(os.environ, store.environ()):
+        rng = random.Random(seed)
+        topic = kafka.create_topic(f"s3kill-{uuid.uuid4().hex[:6]}", partitions=2)
+        lake = f"s3://lake-bucket/kill-{uuid.uuid4().hex[:8]}"
+        config = _config(kafka, topic, lake, tmp_path / "checkpoints", store.endpoint)
+        path = config.target.path
+        model = TripModel(seed=seed, key_space=300, delete_ratio=0.05, update_ratio=0.6)
+        kills = 0
+        with Supervisor(config, spark) as sup:
+            produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
+            _wait_committed(sup, kafka, topic, "the first round")
+            for _ in range(STORE_KILLS):
+                produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
+                time.sleep(rng.uniform(0.2, 2.5))  # into the round's batches and commits
+                store.crash()
+                kills += 1
+                time.sleep(rng.uniform(0.5, 3.0))
+                store.start()
+                _wait_committed(sup, kafka, topic, "the round after a store restart")
+                as_snapshot(read_ours(path))  # never unreadable
+        print(f"store process kills: {kills}; failed runs restarted: {len(sup.failures)} {sup.failures[:3]}")
+        assert kills == STORE_KILLS
+        assert_matches_model(path, model.expected())
+        assert_each_record_committed_once(path, kafka, topic)
