@@ -55,6 +55,9 @@ LOCK_FILE = ".streamer_writer.lock"
 #: Owners whose release failed in this process (the store refused the delete): their
 #: lock files are stale to any later taker here, whatever their heartbeat says.
 _abandoned: set[str] = set()
+#: When this process first saw each (lock, owner, heartbeat): see FileLock._unchanged_for.
+_seen: dict[tuple[str, str, float], float] = {}
+_seen_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,27 @@ class FileLock:
             return True
         if time.time() - info.heartbeat > self.expiry_s:
             return True
+        if self._unchanged_for(info) > self.expiry_s:
+            return True  # a heartbeat "from the future" (our clock stepped back) stopped moving
         return info.host == self.host and not pid_alive(info.pid)
+
+    def _unchanged_for(self, info: LockInfo) -> float:
+        """How long (this process's monotonic clock) the lock has shown this same heartbeat.
+
+        The wall-clock test above fails when clocks disagree: after our clock stepped back
+        (or on a host behind the holder's) a dead holder's last heartbeat lies in the
+        future and would not look expired until the clock caught up - hours, with every
+        writer blocked. A heartbeat we have watched stand still for a whole expiry is a dead
+        holder's whatever the clocks say (a live one rewrites it every ``expiry_s / 5``)."""
+        key = (self.path, info.owner, info.heartbeat)
+        now = time.monotonic()
+        with _seen_lock:
+            first = _seen.setdefault(key, now)
+            if len(_seen) > 1024:  # bounded: forget the oldest observations
+                for k in sorted(_seen, key=_seen.__getitem__)[:512]:
+                    if k != key:
+                        del _seen[k]
+        return now - first
 
     @property
     def held(self) -> bool:

@@ -334,3 +334,20 @@ def test_a_lock_this_process_failed_to_release_is_taken_over_at_once(tmp_path, m
         assert not WriterLock(fs, base).try_acquire()
     finally:
         other.release()
+
+
+def test_a_dead_holder_from_the_future_expires_by_our_own_clock(tmp_path):
+    """Our clock stepped back (or the holder's host is ahead): a dead holder on another host
+    left a heartbeat an hour in the future. It is taken over once it stood still for one
+    expiry as this process watched it, not when the wall clock catches up."""
+    os.makedirs(tmp_path / "t")
+    fs, base = resolve(str(tmp_path / "t"))
+    lock = WriterLock(fs, base, 0.5)
+    ghost = LockInfo("ghost-from-the-future", "another-host", 4242, time.time() + 3600, "writer")
+    fs.write_bytes(lock.path, ghost.to_bytes())
+    assert not lock.try_acquire()  # fresh by the wall clock: first seen now
+    poll_until(lock.try_acquire, timeout_s=60, what="the stalled heartbeat to expire")
+    try:
+        assert lock.took_over is not None and lock.took_over.owner == "ghost-from-the-future"
+    finally:
+        lock.release()
