@@ -363,6 +363,30 @@ def _s3_from_pickle(conditional: Conditional, arrow: bytes) -> FileSystem:
     return FileSystem(pickle.loads(arrow), conditional)
 
 
+#: How pyarrow's filesystems word a request the store failed to serve (network, throttling,
+#: an I/O error), as opposed to bytes that arrived and do not decode.
+_ACCESS_FAILURE = ("AWS Error", "curlCode", "When reading information for key", "When getting information for key",
+                   "When reading from", "When opening", "When completing", "[errno ", "Input/output error",
+                   "Connection reset", "timed out")
+
+
+def read_failure(e: BaseException, path: str, what: str) -> StorageError | None:
+    """``e`` as a :class:`StorageError` naming ``path`` if the store failed to serve the read,
+    else None (the caller reports damage).
+
+    Why it matters: a read that the store could not serve (an endpoint restarting, a 503
+    storm, a disk's EIO) is not damage. Reported as a corrupt file it would send an
+    operator to ``repair --drop-damaged`` for a file that is intact; as a storage error
+    the run fails and the next one reads the file again.
+    """
+    if isinstance(e, StorageError):
+        return e
+    message = str(e)
+    if isinstance(e, OSError) and (e.errno is not None or any(m in message for m in _ACCESS_FAILURE)):
+        return StorageError(f"{what}: the store failed to serve it ({message.strip().splitlines()[0]})", path)
+    return None
+
+
 def _ignore_vanished(func, path, exc_info) -> None:
     if not isinstance(exc_info[1], FileNotFoundError):
         raise exc_info[1]

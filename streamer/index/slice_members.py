@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, MissingFileError
-from streamer.fs import FileSystem
+from streamer.fs import FileSystem, read_failure
 from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import KeySummary, UnionSummary
 from streamer.read.merge import CorruptBlock, ScanStats, effective_blocks
@@ -192,6 +192,8 @@ def _base_errors(path: str) -> Iterator[None]:
     except FileNotFoundError as e:
         raise MissingFileError("base file missing", path) from e
     except (pa.ArrowInvalid, OSError) as e:
+        if (failed := read_failure(e, path, "reading a base file")) is not None:
+            raise failed from e
         raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
 
 

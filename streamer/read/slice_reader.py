@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, MissingFileError
-from streamer.fs import FileSystem
+from streamer.fs import FileSystem, read_failure
 from streamer.read.merge import (
     COMMIT_TIME,
     DATA_TYPES,
@@ -103,6 +103,8 @@ def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None,
     except FileNotFoundError as e:
         raise MissingFileError("base file missing", path) from e
     except (pa.ArrowInvalid, OSError) as e:  # a torn or flipped footer: "Couldn't deserialize thrift"
+        if (failed := read_failure(e, path, "reading a base file")) is not None:
+            raise failed from e
         raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
 
 

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from streamer import defaults
 from streamer.errors import CorruptDataError, SchemaError
-from streamer.fs import FileSystem
+from streamer.fs import FileSystem, read_failure
 from streamer.table import meta_fields
 from streamer.table.bloom import BloomFilter
 
@@ -89,6 +89,8 @@ def _open(fs: FileSystem, path: str) -> pq.ParquetFile:
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
+        if (failed := read_failure(e, path, "reading a base file")) is not None:
+            raise failed from e
         raise CorruptDataError(f"not a readable Parquet base file: {e}", path) from e
 
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, SchemaError, TableError
-from streamer.fs import FileSystem
+from streamer.fs import FileSystem, read_failure
 from streamer.table import log_content as content_codec
 
 MAGIC = b"#HUDI#"
@@ -135,6 +135,8 @@ class LogBlock:
                     columns = [c for c in columns if c in names]
                 return pf.read(columns=columns)
             except (pa.ArrowInvalid, OSError) as e:  # a flipped page: CRC mismatch, bad compression
+                if (failed := read_failure(e, self.log_path, f"{self._where()}: reading")) is not None:
+                    raise failed from e
                 raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}",
                                        self.log_path) from e
         if self.block_type in (BlockType.AVRO_DATA, BlockType.CDC):
@@ -171,6 +173,8 @@ class LogBlock:
         try:
             return pq.ParquetFile(src, page_checksum_verification=True)
         except (pa.ArrowInvalid, OSError) as e:
+            if (failed := read_failure(e, self.log_path, f"{self._where()}: reading")) is not None:
+                raise failed from e
             raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}", self.log_path) from e
 
     def _where(self) -> str:

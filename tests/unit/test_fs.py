@@ -62,3 +62,19 @@ def test_writes_through_a_file_uri_land_in_the_local_folder(tmp_path):
     fs, path = resolve(f"file:{tmp_path}/x")
     fs.write_bytes(path + "/f.txt", b"hi")
     assert os.path.exists(tmp_path / "x" / "f.txt")
+
+
+def test_a_read_the_store_failed_to_serve_is_a_storage_error_not_damage():
+    import pyarrow as pa
+
+    from streamer.errors import StorageError
+    from streamer.fs import read_failure
+
+    network = OSError("When reading information for key 'k' in bucket 'b': AWS Error NETWORK_CONNECTION "
+                      "during HeadObject operation: curlCode: 7, Could not connect to server")
+    failed = read_failure(network, "b/k", "reading a base file")
+    assert isinstance(failed, StorageError) and "b/k" in str(failed) and "failed to serve" in str(failed)
+    assert isinstance(read_failure(OSError(5, "Input/output error"), "p", "reading"), StorageError)
+    # bytes that arrived and do not decode stay damage (the caller's CorruptDataError)
+    assert read_failure(OSError("Couldn't deserialize thrift: TProtocolException: Invalid data"), "p", "r") is None
+    assert read_failure(pa.ArrowInvalid("Parquet magic bytes not found in footer"), "p", "r") is None

@@ -200,3 +200,30 @@ def test_a_conditional_put_whose_reply_was_lost_is_still_ours(local_s3):
         assert proxy.injected["lost-reply"] == 2
         assert not fs.create_exclusive(path, b"owner-b heartbeat-1")  # someone else's: still refused
         assert fs.read_bytes(path) == b"owner-a heartbeat-2"
+
+
+@pytest.mark.s3
+def test_a_store_that_cannot_serve_a_read_is_reported_as_storage_not_damage(local_s3):
+    """Every GET of the table's data files reset (a store restarting): the read fails as a
+    storage error naming the file - never as a corrupt file for `repair --drop-damaged`."""
+    import pyarrow as pa
+
+    from streamer.errors import CorruptDataError
+    from streamer.read import Table
+    from streamer.write.config import TableConfig
+    from streamer.write.writer import HudiWriter
+    from tests.support.s3_faults import FaultProxy
+
+    uri = f"s3://lake-bucket/unserved-{uuid.uuid4().hex[:8]}"
+    HudiWriter.create(uri, TableConfig("t", ("id",), (), "ts"),
+                      schema=pa.schema([("id", pa.string()), ("ts", pa.int64())])).upsert(
+        pa.table({"id": ["a", "b"], "ts": [1, 2]}))
+    with FaultProxy(local_s3.endpoint, seed=2) as proxy:
+        settings = S3Settings(proxy.endpoint, "us-east-1", access_key_id=local_s3.access_key,
+                              secret_access_key=local_s3.settings().secret_access_key)
+        fs, path = resolve(uri, s3=settings)
+        with proxy.window(rate=1.0, kinds=("reset",), only=("data file",)), pytest.raises(StorageError) as e:
+            Table.open(path, fs=fs).read()
+    assert not isinstance(e.value, CorruptDataError), e.value
+    assert proxy.injected["reset"] >= 1
+    assert Table.open(uri).read().num_rows == 2  # the file was intact all along
