@@ -1,28 +1,24 @@
-"""Avro schemas → Arrow schemas, and decoding Avro bodies into Arrow record batches.
+"""What the Avro sources (Kafka Avro, Avro files) add to the one Avro <-> Arrow converter.
 
-Shared by the Kafka Avro source and the Avro files source. Decoding uses fastavro
+The Avro -> Arrow mapping and the conversion of decoded records live in
+:mod:`streamer.table.avro_schema` (the table format uses the same one, so an Avro type
+gives the same Arrow type in a source and in a table). This module only parses schema
+text (a registry's or an ``.avsc``) and hands Arrow data to Spark: Spark's ``mapInArrow``
+carries a smaller set of Arrow types, so :func:`spark_arrow_schema` maps the others the
+way Spark's own Avro reader (``SchemaConverters``) represents them. Decoding uses fastavro
 (on executors, inside ``mapInArrow``), so no Spark Avro package is needed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from streamer.errors import SchemaError
-from streamer.table.avro_schema import has_nested_map, maps_to_pairs
-
-_PRIMITIVES: dict[str, pa.DataType] = {
-    "boolean": pa.bool_(),
-    "int": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "bytes": pa.binary(),
-    "string": pa.string(),
-}
+from streamer.table.avro_schema import avro_records_to_arrow
 
 
 def parse_avro_schema(schema: str | dict[str, Any] | list[Any]) -> Any:
@@ -34,66 +30,43 @@ def parse_avro_schema(schema: str | dict[str, Any] | list[Any]) -> Any:
     return fastavro.parse_schema(schema)
 
 
-def avro_to_arrow_schema(schema: Any) -> pa.Schema:
-    """Arrow schema of a *record* Avro schema (nullable unions become nullable fields)."""
-    parsed = parse_avro_schema(schema) if isinstance(schema, str) else schema
-    if not isinstance(parsed, dict) or parsed.get("type") != "record":
-        raise SchemaError("an Avro value schema must be a record")
-    t = _type(parsed, parsed.get("name", "record"))
-    return pa.schema(list(t))
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` in the Arrow types Spark's ``mapInArrow`` accepts, as Spark's Avro reader has them.
+
+    Spark timestamps are microseconds (``timestamp-millis`` is a ``TimestampType`` too), Spark
+    has no time type for Avro (``time-millis``/``time-micros`` are ``int``/``long``), and binary
+    is not fixed-size. Decimals past 38 digits have no Spark type and are refused.
+    """
+    return pa.schema([f.with_type(_spark_type(f.type, f.name)) for f in schema])
 
 
-def _field(f: dict[str, Any]) -> pa.Field:
-    t, nullable = _nullable(f["type"], f["name"])
-    return pa.field(f["name"], t, nullable=nullable)
-
-
-def _nullable(t: Any, where: str) -> tuple[pa.DataType, bool]:
-    if isinstance(t, list):
-        non_null = [x for x in t if x != "null"]
-        if len(non_null) != 1:
-            raise SchemaError(f"Avro field {where!r}: only unions of null and one type are supported, got {t}")
-        return _type(non_null[0], where), len(non_null) != len(t)
-    return _type(t, where), False
-
-
-def _type(t: Any, where: str) -> pa.DataType:
-    if isinstance(t, str):
-        if t in _PRIMITIVES:
-            return _PRIMITIVES[t]
-        raise SchemaError(f"Avro field {where!r}: unsupported type {t!r}")
-    if isinstance(t, list):
-        return _nullable(t, where)[0]
-    logical = t.get("logicalType")
-    base = t.get("type")
-    if logical == "date" and base == "int":
-        return pa.date32()
-    if logical in ("timestamp-millis", "timestamp-micros") and base == "long":
-        return pa.timestamp("us", tz="UTC")
-    if logical in ("local-timestamp-millis", "local-timestamp-micros") and base == "long":
-        return pa.timestamp("us")
-    if logical == "decimal" and base in ("bytes", "fixed"):
-        return pa.decimal128(int(t["precision"]), int(t.get("scale", 0)))
-    if logical == "uuid" and base == "string":
-        return pa.string()
-    if base == "record":
-        return pa.struct([_field(f) for f in t["fields"]])
-    if base == "array":
-        return pa.list_(_type(t["items"], where))
-    if base == "map":
-        return pa.map_(pa.string(), _type(t["values"], where))
-    if base == "enum":
-        return pa.string()
-    if base == "fixed":
+def _spark_type(t: pa.DataType, where: str) -> pa.DataType:
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_time32(t):
+        return pa.int32()
+    if pa.types.is_time64(t):
+        return pa.int64()
+    if pa.types.is_fixed_size_binary(t) and not pa.types.is_decimal(t):
         return pa.binary()
-    if isinstance(base, str | list | dict):
-        return _type(base, where)
-    raise SchemaError(f"Avro field {where!r}: unsupported type {t!r}")
+    if pa.types.is_decimal256(t):
+        raise SchemaError(f"Avro field {where!r}: decimal({t.precision}, {t.scale}) exceeds Spark's 38 digits")
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_spark_type(t.field(i).type, f"{where}.{t.field(i).name}"))
+                          for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_spark_type(t.value_type, f"{where}.element")))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field, t.item_field.with_type(_spark_type(t.item_type, f"{where}.value")))
+    return t
 
 
-def records_to_arrow(records: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
-    """Decoded Avro records (fastavro dicts) → one record batch of ``schema``."""
-    # pyarrow wants map values as lists of (key, value) pairs, fastavro gives dicts.
-    if any(has_nested_map(f.type) for f in schema):
-        records = [{f.name: maps_to_pairs(r.get(f.name), f.type) for f in schema} for r in records]
-    return pa.RecordBatch.from_pylist(records, schema=schema)
+def records_to_spark_batch(
+    records: Iterable[Mapping[str, Any]], schema: pa.Schema, spark_schema: pa.Schema,
+) -> pa.RecordBatch:
+    """Decoded Avro records (fastavro dicts) of Arrow ``schema`` -> one batch of ``spark_schema``
+    (:func:`spark_arrow_schema` of it)."""
+    table = avro_records_to_arrow(records, schema)
+    if not table.schema.equals(spark_schema):
+        table = table.cast(spark_schema)
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=spark_schema)

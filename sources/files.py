@@ -339,20 +339,22 @@ class FilesSource:
         import fastavro
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from sources.avro import avro_to_arrow_schema
+        from sources.avro import spark_arrow_schema
+        from streamer.table.avro_schema import avro_to_arrow
 
         # Reader schema: the newest file's writer schema (older files resolve into it).
         with self._fs.open_input_file(_inside(paths[-1], self._scheme)) as f:
             reader_schema = fastavro.reader(f).writer_schema
-        arrow_schema = avro_to_arrow_schema(reader_schema)
-        spark_schema = from_arrow_schema(arrow_schema)
+        arrow_schema = avro_to_arrow(reader_schema)
+        spark_arrow = spark_arrow_schema(arrow_schema)
+        spark_schema = from_arrow_schema(spark_arrow)
         scheme = self._scheme
         config_path = self.config.path
 
         def decode(batches: Iterator) -> Iterator:
             import fastavro as fa
 
-            from sources.avro import records_to_arrow
+            from sources.avro import records_to_spark_batch
             from streamer.fs import resolve as _resolve
 
             fs, _ = _resolve(config_path)
@@ -361,7 +363,7 @@ class FilesSource:
                     with fs.open_input_file(_inside(p, scheme)) as fh:
                         records = list(fa.reader(fh, reader_schema=reader_schema))
                     for i in range(0, len(records), 10_000):
-                        yield records_to_arrow(records[i : i + 10_000], arrow_schema)
+                        yield records_to_spark_batch(records[i : i + 10_000], arrow_schema, spark_arrow)
 
         files = spark.createDataFrame([(p,) for p in paths], "path STRING")
         files = files.repartition(min(len(paths), spark.sparkContext.defaultParallelism))

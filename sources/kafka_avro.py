@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from sources.avro import avro_to_arrow_schema, parse_avro_schema, records_to_arrow
+from sources.avro import parse_avro_schema, records_to_spark_batch, spark_arrow_schema
 from streamer.config.sources import KafkaSourceConfig, SchemaRegistry
 from streamer.errors import SourceError
+from streamer.table.avro_schema import avro_to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -177,8 +178,7 @@ class AvroDecoder:
         raw = raw.select("topic", "partition", "offset", "timestamp", "value").cache()
         writers = self.writer_schemas(spark, raw)
         reader = self.reader_schema(writers)
-        # Top-level fields nullable: an error row carries no values.
-        value_schema = pa.schema([f.with_nullable(True) for f in avro_to_arrow_schema(parse_avro_schema(reader))])
+        value_schema = spark_arrow_schema(_value_schema(reader))
         out_schema = pa.schema([*value_schema, pa.field(ERROR_FIELD, pa.string()), *META_FIELDS])
         fn = make_decoder(reader, writers, self.wire_format, self.fixed_schema is not None, out_schema,
                           self.max_record_bytes)
@@ -191,13 +191,19 @@ class AvroDecoder:
         return good, bad, (raw, decoded)
 
 
+def _value_schema(reader_schema: str) -> pa.Schema:
+    """Arrow schema of the decoded values (top-level fields nullable: an error row has none)."""
+    return pa.schema([f.with_nullable(True) for f in avro_to_arrow(parse_avro_schema(reader_schema))])
+
+
 def make_decoder(
     reader_schema: str, writers: dict[int, str], wire_format: str, fixed: bool, out_schema: pa.Schema,
     max_record_bytes: int | None = None,
 ):
     """The ``mapInArrow`` function (a closure shipped to executors; plain data only)."""
     skip = {ERROR_FIELD, *(m.name for m in META_FIELDS)}
-    value_schema = pa.schema([f for f in out_schema if f.name not in skip])
+    spark_values = pa.schema([f for f in out_schema if f.name not in skip])
+    value_schema = _value_schema(reader_schema)
 
     def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import fastavro
@@ -213,7 +219,7 @@ def make_decoder(
                                             max_record_bytes)
                 records.append(record or {})
                 errors.append(error)
-            values = records_to_arrow(records, value_schema)
+            values = records_to_spark_batch(records, value_schema, spark_values)
             arrays = [*values.columns, pa.array(errors, pa.string())]
             arrays += [batch.column(m.name).cast(m.type) for m in META_FIELDS]
             yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)

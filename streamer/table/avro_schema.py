@@ -15,11 +15,38 @@ in Java readers, so we reproduce Spark's naming exactly:
 
 Arrow types chosen to match what hudi-rs returns: ``timestamp-micros`` -> ``timestamp[us, UTC]``,
 ``local-timestamp-*`` -> naive timestamps, ``date`` -> ``date32``, decimal -> ``decimal128``.
+
+This is the project's only Avro <-> Arrow converter: the table format (log blocks, commit
+metadata) and the Avro sources (Kafka, files) all call it, so an Avro type means the same
+Arrow type everywhere. Every Avro type, as Arrow:
+
+* ``null``, ``boolean``, ``int``, ``long``, ``float``, ``double``, ``bytes``, ``string`` ->
+  ``null``, ``bool``, ``int32``, ``int64``, ``float32``, ``float64``, ``binary``, ``string``;
+* ``decimal`` (on ``bytes`` or ``fixed``) -> ``decimal128(p, s)`` (``decimal256`` past 38 digits);
+* ``uuid`` on ``string`` -> ``string`` (a ``uuid`` on ``fixed`` stays a ``fixed``);
+* ``date`` -> ``date32``; ``time-millis`` -> ``time32[ms]``; ``time-micros`` -> ``time64[us]``;
+* ``timestamp-millis``/``-micros`` -> ``timestamp[ms, UTC]``/``timestamp[us, UTC]``;
+  ``local-timestamp-millis``/``-micros`` -> ``timestamp[ms]``/``timestamp[us]``;
+* ``timestamp-nanos``, ``local-timestamp-nanos``, ``duration`` -> their base type (``int64``,
+  ``fixed_size_binary(12)``): fastavro does not decode them, Spark reads them as the base too;
+* ``enum`` -> ``string``; ``fixed(n)`` -> ``fixed_size_binary(n)`` (written back as ``fixed``, so
+  a table's schema survives a rewrite);
+* ``array`` -> ``list<element>``, ``map`` -> ``map<string, value>``: items and values nullable
+  only when their union has ``null``; ``record`` -> ``struct``;
+* ``[null, T]`` and ``[T, null]`` -> ``T``, nullable.
+
+Other unions (two or more non-null branches) are refused with a :class:`SchemaError`, as are
+recursive types. Named types may be referenced by short or full name, and fastavro's parsed
+schemas (full names, ``__fastavro_*`` keys) are accepted as well as plain JSON.
+Where Spark cannot carry one of these types (millisecond timestamps, times, fixed-size
+binary), ``sources.avro.spark_arrow_schema`` maps it for Spark the way Spark's own Avro
+reader does; that is a Spark representation, not a second Avro mapping.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,7 +77,7 @@ _PRIMITIVES: dict[str, pa.DataType] = {
 
 # -- Avro -> Arrow ----------------------------------------------------------------------------
 def avro_to_arrow(schema: Mapping[str, Any] | str) -> pa.Schema:
-    """Arrow schema for a top-level Avro record schema (dict or JSON text)."""
+    """Arrow schema for a top-level Avro record schema (dict, JSON text or fastavro-parsed)."""
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -59,47 +86,70 @@ def avro_to_arrow(schema: Mapping[str, Any] | str) -> pa.Schema:
     if not isinstance(schema, Mapping) or schema.get("type") != "record":
         raise SchemaError("top-level Avro schema must be a record")
     named: dict[str, Any] = {}
-    fields = [_avro_field(f, named, schema.get("namespace", "")) for f in schema["fields"]]
+    full = _register(schema, named, "")
+    ns = full.rsplit(".", 1)[0] if "." in full else ""
+    active = {full}
+    fields = [_avro_field(f, named, ns, active) for f in schema["fields"]]
     return pa.schema(fields)
 
 
-def _avro_field(f: Mapping[str, Any], named: dict[str, Any], ns: str) -> pa.Field:
+def _avro_field(f: Mapping[str, Any], named: dict[str, Any], ns: str, active: set[str]) -> pa.Field:
     try:
-        typ, nullable = _avro_type(f["type"], named, ns)
+        typ, nullable = _avro_type(f["type"], named, ns, active)
     except SchemaError as e:
         raise SchemaError(f"field {f.get('name')!r}: {e}") from e
     return pa.field(f["name"], typ, nullable=nullable)
 
 
+def _full_name(t: Mapping[str, Any], ns: str) -> str:
+    name = t.get("name", "")
+    return name if "." in name else ".".join(p for p in (t.get("namespace", ns), name) if p)
+
+
 def _register(t: Mapping[str, Any], named: dict[str, Any], ns: str) -> str:
-    name = t["name"]
-    full = name if "." in name else ".".join(p for p in (t.get("namespace", ns), name) if p)
+    full = _full_name(t, ns)
     named[full] = t
-    named.setdefault(name, t)
+    named.setdefault(full.rsplit(".", 1)[-1], t)
     return full
 
 
-def _avro_type(t: Any, named: dict[str, Any], ns: str) -> tuple[pa.DataType, bool]:
-    """(arrow type, nullable) for an Avro type."""
+def _lookup(name: str, named: dict[str, Any], ns: str) -> tuple[str, Any]:
+    """A named type referenced as ``name`` from namespace ``ns`` (Avro: enclosing namespace first)."""
+    candidates = [name] if "." in name else [f"{ns}.{name}" if ns else name, name]
+    for c in candidates:
+        if c in named:
+            return c, named[c]
+    raise SchemaError(f"unknown Avro type name {name!r}")
+
+
+def _avro_type(t: Any, named: dict[str, Any], ns: str, active: set[str]) -> tuple[pa.DataType, bool]:
+    """(arrow type, nullable) for an Avro type; ``active`` = records being converted (recursion)."""
     if isinstance(t, list):  # union
         branches = [b for b in t if b != "null"]
         nullable = len(branches) != len(t)
         if len(branches) != 1:
             raise SchemaError(f"unsupported Avro union {json.dumps(t)} (only [T, null])")
-        typ, _ = _avro_type(branches[0], named, ns)
+        typ, _ = _avro_type(branches[0], named, ns, active)
         return typ, nullable
     if isinstance(t, str):
         if t in _PRIMITIVES:
             return _PRIMITIVES[t], t == "null"
-        ref = named.get(t) or named.get(f"{ns}.{t}")
-        if ref is None:
-            raise SchemaError(f"unknown Avro type name {t!r}")
-        return _avro_type(ref, named, ns)
+        full, ref = _lookup(t, named, ns)
+        if full in active:
+            raise SchemaError(f"recursive Avro type {full!r} has no Arrow equivalent")
+        ref_ns = full.rsplit(".", 1)[0] if "." in full else ""
+        return _avro_type(ref, named, ref_ns, active)
+    if not isinstance(t, Mapping):
+        raise SchemaError(f"unsupported Avro type {t!r}")
     kind = t.get("type")
     logical = t.get("logicalType")
+    if isinstance(kind, Mapping | list):  # {"type": {...}}: a wrapped schema
+        return _avro_type(kind, named, ns, active)
     if logical == "decimal" and kind in ("fixed", "bytes"):
         if kind == "fixed":
             _register(t, named, ns)
+        if "precision" not in t:
+            raise SchemaError(f"Avro decimal without a precision: {json.dumps(t)}")
         p, s = int(t["precision"]), int(t.get("scale", 0))
         return (pa.decimal128(p, s) if p <= 38 else pa.decimal256(p, s)), False
     if logical == "date" and kind == "int":
@@ -115,16 +165,19 @@ def _avro_type(t: Any, named: dict[str, Any], ns: str) -> tuple[pa.DataType, boo
     if logical == "uuid" and kind == "string":
         return pa.string(), False
     if kind in _PRIMITIVES:
-        return _PRIMITIVES[kind], False
+        return _PRIMITIVES[kind], kind == "null"
     if kind == "record":
         full = _register(t, named, ns)
+        if full in active:
+            raise SchemaError(f"recursive Avro type {full!r} has no Arrow equivalent")
         child_ns = full.rsplit(".", 1)[0] if "." in full else ""
-        return pa.struct([_avro_field(f, named, child_ns) for f in t["fields"]]), False
+        inner = active | {full}
+        return pa.struct([_avro_field(f, named, child_ns, inner) for f in t["fields"]]), False
     if kind == "array":
-        item, item_null = _avro_type(t["items"], named, ns)
+        item, item_null = _avro_type(t["items"], named, ns, active)
         return pa.list_(pa.field("element", item, nullable=item_null)), False
     if kind == "map":
-        val, val_null = _avro_type(t["values"], named, ns)
+        val, val_null = _avro_type(t["values"], named, ns, active)
         return pa.map_(pa.field("key", pa.string(), nullable=False), pa.field("value", val, nullable=val_null)), False
     if kind == "enum":
         _register(t, named, ns)
@@ -132,7 +185,9 @@ def _avro_type(t: Any, named: dict[str, Any], ns: str) -> tuple[pa.DataType, boo
     if kind == "fixed":
         _register(t, named, ns)
         return pa.binary(int(t["size"])), False
-    raise SchemaError(f"unsupported Avro type {json.dumps(t)}")
+    if isinstance(kind, str) and kind not in ("record", "array", "map", "enum", "fixed"):
+        return _avro_type(kind, named, ns, active)  # {"type": "SomeNamedType"}
+    raise SchemaError(f"unsupported Avro type {json.dumps(t, default=str)}")
 
 
 # -- Arrow -> Avro ----------------------------------------------------------------------------
@@ -248,8 +303,11 @@ def min_bytes_for_precision(precision: int) -> int:
 def avro_records_to_arrow(records: Iterable[Mapping[str, Any]], pa_schema: pa.Schema) -> pa.Table:
     """Arrow table from records decoded by fastavro (logical types already Python objects).
 
-    Column-wise: values are gathered per top-level field and converted by Arrow in one call
-    each, which is much faster than ``from_pylist`` row dicts for wide schemas.
+    The one record conversion, for log blocks and the Avro sources alike. A missing field
+    is null. Column-wise: values are gathered per top-level field and converted by Arrow in
+    one call each, which is much faster than ``from_pylist`` row dicts for wide schemas.
+    fastavro gives maps as dicts (Arrow wants pairs) and ``uuid`` strings as ``uuid.UUID``
+    objects (Arrow wants text); both are rewritten before Arrow sees them.
     """
     rows = records if isinstance(records, list) else list(records)
     cols = []
@@ -261,10 +319,35 @@ def avro_records_to_arrow(records: Iterable[Mapping[str, Any]], pa_schema: pa.Sc
         elif has_nested_map(f.type):
             values = [maps_to_pairs(v, f.type) for v in values]
         try:
-            cols.append(pa.array(values, type=f.type))
+            try:
+                cols.append(pa.array(values, type=f.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                if not any(_has_uuid(v) for v in values):
+                    raise
+                cols.append(pa.array([_uuids_to_str(v) for v in values], type=f.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
             raise SchemaError(f"field {name!r}: values do not match {f.type}: {e}") from e
     return pa.Table.from_arrays(cols, schema=pa_schema)
+
+
+def _has_uuid(v: Any) -> bool:
+    if isinstance(v, uuid.UUID):
+        return True
+    if isinstance(v, Mapping):
+        return any(_has_uuid(x) for x in v.values())
+    if isinstance(v, list | tuple):
+        return any(_has_uuid(x) for x in v)
+    return False
+
+
+def _uuids_to_str(v: Any) -> Any:
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, Mapping):
+        return {k: _uuids_to_str(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return type(v)(_uuids_to_str(x) for x in v)
+    return v
 
 
 def has_nested_map(t: pa.DataType) -> bool:
