@@ -79,6 +79,8 @@ class KafkaSource:
         self._driver_fields: list[pa.Field] | None | bool = False
         #: batches still to decode with Spark after the driver declined one
         self._driver_skip = 0
+        #: the position the consumer group was last set to by this process (None: not yet)
+        self._mirrored: KafkaOffsets | None = None
         if config.format == "avro":
             from sources.kafka_avro import AvroDecoder
 
@@ -116,9 +118,27 @@ class KafkaSource:
             return
         try:
             self.client.commit(position, note=f"hudi instant {instant}")
+            self._mirrored = position
         except Exception as e:  # SourceError, or anything librdkafka raises
-            log.warning("kafka %s: group %s not updated for instant %s (the table has the position): %s",
-                        self.config.topic, self.client.group_id, instant, e)
+            log.warning("kafka %s: group %s not updated for instant %s (the table has the position; "
+                        "the next read catches it up): %s", self.config.topic, self.client.group_id, instant, e)
+
+    def _catch_up_group(self, start: Position | None) -> None:
+        """Set the group to the table's position ``start`` if this process has not yet.
+
+        A group commit that failed (a broker restarting: "waiting for coordinator") left the
+        group behind the table; without a later commit - an ``available_now`` run with
+        nothing new, an idle pipeline - it would stay stuck there, and lag monitors would
+        page for records long since written. Each read starts by mirroring its start once.
+        """
+        if not self.config.commit_offsets or not isinstance(start, KafkaOffsets) or start == self._mirrored:
+            return
+        try:
+            self.client.commit(start, note="the table's committed position")
+            self._mirrored = start
+        except Exception as e:  # the table has the position; the next read tries again
+            log.info("kafka %s: group %s not caught up to the table's position yet: %s",
+                     self.config.topic, self.client.group_id, e)
 
     def close(self) -> None:
         """Release the driver-side client (also released when the source is collected)."""
@@ -147,6 +167,7 @@ class KafkaSource:
         )
 
     def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
+        self._catch_up_group(start)
         begin, end = self.plan(start)
         log.info("kafka %s: reading %d offset(s) %s", self.config.topic, begin.records_until(end), end.partitions)
         # A batch that starts from "no position" reports the resolved start, so has_new_data works.
@@ -162,6 +183,7 @@ class KafkaSource:
     def read_batch_until(self, spark: SparkSession, start: Position | None, bound: object) -> Batch:
         """:meth:`read_batch` capped by ``bound`` (:meth:`available_now`'s offsets) as well."""
         assert isinstance(bound, KafkaOffsets)
+        self._catch_up_group(start)
         low, high = self.client.watermarks()
         begin = resolve_start(self.config, self._check(start), low, high)
         # a partition created after the bound was fixed holds nothing available "now"

@@ -37,6 +37,22 @@ _NOISE = re.compile(r"^\S+/(?:bootstrap|\d+): |\s*\(after \d+ms in state .*\)$")
 COMMIT_TIMEOUT_S = 10.0
 #: Granularity of the wait for a commit's confirmation (usually a few ms on a local broker).
 COMMIT_POLL_S = 0.01
+#: A group commit refused for a passing reason (no coordinator yet) is tried again, at most
+#: this often and this many times within :data:`COMMIT_TIMEOUT_S`.
+COMMIT_RETRY_S = 0.25
+COMMIT_ATTEMPTS = 40
+
+
+def _retriable(err: Any) -> bool:
+    """A commit error that goes away by itself: the group's coordinator is being found or
+    moved (a broker restarting), or a request timed out."""
+    from confluent_kafka import KafkaError
+
+    passing = {KafkaError._WAIT_COORD, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+               KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
+               KafkaError._TRANSPORT}
+    code = err.code() if hasattr(err, "code") else None
+    return code in passing or bool(getattr(err, "retriable", lambda: False)())
 
 
 class QuietClientLog:
@@ -179,20 +195,34 @@ class KafkaSourceClient:
         :data:`COMMIT_TIMEOUT_S`: librdkafka's synchronous commit has no timeout of its own,
         and a commit must not hold a pipeline up when the broker is gone.
         """
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import TopicPartition
 
         offsets = [TopicPartition(position.topic, p, o, metadata=note) for p, o in sorted(position.partitions.items())]
         if not offsets:
             return
         timeout = min(COMMIT_TIMEOUT_S, self.config.metadata_timeout.total_seconds())
+        deadline = time.monotonic() + timeout
+        for _ in range(COMMIT_ATTEMPTS):
+            err = self._commit_once(offsets, deadline, timeout)
+            # a broker that just restarted answers "waiting for coordinator" (and kin) for a
+            # moment: that commit is retried within the same time budget, not given up
+            if err is None or not _retriable(err) or time.monotonic() >= deadline:
+                break
+            time.sleep(min(COMMIT_RETRY_S, max(0.0, deadline - time.monotonic())))
+        if err is not None:
+            raise SourceError(f"group {self.group_id!r}: commit to {self.where} failed: {err}")
+
+    def _commit_once(self, offsets: list, deadline: float, timeout: float) -> Any:
+        """One asynchronous commit awaited until ``deadline``: None, or its error."""
+        from confluent_kafka import KafkaException
+
         with self._lock:
             consumer = self._client()
             self._commits.clear()
             try:
                 consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as e:
-                raise SourceError(f"group {self.group_id!r}: commit to {self.where} failed: {e}") from e
-            deadline = time.monotonic() + timeout
+                return e.args[0] if e.args else e
             while not self._commits and time.monotonic() < deadline:
                 # serves the on_commit callback (never a record: no subscription); poll returns
                 # at its timeout, not at the callback, so a short one ends the wait soon after
@@ -202,8 +232,7 @@ class KafkaSourceClient:
             raise SourceError(f"group {self.group_id!r}: commit to {self.where} not confirmed within {timeout:g}s{cause}")
         err, partitions = self._commits[-1]
         failed = [tp.error for tp in partitions or [] if tp.error is not None]
-        if err is not None or failed:
-            raise SourceError(f"group {self.group_id!r}: commit to {self.where} failed: {err or failed[0]}")
+        return err or (failed[0] if failed else None)
 
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
         self._commits.append((err, partitions))
