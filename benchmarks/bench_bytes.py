@@ -62,9 +62,9 @@ def measure(size: int, upsert: int, seed: int = 42, prior: int = 0) -> dict:
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         warm_batch, _ = make_batch(rng, upsert, next_id2, next_id2, ts + 2)
         cpu2, t2 = time.process_time(), time.perf_counter()
-        w.upsert(warm_batch)
+        warm = w.upsert(warm_batch)
         wall2, cpu2 = time.perf_counter() - t2, time.process_time() - cpu2
-        lk = w.last_lookup
+        lk = warm.lookup
         meta = Table.open(path).fsview.commit_metadata(
             next(i for i in Table.open(path).timeline.completed_writes() if i.timestamp == res.instant))
         logs = base = 0

@@ -17,7 +17,7 @@ JVM and every process under it (Python workers), from ``/proc`` (``utime+stime``
 reaped children), in local mode executors included; the driver process's peak RSS above
 its RSS before the commit and the JVM's peak RSS (sampled every 20 ms; in local mode the
 JVM hosts the executors too); and the keys / summary rows the driver collected
-(``HudiWriter.last_engine_stats``). Every (engine, size) runs ``--repeats`` times on a copy
+(``CommitResult.engine_stats``). Every (engine, size) runs ``--repeats`` times on a copy
 of the same loaded table, after an untimed warm-up upsert per Spark engine (the JIT);
 the section reports medians. Measures, never asserts.
 
@@ -173,12 +173,12 @@ def run_one(root: Path, engine: str, size: int, spark, loaded: tuple[Path, objec
     jvm_cpu0 = _tree_cpu(jvm) if jvm else None
     cpu0, t0 = time.process_time(), time.perf_counter()
     with PeakRss() as rss, PeakRss(jvm or "self") as jrss:
-        _upsert(w, data, engine)
+        res = _upsert(w, data, engine)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     jvm_cpu = _cpu_since(jvm_cpu0, _tree_cpu(jvm)) if jvm else None
     if engine != "local":
         data.unpersist(blocking=True)
-    st = w.last_engine_stats
+    st = res.engine_stats
     row = {"engine": engine, "size": size, "wall": wall, "cpu": cpu, "jvm_cpu": jvm_cpu,
            "rss_delta": rss.peak - rss.before, "jvm_rss": jrss.peak if jvm else None,
            "driver_keys": st.driver_keys, "summary_rows": st.driver_summary_rows}

@@ -213,7 +213,7 @@ def _one_upsert(sink: str, path: str, batch: pa.Table, size: int, profile: str |
     out = {"wall": wall, "cpu": cpu}
     if res is not None:
         out["bytes"] = sum(s.total_write_bytes for s in res.stats)
-        lk = w.last_lookup
+        lk = res.lookup
         out["footers"] = getattr(lk, "footers_read", None)
         out["key_columns"] = getattr(lk, "keys_read", None)
     else:

@@ -68,7 +68,7 @@ def _upgrade_archive(fs, path: str) -> list[str]:
     from streamer.errors import CommitConflictError
     from streamer.read import Table
     from streamer.services.archive import upgrade_legacy_archives
-    from streamer.services.lock import PlanLock
+    from streamer.write.lock import PlanLock
 
     lock = PlanLock(fs, path, "archive", purpose="repair")
     if not lock.try_acquire():

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from streamer.pipeline.services import PipelineServices
+    from streamer.table.snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,7 @@ class PipelineRunner:
         self._services: PipelineServices | None = None
         self.reports: list[BatchReport] = []
         #: The table right after this runner's last commit (handed to inline services).
-        self.last_snapshot = None
-        #: The last data commit's result (write stats: bytes and files written).
-        self.last_commit: CommitResult | None = None
+        self._snapshot: TableSnapshot | None = None
         #: Collect the table layout after each commit into the report (metrics turn it on).
         self.collect_layout = False
 
@@ -290,8 +289,8 @@ class PipelineRunner:
             errors_alone = prepared.written == 0 and prepared.errored > 0 and not self.sink.exists()
             error_instant = self._write_errors(prepared, batch.end if errors_alone else None, batch_id)
             errors_s = clock.lap()
-            self.last_commit = None
-            instant = None if errors_alone else self._commit(prepared, batch.end, batch_id)
+            result = None if errors_alone else self._commit(prepared, batch.end, batch_id)
+            instant = None if result is None else result.instant
             commit_s = clock.lap()
             committed_at = time.time()
             self._position = batch.end
@@ -300,12 +299,11 @@ class PipelineRunner:
             if holder is not None and isinstance(self.source, NotifiedOfCommits):
                 self.source.on_table_commit(batch.end, holder)
             services: tuple[ServiceRun, ...] = ()
-            if instant is not None and self._services is not None:
-                services = self._services.after_commit(self.last_snapshot)
-            if instant is not None and self.catalog is not None and self.last_snapshot is not None:
-                self.catalog.after_commit(self.last_snapshot)  # reports its failures, never raises
+            if result is not None and self._services is not None:
+                services = self._services.after_commit(result.snapshot)
+            if result is not None and self.catalog is not None and result.snapshot is not None:
+                self.catalog.after_commit(result.snapshot)  # reports its failures, never raises
             services_s = clock.lap()
-            result = self.last_commit
             return self._report(
                 BatchReport(
                     cfg.name, batch_id, prepared.read, prepared.written, prepared.errored,
@@ -341,14 +339,14 @@ class PipelineRunner:
         it; only after a service changed the table (a compaction, a clean) is it re-read.
         An observation: it never fails the batch.
         """
-        if not self.collect_layout or self.last_snapshot is None:
+        if not self.collect_layout or self._snapshot is None:
             return None
         try:
             changed = self._services.changed_table if self._services is not None else None
             if changed is not None:
                 changed.refresh()
                 return table_layout(changed.snapshot)
-            return table_layout(self.last_snapshot)
+            return table_layout(self._snapshot)
         except Exception as e:
             log.debug("[%s] table layout not available: %s", self.config.name, e)
             return None
@@ -374,7 +372,7 @@ class PipelineRunner:
             meta[BATCH_ID_KEY] = str(batch_id)
         return self.errors.write(prepared.errors, meta).instant
 
-    def _commit(self, prepared: PreparedBatch, end: Position, batch_id: int) -> str | None:
+    def _commit(self, prepared: PreparedBatch, end: Position, batch_id: int) -> CommitResult | None:
         """The data commit carrying the position; None when there is nothing to commit to.
 
         The position goes in twice for Kafka (ours, and HoodieStreamer's string under
@@ -402,9 +400,8 @@ class PipelineRunner:
             engine=self.sink.engine_for(good),  # decided once, by the batch step
         )
         self._committed_instant = result.instant
-        self.last_snapshot = result.snapshot
-        self.last_commit = result
-        return result.instant
+        self._snapshot = result.snapshot
+        return result
 
     def _no_rows(self):
         """No rows, in the table's data columns (an existing table's: see :meth:`_commit`)."""

@@ -44,7 +44,6 @@ import fastavro
 
 from streamer.config.policies import ArchivePolicy
 from streamer.read.table import Table
-from streamer.services.lock import PlanLock
 from streamer.table.instant import Action, Instant, State, format_instant_time, parse_timeline_file
 from streamer.table.log_content import AVRO_BLOCK_VERSION, split_avro_records
 from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
@@ -63,7 +62,8 @@ from streamer.table.metadata import (
 )
 from streamer.table.naming import parse_log_file_name
 from streamer.table.properties import ARCHIVELOG_FOLDER, METAFOLDER
-from streamer.write import faults
+from streamer.write.lock import PlanLock
+from streamer.write.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -307,13 +307,9 @@ def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 3
         data = encode_archive_blocks(entries)
         name = f".commits_.archive.{_next_archive_version(table)}_{ARCHIVE_TOKEN}"
         path = posixpath.join(archive_dir(table), name)
-        table.fs.write_atomic(path, data)
-        faults.step("archive written")
-        tl = table.timeline
-        for inst in victims:
-            for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
-                table.fs.delete_file(tl.path_of(inst, state))
-            faults.step(f"archive removed {inst.timestamp}")
+        # under the archive's own lock: archiving moves completed instants only, which no
+        # writer or service changes any more
+        Transaction(table.fs, table.base_path, lock=lock).archive(table.timeline, victims, path, data)
         log.info("%s: archived %d instant(s) into %s", table.base_path, len(victims), name)
         table.refresh()
         return ArchiveOutcome([i.timestamp for i in victims], path, bound)

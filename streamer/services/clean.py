@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from streamer.config.policies import CleanPolicy
 from streamer.read.table import Table
 from streamer.services.common import ServiceError, busy_groups
-from streamer.services.compaction import CompactionConflict, writer_lock
-from streamer.services.lock import PlanLock
+from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, State
 from streamer.table.integrity import CommittedRegions, base_file_damage, slice_damage
 from streamer.table.metadata import CleanerPlan, CleanMetadata, CleanPartitionMetadata
-from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
+from streamer.table.metadata_table import has_metadata_table
 from streamer.write import faults
+from streamer.write.lock import PlanLock
+from streamer.write.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -139,15 +140,16 @@ def _execute(table: Table, inst: Instant, plan: CleanerPlan) -> CleanMetadata:
     )
 
 
-def _finish(table: Table, inst: Instant) -> int:
+def _finish(table: Table, inst: Instant, tx: Transaction) -> int:
+    """Run a requested (or resume an inflight) clean and complete it, under the clean's lock."""
     tl = table.timeline
     raw = tl.read_plan(inst)
     plan = CleanerPlan.from_bytes(raw, tl.path_of(inst, State.REQUESTED))
     # the inflight file carries the plan too, as Hudi's CleanActionExecutor writes it: Hudi's
     # archiver (MetadataConversionUtils) decodes a clean's inflight file as HoodieCleanerPlan
-    inflight = tl.transition_to_inflight(inst, raw) if inst.is_requested else inst
+    inflight = tx.start(tl, inst, raw) if inst.is_requested else inst
     meta = _execute(table, inflight, plan)
-    tl.complete(inflight, meta.to_avro_bytes())
+    tx.complete(tl, inflight, meta.to_avro_bytes())
     faults.step("clean completed")
     table.refresh()
     return meta.total_files_deleted
@@ -160,15 +162,19 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
     if not lock.try_acquire():
         return CleanOutcome(None, 0, None)
     try:
-        # a clean removes files a metadata table would still list (Hudi readers trust it)
+        # a clean removes files a metadata table would still list (Hudi readers trust it):
+        # a service transaction drops it on entry
         if has_metadata_table(table.properties):
-            with writer_lock(table, lock_expiry_s * 4):
-                drop_metadata_table(table.fs, table.base_path)
+            with service_transaction(table, lock_expiry_s * 4):
+                pass
         table.refresh()
         deleted, last = 0, None
+        # running a clean plan needs only the clean's own lock: it deletes files no reader
+        # or writer of a retained instant uses
+        run_tx = Transaction(table.fs, table.base_path, lock=lock)
         if execute:
             for inst in [i for i in table.timeline.pending() if i.action == Action.CLEAN]:
-                deleted += _finish(table, inst)
+                deleted += _finish(table, inst, run_tx)
                 last = inst.timestamp
         if not schedule:
             return CleanOutcome(last, deleted, None)
@@ -176,11 +182,11 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
         # writer makes its instant time before it publishes it, so an instant made meanwhile
         # (from an older listing, or a clock that stepped back) could be at or before it
         try:
-            with writer_lock(table, lock_expiry_s * 4):
+            with service_transaction(table, lock_expiry_s * 4) as tx:
                 table.refresh()
                 plan = plan_clean(table, policy)
-                inst = None if plan is None else table.timeline.create_requested(
-                    Action.CLEAN, content=plan.to_avro_bytes())
+                inst = None if plan is None else tx.request(table.timeline, Action.CLEAN,
+                                                            plan=plan.to_avro_bytes())
         except CompactionConflict as e:
             log.info("not scheduling a clean now: %s", e)
             return CleanOutcome(last, deleted, None)
@@ -188,7 +194,7 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
             return CleanOutcome(last, deleted, None)
         faults.step("clean requested")
         if execute:
-            deleted += _finish(table, inst)
+            deleted += _finish(table, inst, run_tx)
         log.info("%s: clean %s deleted %d file(s)", table.base_path, inst.timestamp, deleted)
         eitr = plan.earliest_instant_to_retain[0] if plan.earliest_instant_to_retain else None
         return CleanOutcome(inst.timestamp, deleted, eitr)

@@ -19,11 +19,10 @@ Normally nothing changed and the window is a listing and a few block headers lon
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -31,7 +30,6 @@ import pyarrow as pa
 
 from streamer import defaults
 from streamer.config.policies import CompactionPolicy, CompactionTrigger
-from streamer.errors import CommitConflictError
 from streamer.index.rfc06 import BloomParams
 from streamer.read.merge import META_COLUMNS
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
@@ -55,11 +53,10 @@ from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, parse_instant_time
 from streamer.table.integrity import Damage
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
-from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.naming import base_file_name
 from streamer.write import faults
-from streamer.write.lock import WriterLock
 from streamer.write.markers import IOType, Marker, create_marker
+from streamer.write.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +142,14 @@ def _plan_of(chosen: list[Candidate]) -> CompactionPlan | None:
     return CompactionPlan(operations=ops, extra_metadata={}, strategy=None)
 
 
-def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool = False) -> Instant | None:
+def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool = False,
+                        tx: Transaction | None = None, lock_timeout_s: float = 30.0) -> Instant | None:
     """Write a compaction plan when the trigger fires (``force``: regardless) and fewer than
-    ``max_pending`` plans are pending."""
+    ``max_pending`` plans are pending. ``tx``: the caller's transaction, holding the
+    writers' lock; without one, a transaction of its own is opened for the plan."""
+    if tx is None:
+        with service_transaction(table, lock_timeout_s) as own:
+            return schedule_compaction(table, policy, force=force, tx=own)
     table.refresh()
     if len(table.timeline.pending_compactions()) >= policy.max_pending:
         return None
@@ -156,7 +158,7 @@ def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool =
     plan = plan_compaction(table, policy)
     if plan is None:
         return None
-    inst = table.timeline.create_requested(Action.COMPACTION, content=plan.to_avro_bytes())
+    inst = tx.request(table.timeline, Action.COMPACTION, plan=plan.to_avro_bytes())
     log.info("%s: scheduled compaction %s over %d slice(s)", table.base_path, inst.timestamp, len(plan.operations))
     table.refresh()
     return inst
@@ -166,7 +168,7 @@ def schedule_compaction_of(table: Table, groups: set[GroupId], *, lock_timeout_s
     """A compaction plan over exactly the latest slices of ``groups`` (those not already in
     a pending compaction or clustering), scheduled holding the writers' lock; ``None`` if
     none qualifies. What ``streamer repair --drop-damaged`` compacts."""
-    with writer_lock(table, lock_timeout_s):
+    with service_transaction(table, lock_timeout_s) as tx:
         table.refresh()
         busy = busy_groups(table)
         cands = [Candidate(s) for s in table.fsview.latest_file_slices()
@@ -176,7 +178,7 @@ def schedule_compaction_of(table: Table, groups: set[GroupId], *, lock_timeout_s
         plan = _plan_of(cands)
         if plan is None:
             return None
-        inst = table.timeline.create_requested(Action.COMPACTION, content=plan.to_avro_bytes())
+        inst = tx.request(table.timeline, Action.COMPACTION, plan=plan.to_avro_bytes())
         log.info("%s: scheduled compaction %s over %d slice(s)", table.base_path, inst.timestamp,
                  len(plan.operations))
     table.refresh()
@@ -188,34 +190,23 @@ def schedule_compaction_safely(table: Table, policy: CompactionPolicy, *, force:
     """:func:`schedule_compaction` between two commits: holding the writers' lock, no write
     is in flight, so every later write sees the plan (``None`` if the lock stays busy)."""
     try:
-        with writer_lock(table, lock_timeout_s):
-            return schedule_compaction(table, policy, force=force)
+        return schedule_compaction(table, policy, force=force, lock_timeout_s=lock_timeout_s)
     except CompactionConflict as e:
         log.info("not scheduling compaction now: %s", e)
         return None
 
 
 # ============================================================================ execution
-@contextlib.contextmanager
-def writer_lock(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Iterator[WriterLock]:
-    """Hold the writers' lock (between two commits), waiting up to ``timeout_s``.
+def service_transaction(table: Table, timeout_s: float, expiry_s: float = 60.0) -> Transaction:
+    """A table service's step between two commits, holding the writers' lock (waited for
+    up to ``timeout_s``; still busy, :class:`CompactionConflict`).
 
-    The writer's own :class:`~streamer.write.lock.WriterLock` (exclusive create, so a
-    writer and a service can never both hold it); a lock still busy after ``timeout_s``
-    raises :class:`CompactionConflict`.
+    The writers' own lock, so a writer and a service never both hold it; services commit
+    too, so a metadata table they do not update goes on entry (see
+    :class:`~streamer.write.transaction.Transaction`).
     """
-    lock = WriterLock(table.fs, table.base_path, expiry_s=expiry_s, timeout_s=timeout_s,
-                      purpose="table service")
-    try:
-        lock.acquire()
-    except CommitConflictError as e:
-        raise CompactionConflict(f"{table.base_path}: writer lock busy for {timeout_s:.0f}s ({e})") from e
-    try:
-        # services commit too: a metadata table they do not update must go (see module)
-        drop_metadata_table(table.fs, table.base_path)
-        yield lock
-    finally:
-        lock.release()
+    return Transaction(table.fs, table.base_path, timeout_s=timeout_s, expiry_s=expiry_s,
+                       purpose="table service", busy=CompactionConflict, drop_metadata=True)
 
 
 def old_slice(table: Table, op: CompactionOperation) -> FileSlice:
@@ -306,7 +297,7 @@ class CompactionRun:
         """Catch up with writes that landed in old slices during the merge, then
         ``complete`` - all while holding the writers' lock, so none can land in between."""
         ts = self.instant.timestamp
-        with writer_lock(table, self.lock_timeout_s):
+        with service_transaction(table, self.lock_timeout_s):
             table.refresh()
             now = table.timeline.completed_timestamps()
             plan = read_plan(table, self.instant)

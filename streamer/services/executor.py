@@ -2,11 +2,12 @@
 
 Protocol (any number of compactors, any of them may die at any point):
 
-1. take the plan's :class:`~streamer.services.lock.PlanLock` or leave it to its holder;
+1. take the plan's :class:`~streamer.write.lock.PlanLock` or leave it to its holder;
 2. re-read the timeline: a plan already completed is done (someone ran it before we
    got the lock); an *inflight* plan means its previous runner died (we now hold the
    lock it held) - recover (:func:`~streamer.services.rollback_services.recover`);
-3. requested -> inflight, execute, check we still own the lock, complete, drop markers.
+3. requested -> inflight, execute, check we still own the lock, complete, drop markers -
+   the steps of a :class:`~streamer.write.transaction.Transaction` holding the plan's lock.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from streamer.read.table import Table
 from streamer.services import rollback_services
 from streamer.services.common import DamageRefusedError, ServiceError, damage_message, read_plan
 from streamer.services.compaction import CompactionConflict, execute_compaction, old_slice
-from streamer.services.lock import PlanLock
 from streamer.services.log_compaction import execute_log_compaction
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
@@ -35,7 +35,9 @@ from streamer.table.integrity import (
 )
 from streamer.table.metadata import CommitMetadata
 from streamer.write import faults
+from streamer.write.lock import PlanLock
 from streamer.write.markers import delete_markers, list_markers
+from streamer.write.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -68,18 +70,9 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or cur.is_completed:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
-        try:
-            # a rollback an earlier run left pending (its undo met a full disk too) first:
-            # it may target this plan, whose files it would delete after it completed
-            if rollback_services.finish_dead_rollbacks(table, lock_timeout_s=writer_lock_timeout_s):
-                cur = table.timeline.get(inst.timestamp)
-                if cur is None or cur.is_completed:
-                    return ExecOutcome(inst.timestamp, inst.action, "rolled-back" if cur is None else "done-elsewhere")
-            if cur.is_inflight and not rollback_services.recover(table, cur, lock_timeout_s=writer_lock_timeout_s):
-                return ExecOutcome(inst.timestamp, inst.action, "rolled-back")
-        except CompactionConflict as e:  # writers' lock busy: the next run recovers it
-            log.info("%s", e)
-            return ExecOutcome(inst.timestamp, inst.action, "retry")
+        early = _recover_dead_run(table, cur, writer_lock_timeout_s)
+        if early is not None:
+            return early
         table.refresh()
         cur = table.timeline.get(inst.timestamp)
         if cur is None or not cur.is_requested:
@@ -91,56 +84,12 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         # which a log compaction planned before it may still name) refuses nothing
         accepted = accept_damage | frozenset(dropped_damage(table.fsview, table.timeline))
         refuse_plan_damage(table, cur, accept=accepted)
-        inflight = table.timeline.transition_to_inflight(cur)
-
-        def complete(meta: CommitMetadata) -> None:
-            if not lock.still_owner():
-                raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
-                                   "its new owner will redo it")
-            faults.step(f"{inst.action} before complete")  # the completed instant's write is next
-            table.timeline.complete(inflight, meta.to_json_bytes())
-            faults.step(f"{inst.action} completed")
-
-        try:
-            # inside the try: an error injected here stands for the run's next write (its
-            # first marker), which fails inside it (streamer.write.faults)
-            faults.step(f"{inst.action} inflight")
-            if inflight.action == Action.LOG_COMPACTION:
-                meta = execute_log_compaction(table, inflight, log_policy or LogCompactionPolicy(),
-                                              accept_damage=accepted).metadata
-                _record_dropped(meta, accept_damage)
-                complete(meta)
-            elif inflight.action == Action.COMPACTION:
-                run = execute_compaction(table, inflight, lock_timeout_s=writer_lock_timeout_s,
-                                         accept_damage=accepted)
-                meta = run.finish(table, lambda m: (_record_dropped(m, accept_damage), complete(m)))
-            else:
-                raise ServiceError(f"{inflight} is not a compaction or log compaction")
-        except (DamageRefusedError, MissingFileError, CorruptDataError) as e:
-            # damage met during the run (after the check above): undo what it wrote, so no
-            # half-done state is left behind, and refuse loudly
-            state = _undo_refused(table, inflight, writer_lock_timeout_s)
-            if isinstance(e, DamageRefusedError):
-                raise DamageRefusedError(f"{e}; {state}") from e
-            raise DamageRefusedError(f"{inflight.action} {inst.timestamp} refused: {e}; {state}") from e
-        except OSError as e:
-            # storage refused a write (a full disk, a quota): one line naming the instant and
-            # the file. Not only StorageError (write_atomic's): a marker, the writers' lock
-            # or a stitched block's staging fail with the bare OSError open/pyarrow raise.
-            # Undone at once like a refused run, so no partial file of the run is left and
-            # the next run does the service whole: a compaction goes back to requested (its
-            # plan is kept), a log compaction is rolled back once it wrote (its groups are
-            # planned again by the next schedule - left inflight, its slices would stay out
-            # of any new plan until a run rolled it back, and that run would complete no
-            # log compaction)
-            state = _undo_stopped(table, inflight, writer_lock_timeout_s)
-            raise ServiceError(f"{inflight.action} {inst.timestamp} stopped: {storage_reason(e)}; {state}") from e
-        except CompactionConflict as e:
-            log.info("%s", e)
-            try:
-                rollback_services.revert_compaction(table, inflight, lock_timeout_s=writer_lock_timeout_s)
-            except CompactionConflict as again:  # left inflight: the next run reverts it
-                log.info("%s", again)
+        # the run's transaction holds the plan's lock, not the writers': writers go on
+        # appending meanwhile (a compaction catches up with them in CompactionRun.finish)
+        tx = Transaction(table.fs, table.base_path, lock=lock)
+        run = _Run(table, tx, tx.start(table.timeline, cur), writer_lock_timeout_s, accepted, accept_damage)
+        meta = run.execute(log_policy or LogCompactionPolicy())
+        if meta is None:
             return ExecOutcome(inst.timestamp, inst.action, "retry")
         try:
             delete_markers(table.fs, table.base_path, inst.timestamp)
@@ -152,6 +101,90 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
                            sum(s.total_write_bytes for s in stats))
     finally:
         lock.release()
+
+
+def _recover_dead_run(table: Table, cur: Instant, lock_timeout_s: float) -> ExecOutcome | None:
+    """Undo what a dead run of ``cur`` left (we hold its plan lock); an outcome when the
+    plan cannot run now, ``None`` when it can."""
+    try:
+        # a rollback an earlier run left pending (its undo met a full disk too) first:
+        # it may target this plan, whose files it would delete after it completed
+        if rollback_services.finish_dead_rollbacks(table, lock_timeout_s=lock_timeout_s):
+            now = table.timeline.get(cur.timestamp)
+            if now is None or now.is_completed:
+                return ExecOutcome(cur.timestamp, cur.action, "rolled-back" if now is None else "done-elsewhere")
+            cur = now
+        if cur.is_inflight and not rollback_services.recover(table, cur, lock_timeout_s=lock_timeout_s):
+            return ExecOutcome(cur.timestamp, cur.action, "rolled-back")
+    except CompactionConflict as e:  # writers' lock busy: the next run recovers it
+        log.info("%s", e)
+        return ExecOutcome(cur.timestamp, cur.action, "retry")
+    return None
+
+
+@dataclass
+class _Run:
+    """One run of an inflight plan, under its transaction (see :func:`execute`)."""
+
+    table: Table
+    tx: Transaction
+    inflight: Instant
+    lock_timeout_s: float
+    accepted: frozenset[Damage]
+    accept_damage: frozenset[Damage]
+
+    def complete(self, meta: CommitMetadata) -> None:
+        inst = self.inflight
+        if not self.tx.still_owner():
+            raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
+                               "its new owner will redo it")
+        faults.step(f"{inst.action} before complete")  # the completed instant's write is next
+        self.tx.complete(self.table.timeline, inst, meta.to_json_bytes())
+        faults.step(f"{inst.action} completed")
+
+    def execute(self, log_policy: LogCompactionPolicy) -> CommitMetadata | None:
+        """Run and complete the plan; ``None``: the writers' lock stayed busy, retry later."""
+        table, inflight = self.table, self.inflight
+        try:
+            # inside the try: an error injected here stands for the run's next write (its
+            # first marker), which fails inside it (streamer.write.faults)
+            faults.step(f"{inflight.action} inflight")
+            if inflight.action == Action.LOG_COMPACTION:
+                meta = execute_log_compaction(table, inflight, log_policy, accept_damage=self.accepted).metadata
+                _record_dropped(meta, self.accept_damage)
+                self.complete(meta)
+                return meta
+            if inflight.action == Action.COMPACTION:
+                run = execute_compaction(table, inflight, lock_timeout_s=self.lock_timeout_s,
+                                         accept_damage=self.accepted)
+                return run.finish(table, lambda m: (_record_dropped(m, self.accept_damage), self.complete(m)))
+            raise ServiceError(f"{inflight} is not a compaction or log compaction")
+        except (DamageRefusedError, MissingFileError, CorruptDataError) as e:
+            # damage met during the run (after the check above): undo what it wrote, so no
+            # half-done state is left behind, and refuse loudly
+            state = _undo_refused(table, self.tx, inflight, self.lock_timeout_s)
+            if isinstance(e, DamageRefusedError):
+                raise DamageRefusedError(f"{e}; {state}") from e
+            raise DamageRefusedError(f"{inflight.action} {inflight.timestamp} refused: {e}; {state}") from e
+        except OSError as e:
+            # storage refused a write (a full disk, a quota): one line naming the instant and
+            # the file. Not only StorageError (write_atomic's): a marker, the writers' lock
+            # or a stitched block's staging fail with the bare OSError open/pyarrow raise.
+            # Undone at once like a refused run, so no partial file of the run is left and
+            # the next run does the service whole: a compaction goes back to requested (its
+            # plan is kept), a log compaction is rolled back once it wrote (its groups are
+            # planned again by the next schedule - left inflight, its slices would stay out
+            # of any new plan until a run rolled it back, and that run would complete no
+            # log compaction)
+            state = _undo_stopped(table, self.tx, inflight, self.lock_timeout_s)
+            raise ServiceError(f"{inflight.action} {inflight.timestamp} stopped: {storage_reason(e)}; {state}") from e
+        except CompactionConflict as e:
+            log.info("%s", e)
+            try:
+                rollback_services.revert_compaction(table, inflight, lock_timeout_s=self.lock_timeout_s)
+            except CompactionConflict as again:  # left inflight: the next run reverts it
+                log.info("%s", again)
+            return None
 
 
 def _record_dropped(meta: CommitMetadata, accepted: frozenset[Damage]) -> None:
@@ -202,7 +235,7 @@ def storage_reason(e: OSError) -> str:
     return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
 
 
-def _undo_stopped(table: Table, inflight: Instant, lock_timeout_s: float) -> str:
+def _undo_stopped(table: Table, tx: Transaction, inflight: Instant, lock_timeout_s: float) -> str:
     """Undo a run a storage error stopped (see :func:`execute`) as a refused one is undone;
     says what became of the plan. The undo writes too (a rollback instant, rollback
     blocks): on a disk still full it fails as well, and the run is left inflight for the
@@ -212,25 +245,25 @@ def _undo_stopped(table: Table, inflight: Instant, lock_timeout_s: float) -> str
         cur = table.timeline.get(inflight.timestamp)
         if cur is not None and cur.is_completed:  # failed after its completed instant landed
             return "but the plan had completed"
-        return _undo(table, inflight, lock_timeout_s, replanned="the next run plans the groups again")
+        return _undo(table, tx, inflight, lock_timeout_s, replanned="the next run plans the groups again")
     except OSError as e:
         log.warning("could not undo %s %s now (%s); the next run rolls it back", inflight.action,
                     inflight.timestamp, e)
         return "the run is left inflight (its undo failed too); the next run rolls it back first"
 
 
-def _undo_refused(table: Table, inflight: Instant, lock_timeout_s: float) -> str:
+def _undo_refused(table: Table, tx: Transaction, inflight: Instant, lock_timeout_s: float) -> str:
     """Leave no trace of a run refused midway; says what became of the plan."""
-    return _undo(table, inflight, lock_timeout_s, replanned="the groups are planned again once intact")
+    return _undo(table, tx, inflight, lock_timeout_s, replanned="the groups are planned again once intact")
 
 
-def _undo(table: Table, inflight: Instant, lock_timeout_s: float, *, replanned: str) -> str:
+def _undo(table: Table, tx: Transaction, inflight: Instant, lock_timeout_s: float, *, replanned: str) -> str:
     """Leave no trace of a run stopped midway: nothing written, back to requested; a
     compaction's partial files rolled back, its plan kept; a log compaction rolled back
     (its instant cannot run again, see :mod:`~streamer.services.rollback_services`)."""
     try:
         if not list_markers(table.fs, table.base_path, inflight.timestamp):
-            table.timeline.revert_to_requested(inflight)  # nothing written
+            tx.revert(table.timeline, inflight)  # nothing written
             table.refresh()
             return "nothing was written, the plan stays requested"
         if inflight.action == Action.COMPACTION:

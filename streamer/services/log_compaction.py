@@ -33,7 +33,7 @@ from streamer.config.policies import LogCompactionPolicy
 from streamer.read.table import Table
 from streamer.services import runs as run_exec
 from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan, refuse_damage
-from streamer.services.compaction import CompactionConflict, writer_lock
+from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
@@ -154,12 +154,12 @@ def schedule_log_compaction(table: Table, policy: LogCompactionPolicy, *,
     stepped back - could be at or before it (even the same time).
     """
     try:
-        with writer_lock(table, lock_timeout_s):
+        with service_transaction(table, lock_timeout_s) as tx:
             table.refresh()
             plan = plan_log_compaction(table, policy)
             if plan is None:
                 return None
-            inst = table.timeline.create_requested(Action.LOG_COMPACTION, content=plan.to_avro_bytes())
+            inst = tx.request(table.timeline, Action.LOG_COMPACTION, plan=plan.to_avro_bytes())
     except CompactionConflict as e:
         log.info("not scheduling log compaction now: %s", e)
         return None

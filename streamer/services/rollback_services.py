@@ -1,7 +1,7 @@
 """Undo a table service run that died: log compaction is rolled back, compaction retried.
 
 * A failed **log compaction** is rolled back like a failed write (the writer's
-  :func:`streamer.write.rollback.rollback_failed`, driven by the run's markers): a
+  :meth:`streamer.write.transaction.Transaction.rollback`, driven by the run's markers): a
   rollback command block naming the log compaction instant goes into each touched file
   group, so every reader ignores whatever blocks it published, and its
   ``logcompaction`` instant leaves the timeline. The same plan cannot be re-executed -
@@ -27,19 +27,19 @@ from __future__ import annotations
 import logging
 
 from streamer.read.table import Table
-from streamer.services.compaction import writer_lock
+from streamer.services.compaction import service_transaction
 from streamer.table.instant import Action, Instant
 from streamer.write.markers import list_markers
-from streamer.write.rollback import RollbackOutcome, resume_pending_rollbacks, rollback_failed
+from streamer.write.rollback import RollbackOutcome
 
 log = logging.getLogger(__name__)
 
 
 def rollback_log_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0) -> RollbackOutcome:
     """Roll back a dead log compaction run (its instant disappears)."""
-    with writer_lock(table, lock_timeout_s):
+    with service_transaction(table, lock_timeout_s) as tx:
         table.refresh()
-        out = rollback_failed(table.fs, table.base_path, table.timeline, inst)
+        out = tx.rollback(table.timeline, inst)
     log.warning("%s: rolled back failed log compaction %s (rollback %s)", table.base_path,
                 inst.timestamp, out.rollback_instant)
     table.refresh()
@@ -52,14 +52,14 @@ def revert_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 12
     Raises :class:`~streamer.services.compaction.CompactionConflict` when the writers'
     lock stays busy; the run stays inflight and the next executor reverts it.
     """
-    with writer_lock(table, lock_timeout_s):
+    with service_transaction(table, lock_timeout_s) as tx:
         table.refresh()
         cur = table.timeline.get(inst.timestamp)
         if cur is None or cur.is_completed:
             return 0
         if cur.is_requested and not list_markers(table.fs, table.base_path, inst.timestamp):
             return 0
-        out = rollback_failed(table.fs, table.base_path, table.timeline, cur)
+        out = tx.rollback(table.timeline, cur)
     log.warning("%s: reverted failed compaction %s to requested (rollback %s, %d partial file(s) deleted)",
                 table.base_path, inst.timestamp, out.rollback_instant, out.deleted_files)
     table.refresh()
@@ -74,9 +74,9 @@ def finish_dead_rollbacks(table: Table, *, lock_timeout_s: float = 120.0) -> int
     lock stays busy."""
     if not any(i.action == Action.ROLLBACK for i in table.timeline.pending()):
         return 0
-    with writer_lock(table, lock_timeout_s):
+    with service_transaction(table, lock_timeout_s) as tx:
         table.refresh()
-        done = resume_pending_rollbacks(table.fs, table.base_path, table.timeline)
+        done = tx.resume_rollbacks(table.timeline)
     for out in done:
         log.warning("%s: finished rollback %s of %s, left pending by a run that could not finish it",
                     table.base_path, out.rollback_instant, out.target)

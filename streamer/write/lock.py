@@ -20,8 +20,15 @@ deletes it and creates its own. Only then does the lock count as held.
   writer (or a table service between two commits) at a time. It also writes Hudi's
   per-instant heartbeat (``.hoodie/.heartbeat/<instant>``), so Hudi tooling sees our
   inflight instants as alive while we write them.
-* :class:`streamer.services.lock.PlanLock` - the same lock on ``.hoodie/.aux/.locks/<name>``
-  (one runner per plan).
+* :class:`PlanLock` - the same lock on ``.hoodie/.aux/.locks/<name>`` (one runner per
+  plan: several compactors may run, each plan executes exactly once). Hudi leaves "which
+  compactor runs which plan" to an external coordinator (ZooKeeper); the table's own
+  storage does here, and a taker of a dead run's lock finds the plan inflight and rolls
+  the dead run back before executing it again.
+
+This is the project's one lock module: writers, table services and the pipeline's lease
+all build on :class:`FileLock`, and the commit protocol takes its locks through
+:class:`streamer.write.transaction.Transaction`.
 
 On S3 the exclusive create is a conditional PUT (``If-None-Match: *``) and a heartbeat
 replaces the lock only if it is still the version the holder read (``If-Match``), so a
@@ -50,6 +57,8 @@ from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER
 
 LOCK_FILE = ".streamer_writer.lock"
+#: Where plan locks live, under ``.hoodie/``.
+LOCKS_DIR = posixpath.join(".aux", ".locks")
 
 
 #: Owners whose release failed in this process (the store refused the delete): their
@@ -316,3 +325,19 @@ class WriterLock(FileLock):
     def _on_beat(self) -> None:
         if self._instant:
             self.fs.write_bytes(self.heartbeat_path(self._instant), str(time.time()).encode())
+
+
+def locks_dir(base_path: str) -> str:
+    return posixpath.join(base_path, METAFOLDER, LOCKS_DIR)
+
+
+class PlanLock(FileLock):
+    """Exclusive, heartbeated ownership of one named thing (usually a plan's instant)."""
+
+    def __init__(self, fs: FileSystem, base_path: str, name: str, *, expiry_s: float = 30.0,
+                 purpose: str = "", path: str | None = None) -> None:
+        super().__init__(fs, path or posixpath.join(locks_dir(base_path), name), expiry_s=expiry_s,
+                         purpose=purpose)
+
+    def __enter__(self) -> PlanLock:
+        return self

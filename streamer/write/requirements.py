@@ -1,7 +1,8 @@
 """Commit requirements: what must still hold, under the writer lock, for a commit to go in.
 
 In the spirit of pyiceberg's commit requirements: the caller states what it based its
-batch on, and the writer checks it on the snapshot it reads *while holding the lock*,
+batch on, and the commit's :class:`~streamer.write.transaction.Transaction` checks it on
+the snapshot it reads *while holding the lock*,
 so no other writer can slip a commit in between the check and ours. Checked outside the
 lock (as the pipeline did before), two runs of one pipeline could both pass the check
 and both commit overlapping records.
@@ -11,9 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from streamer.errors import CommitConflictError
 from streamer.table.instant import Action
 from streamer.table.snapshot import TableSnapshot
+from streamer.write.config import IndexConfig, table_index
+from streamer.write.schema import data_schema, reconcile
 
 
 @dataclass(frozen=True)
@@ -53,3 +58,42 @@ class ExpectCheckpoint:
                     f"the one this run started from ({self.instant}); is the pipeline running twice? "
                     "Nothing was committed; restart to resume from the table's position"
                 )
+
+
+@dataclass(frozen=True)
+class ExpectIndex:
+    """Commit only with the table's own (persisted) index: the index decides where keys
+    are, so a writer using another would put a key's second version in a second group."""
+
+    index: IndexConfig
+
+    def check(self, snapshot: TableSnapshot) -> None:
+        """Raise :class:`~streamer.errors.ConfigError` naming both indexes when they differ."""
+        self.index.check_same(table_index(snapshot.properties.raw), snapshot.base_path)
+
+
+@dataclass(frozen=True)
+class ExpectSchema:
+    """Commit only a batch whose schema the table's latest schema accepts (or evolves to).
+
+    ``required``: the columns the batch must carry (keys, partition fields, ordering).
+    A delete is judged on the columns it shares with the table, and writes in the
+    table's schema (its other columns are not needed to delete a key).
+    """
+
+    incoming: pa.Schema
+    required: tuple[str, ...]
+    delete: bool = False
+
+    def check(self, snapshot: TableSnapshot) -> None:
+        """Raise :class:`~streamer.errors.SchemaError` when the schemas are incompatible."""
+        self.decide(snapshot.latest_schema())
+
+    def decide(self, table_schema: pa.Schema | None) -> pa.Schema:
+        """The schema the commit writes in, given the table's latest one."""
+        if self.delete and table_schema is not None:
+            decision = data_schema(table_schema)
+            reconcile(table_schema, pa.schema([f for f in self.incoming if f.name in decision.names]),
+                      self.required)
+            return decision
+        return reconcile(table_schema, self.incoming, self.required).schema

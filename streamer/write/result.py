@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from streamer.index.slice_members import LookupStats
 from streamer.table.metadata import WriteStat
 from streamer.write.rollback import RollbackOutcome
+from streamer.write.tagging import EngineStats
 
 if TYPE_CHECKING:
     from streamer.table.snapshot import TableSnapshot
@@ -25,6 +26,8 @@ class CommitResult:
     duration_s: float
     rollbacks: list[RollbackOutcome] = field(default_factory=list)
     lookup: LookupStats | None = None
+    #: Where the plan was decided and what the driver held for it (bounded-driver checks).
+    engine_stats: EngineStats | None = None
     #: The table right after this commit (hand it to inline services: no re-read).
     snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
 

@@ -13,7 +13,8 @@ the list of files it created or appended to. Its successor:
    rollback with Avro ``HoodieRollbackMetadata``, and drops the markers.
 
 Every step is idempotent, so a rollback interrupted by another crash is simply run
-again from its saved plan.
+again from its saved plan. This module builds and executes the plan; its instant's
+transitions are the commit protocol's (:meth:`streamer.write.transaction.Transaction.rollback`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from streamer.fs import TEMP_PREFIX, FileSystem
-from streamer.table.instant import Action, Instant, State
+from streamer.table.instant import Instant
 from streamer.table.log_format import HeaderKey, encode_command_block
 from streamer.table.metadata import (
     RollbackMetadata,
@@ -40,7 +41,7 @@ from streamer.table.naming import (
 from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
 from streamer.write import faults
-from streamer.write.markers import TEMP_FOLDER, IOType, delete_markers, list_markers
+from streamer.write.markers import TEMP_FOLDER, IOType, list_markers
 
 ROLLBACK_TOKEN = write_token(1, 0, 1)
 
@@ -150,66 +151,11 @@ def execute_plan(
     )
 
 
-def _sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None:
+def sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None:
     """Delete temp files of any marked data file (also those whose marker is CREATE of a log)."""
     for m in list_markers(fs, base_path, target):
         for tmp in _temp_leftovers(fs, _abs(base_path, m.partition, m.file_name)):
             fs.delete_file(tmp)
-
-
-def _finish(fs: FileSystem, base_path: str, timeline: Timeline, target: Instant, rb: Instant,
-            meta: RollbackMetadata) -> None:
-    _sweep_temp_for_markers(fs, base_path, target.timestamp)
-    cur = timeline.get(target.timestamp)
-    if cur is not None and not cur.is_completed:
-        if cur.action == Action.COMPACTION:
-            # a compaction plan is never deleted: writers already append to the slices it
-            # opened; back to requested, any compactor executes it again (as Hudi does)
-            timeline.revert_to_requested(cur)
-        else:
-            timeline.delete_pending(cur)
-    faults.step("rollback deleted target instant")
-    fs.delete_file(posixpath.join(base_path, METAFOLDER, HEARTBEAT_FOLDER, target.timestamp))
-    timeline.complete(rb, meta.to_avro_bytes())
-    faults.step("rollback completed")
-    delete_markers(fs, base_path, target.timestamp)
-
-
-def rollback_failed(fs: FileSystem, base_path: str, timeline: Timeline, target: Instant) -> RollbackOutcome:
-    """Roll back one failed pending write (see module doc)."""
-    plan = build_plan(fs, base_path, target)
-    rb = timeline.create_requested(Action.ROLLBACK, content=plan.to_avro_bytes())
-    faults.step("rollback requested")
-    rb = timeline.transition_to_inflight(rb)
-    meta = execute_plan(fs, base_path, plan, rb.timestamp)
-    _finish(fs, base_path, timeline, target, rb, meta)
-    return RollbackOutcome(rb.timestamp, target.timestamp, meta.total_files_deleted, len(meta.partition_metadata))
-
-
-def resume_pending_rollbacks(fs: FileSystem, base_path: str, timeline: Timeline) -> list[RollbackOutcome]:
-    """Finish rollbacks a crash interrupted, from their saved plans."""
-    out = []
-    for rb in [i for i in timeline.pending() if i.action == Action.ROLLBACK]:
-        plan = RollbackPlan.from_bytes(timeline.read_plan(rb), timeline.path_of(rb, State.REQUESTED))
-        if rb.is_requested:
-            rb = timeline.transition_to_inflight(rb)
-        target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
-        meta = execute_plan(fs, base_path, plan, rb.timestamp)
-        _finish(fs, base_path, timeline, target, rb, meta)
-        out.append(RollbackOutcome(rb.timestamp, plan.instant_time, meta.total_files_deleted, 0))
-    return out
-
-
-def rollback_all_failed(fs: FileSystem, base_path: str, timeline: Timeline) -> list[RollbackOutcome]:
-    """Resume interrupted rollbacks, then roll back every failed write (oldest first).
-
-    Called with the writer lock held, so any pending write is a dead writer's.
-    """
-    outcomes = resume_pending_rollbacks(fs, base_path, timeline)
-    for target in timeline.failed_writes(heartbeat_timeout_s=None):
-        outcomes.append(rollback_failed(fs, base_path, timeline, target))
-    sweep_completed(fs, base_path, timeline)
-    return outcomes
 
 
 def sweep_completed(fs: FileSystem, base_path: str, timeline: Timeline) -> None:

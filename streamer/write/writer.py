@@ -1,6 +1,8 @@
 """``HudiWriter``: create/open a MOR table and commit batches to it.
 
-One commit, in order (each step's reason in brackets):
+One commit, in order (each step's reason in brackets), run by
+:class:`~streamer.write.transaction.Transaction` with the writer's own steps (preparing,
+planning and writing rows) supplied by :class:`_DeltaCommit`:
 
 1. take the writer lock, waiting up to ``lock_timeout_s`` [a second live writer must
    wait or fail, not interleave];
@@ -29,8 +31,6 @@ import pyarrow as pa
 
 from streamer.data import arrow_schema
 from streamer.errors import (
-    CommitConflictError,
-    CommitError,
     ConfigError,
     CorruptDataError,
     MissingFileError,
@@ -40,10 +40,8 @@ from streamer.fs import FileSystem, resolve
 from streamer.index.bucket import bucket_layout, misplaced_key
 from streamer.index.rfc06 import BloomParams
 from streamer.table.avro_schema import arrow_to_avro
-from streamer.table.instant import Action
 from streamer.table.integrity import read_damage
-from streamer.table.metadata import SCHEMA_KEY, CommitMetadata
-from streamer.table.metadata_table import drop_metadata_table
+from streamer.table.metadata import SCHEMA_KEY, CommitMetadata, WriteStat
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
     TableProperties,
@@ -57,17 +55,15 @@ from streamer.table.snapshot import TableSnapshot
 from streamer.write import faults
 from streamer.write.config import IndexConfig, TableConfig, WriteOptions, table_index
 from streamer.write.filegroup import WriteContext
-from streamer.write.lock import WriterLock
-from streamer.write.markers import delete_markers
 from streamer.write.plan import SizingPolicy
 from streamer.write.prepare import PrepareSpec
 from streamer.write.repair import empty_clean_inflights, repair_table_format
-from streamer.write.requirements import ExpectCheckpoint
+from streamer.write.requirements import ExpectCheckpoint, ExpectIndex, ExpectSchema
 from streamer.write.result import CommitResult
-from streamer.write.rollback import rollback_all_failed
-from streamer.write.schema import META_COLUMNS, data_schema, reconcile
+from streamer.write.schema import META_COLUMNS, data_schema
 from streamer.write.state import TableState
-from streamer.write.tagging import EngineStats, PlanRequest
+from streamer.write.tagging import Planned, PlanRequest
+from streamer.write.transaction import Transaction
 
 OPERATIONS = {
     "upsert": "UPSERT",
@@ -90,9 +86,6 @@ class HudiWriter:
         self.base_path = base_path.rstrip("/")
         self.config = config
         self.options = options
-        self.last_lookup = None
-        #: where the last commit's plan was decided and what the driver held for it
-        self.last_engine_stats: EngineStats | None = None
         self._snapshot: TableSnapshot | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -184,7 +177,7 @@ class HudiWriter:
         if have.is_bucket or not wanted.index.is_bucket:
             wanted.index.check_same(have, self.base_path)
         n, fields = wanted.index.num_buckets, wanted.index.hash_fields
-        with self._lock():
+        with self._transaction():
             state = TableState.load(self.fs, self.base_path)
             recorded = table_index(state.props.raw)
             if recorded != have:  # another writer recorded one meanwhile
@@ -260,6 +253,7 @@ class HudiWriter:
         engine_name: str | None,
         expect: ExpectCheckpoint | None,
     ) -> CommitResult:
+        """One delta commit of ``data``, through the table's :class:`Transaction`."""
         started = time.monotonic()
         cfg = self.config
         # imported here: streamer.engine imports the write core, so a module-level import
@@ -270,126 +264,15 @@ class HudiWriter:
         required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
         if op != "delete" and cfg.ordering_field:
             required += (cfg.ordering_field,)
-        with self._lock() as lock:
-            state = TableState(self._read_snapshot())
-            if drop_metadata_table(self.fs, self.base_path, state.props):
-                state = TableState.load(self.fs, self.base_path)
-            if expect is not None:
-                expect.check(state.snapshot)
-            # the index decides where keys are: a writer must use the table's (persisted)
-            cfg.index.check_same(table_index(state.props.raw), self.base_path)
-            table_schema = state.latest_schema()
-            incoming = _incoming_arrow_schema(data)
-            if op == "delete" and table_schema is not None:
-                decision_schema = data_schema(table_schema)
-                reconcile(
-                    table_schema,
-                    pa.schema([f for f in incoming if f.name in decision_schema.names]),
-                    required,
-                )
-            else:
-                decision_schema = reconcile(table_schema, incoming, required).schema
-            rollbacks = rollback_all_failed(self.fs, self.base_path, state.timeline)
-            if rollbacks:
-                state = TableState.load(self.fs, self.base_path)
-                if expect is not None:
-                    expect.check(state.snapshot)
-
-            spec = PrepareSpec(cfg, decision_schema, all_deletes=(op == "delete"))
-            combine = op in ("upsert", "delete") or self.options.combine_before_insert
-            prepared = engine.prepare(data, spec, combine)
-            try:
-                index_cfg = cfg.index
-                if op in ("upsert", "delete") and not index_cfg.is_bucket:
-                    state = _intact(state)
-                instant = state.timeline.new_instant_time()
-                sizing = SizingPolicy(
-                    self.options.small_file_limit,
-                    self.options.max_file_size,
-                    # the bucket index never sizes files (the bucket count fixes the groups):
-                    # no reading of recent commits' metadata for it
-                    (self.options.default_record_size if index_cfg.is_bucket
-                     else state.avg_record_size(self.options.default_record_size)),
-                    use_small_files=(op != "bulk_insert"),
-                )
-                request = PlanRequest(
-                    op=op, index=index_cfg, fs=self.fs, base_path=self.base_path,
-                    slices=state.slices, log_versions=state.log_versions,
-                    append_to=state.append_slices, is_committed=state.is_committed(),
-                    on_corrupt=_refuse_corrupt(state), instant=instant, sizing=sizing,
-                    parallelism=self.options.parallelism,
-                )
-                planned = engine.plan(prepared, request)
-                plan, lookup, seeds = planned.plan, planned.lookup, planned.seeds
-                self.last_lookup = lookup
-                requested = state.timeline.create_requested(Action.DELTA_COMMIT, instant)
-                faults.step("requested")
-                lock.start_instant(instant)
-                inflight_meta = CommitMetadata(operation_type=OPERATIONS[op])
-                inflight = state.timeline.transition_to_inflight(
-                    requested, inflight_meta.to_json_bytes()
-                )
-                faults.step("inflight")
-                for part in plan.new_partitions:
-                    write_partition_metadata(self.fs, self.base_path, part, instant)
-                    faults.step(f"partition metadata {part}")
-                ctx = self._context(state, instant, decision_schema)
-                if seeds and engine.name == "local":
-                    # the driver's parsed slice summaries, reused in-process only
-                    ctx = dataclasses.replace(ctx, slice_seeds=seeds)
-                # a plan decided where the rows are (Spark) has no tasks on the driver yet
-                deferred = plan.assignment is None and plan.rows is not None
-                stats = engine.write(prepared, plan, ctx) if plan.tasks or deferred else []
-                # after the write: an engine that plans on executors counts what it received then
-                self.last_engine_stats = EngineStats(
-                    engine.name, planned.driver_keys, planned.driver_summary_rows
-                )
-            finally:
-                prepared.release()
-
-            meta = CommitMetadata(operation_type=OPERATIONS[op])
-            for s in sorted(stats, key=lambda s: (s.partition_path or "", s.file_id)):
-                meta.add(s)
-            meta.extra_metadata = dict(extra or {})
-            meta.extra_metadata[SCHEMA_KEY] = self._avro_schema(decision_schema, with_meta=False)
-            faults.step("before complete")
-            if not lock.still_owner():  # stalled past the expiry (or a skewed clock judged
-                # us dead): a successor may be rolling this instant back - never publish it
-                raise CommitConflictError(
-                    f"lost the writer lock of {self.base_path} while writing instant {instant}; "
-                    "the batch is not committed and its next run rolls the instant back")
-            try:
-                state.timeline.complete(inflight, meta.to_json_bytes())
-            except OSError as e:
-                raise CommitError(
-                    f"could not complete instant {instant} of {self.base_path}: {e}"
-                ) from e
-            faults.step("completed")
-            delete_markers(self.fs, self.base_path, instant)
-            lock.end_instant(instant)
-            # the timeline object now holds our completed instant: the next batch
-            # re-lists from here, and services read this without touching storage
-            self._snapshot = state.snapshot.after_commit()
-        return CommitResult(
-            snapshot=self._snapshot,
-            instant=instant,
-            operation=OPERATIONS[op],
-            engine=engine.name,
-            stats=stats,
-            input_rows=prepared.input_rows,
-            duration_s=time.monotonic() - started,
-            rollbacks=rollbacks,
-            lookup=lookup,
-        )
+        schema = ExpectSchema(_incoming_arrow_schema(data), required, delete=(op == "delete"))
+        requirements = (() if expect is None else (expect,)) + (ExpectIndex(cfg.index), schema)
+        work = _DeltaCommit(self, op, data, engine, schema, requirements, dict(extra or {}))
+        with self._transaction() as tx:
+            result = tx.commit(work, self._snapshot, started=started)
+        self._snapshot = result.snapshot
+        return result
 
     # ------------------------------------------------------------------ helpers
-    def _read_snapshot(self) -> TableSnapshot:
-        """The table's state under the lock: refreshed from our last commit's snapshot
-        (one listing of ``.hoodie/``, properties re-read only if they changed)."""
-        if self._snapshot is None:
-            return TableSnapshot.load(self.fs, self.base_path)
-        return self._snapshot.refresh()
-
     @property
     def snapshot(self) -> TableSnapshot | None:
         """The table as this writer last committed it (``None`` before its first commit)."""
@@ -428,16 +311,95 @@ class HudiWriter:
             block_filters=not self.config.index.is_bucket,
         )
 
-    def _lock(self) -> WriterLock:
-        """The table's writer lock, waited for up to ``options.lock_timeout_s``."""
+    def _transaction(self) -> Transaction:
+        """A commit holding the table's writers' lock, waited for up to ``options.lock_timeout_s``."""
         o = self.options
-        return WriterLock(self.fs, self.base_path, o.heartbeat_expiry_s, timeout_s=o.lock_timeout_s)
+        return Transaction(self.fs, self.base_path, timeout_s=o.lock_timeout_s, expiry_s=o.heartbeat_expiry_s)
 
     def rollback_failed_writes(self) -> list:
         """Roll back dead writers' pending commits now (normally done by the next write)."""
-        with self._lock():
-            state = TableState.load(self.fs, self.base_path)
-            return rollback_all_failed(self.fs, self.base_path, state.timeline)
+        with self._transaction() as tx:
+            return tx.rollback_failed_writes(TableState.load(self.fs, self.base_path).timeline)
+
+
+class _DeltaCommit:
+    """The writer's part of one delta commit (:class:`~streamer.write.transaction.DeltaWork`):
+    prepare the rows, plan where they go, write them; the transaction does the rest."""
+
+    def __init__(self, writer: HudiWriter, op: str, data: Any, engine: Any, schema: ExpectSchema,
+                 requirements: tuple, extra: dict[str, str]) -> None:
+        self.writer, self.op, self.data, self.engine = writer, op, data, engine
+        self.schema_requirement = schema
+        self.requirements = requirements
+        self.extra = extra
+        self.operation = OPERATIONS[op]
+        self.engine_name: str = engine.name
+        self.input_rows = 0
+        self.decision_schema: pa.Schema | None = None
+        self.prepared: Any = None
+
+    def prepare(self, state: TableState) -> TableState:
+        """Keys, schema, combine; for an upsert or delete through the bloom index, a state
+        whose committed files are all present (see :func:`_intact`)."""
+        w = self.writer
+        self.decision_schema = self.schema_requirement.decide(state.latest_schema())
+        spec = PrepareSpec(w.config, self.decision_schema, all_deletes=(self.op == "delete"))
+        combine = self.op in ("upsert", "delete") or w.options.combine_before_insert
+        self.prepared = self.engine.prepare(self.data, spec, combine)
+        self.input_rows = self.prepared.input_rows
+        if self.op in ("upsert", "delete") and not w.config.index.is_bucket:
+            return _intact(state)
+        return state
+
+    def plan(self, state: TableState, instant: str) -> Planned:
+        """Look keys up and route them (the engine decides where: see the module doc)."""
+        w = self.writer
+        o, index_cfg = w.options, w.config.index
+        sizing = SizingPolicy(
+            o.small_file_limit,
+            o.max_file_size,
+            # the bucket index never sizes files (the bucket count fixes the groups):
+            # no reading of recent commits' metadata for it
+            o.default_record_size if index_cfg.is_bucket else state.avg_record_size(o.default_record_size),
+            use_small_files=(self.op != "bulk_insert"),
+        )
+        request = PlanRequest(
+            op=self.op, index=index_cfg, fs=w.fs, base_path=w.base_path,
+            slices=state.slices, log_versions=state.log_versions,
+            append_to=state.append_slices, is_committed=state.is_committed(),
+            on_corrupt=_refuse_corrupt(state), instant=instant, sizing=sizing,
+            parallelism=o.parallelism,
+        )
+        return self.engine.plan(self.prepared, request)
+
+    def write(self, state: TableState, instant: str, planned: Planned) -> list[WriteStat]:
+        """Partition metadata of new partitions, then markers and data files via the engine."""
+        w, plan = self.writer, planned.plan
+        assert self.decision_schema is not None
+        for part in plan.new_partitions:
+            write_partition_metadata(w.fs, w.base_path, part, instant)
+            faults.step(f"partition metadata {part}")
+        ctx = w._context(state, instant, self.decision_schema)
+        if planned.seeds and self.engine.name == "local":
+            # the driver's parsed slice summaries, reused in-process only
+            ctx = dataclasses.replace(ctx, slice_seeds=planned.seeds)
+        # a plan decided where the rows are (Spark) has no tasks on the driver yet
+        deferred = plan.assignment is None and plan.rows is not None
+        return self.engine.write(self.prepared, plan, ctx) if plan.tasks or deferred else []
+
+    def metadata(self, stats: list[WriteStat]) -> CommitMetadata:
+        """Hudi's commit metadata: write stats in a stable order, extra metadata and schema."""
+        assert self.decision_schema is not None
+        meta = CommitMetadata(operation_type=self.operation)
+        for s in sorted(stats, key=lambda s: (s.partition_path or "", s.file_id)):
+            meta.add(s)
+        meta.extra_metadata = dict(self.extra)
+        meta.extra_metadata[SCHEMA_KEY] = self.writer._avro_schema(self.decision_schema, with_meta=False)
+        return meta
+
+    def release(self) -> None:
+        if self.prepared is not None:
+            self.prepared.release()
 
 
 def _intact(state: TableState) -> TableState:

@@ -4,7 +4,7 @@ The Spark engine runs the local engine's steps on executors, once per table part
 (combine, bloom lookup in the partition's slices or bucket hash, plan, write), and the
 driver receives one write stat per file group and one row count per partition
 (:mod:`streamer.engine.spark`). What the driver held is counted
-(``HudiWriter.last_engine_stats``): no record keys, and statistics bounded by the file
+(``CommitResult.engine_stats``): no record keys, and statistics bounded by the file
 groups and partitions the commit touches - not by the batch. The table must hold the
 same rows as the local engine's, through our reader and hudi-rs.
 
@@ -70,7 +70,7 @@ def test_executor_tagging_writes_what_the_local_engine_writes(spark, tmp_path, i
             data = spark.createDataFrame(b) if engine == "spark" else b
             res = getattr(w, op)(data, engine=engine)
             assert res.engine == engine
-            stats = w.last_engine_stats
+            stats = res.engine_stats
             assert stats is not None and stats.engine == engine
             if engine == "spark":
                 assert stats.driver_keys == 0 and stats.driver_summary_rows > 0
@@ -122,9 +122,9 @@ def test_spark_upsert_keeps_the_driver_free_of_keys(spark, tmp_path, index):
         path = str(tmp_path / engine)
         w = _table(path, index, opts)
         for df in (first, second):
-            w.upsert(df if engine == "spark" else df.toArrow(), engine=engine)
+            res = w.upsert(df if engine == "spark" else df.toArrow(), engine=engine)
         tables[engine] = path
-        stats = w.last_engine_stats
+        stats = res.engine_stats
         if engine == "spark":
             # the bound: one write stat per file group written, one row count per Spark task
             # that had rows - which held at least one partition (bloom: 8) or bucket's group

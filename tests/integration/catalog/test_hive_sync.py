@@ -16,6 +16,7 @@ from streamer.catalog.metastore import Metastore
 from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
+from streamer.table.snapshot import TableSnapshot
 from streamer.testing.hive import LocalHiveMetastore
 from streamer.testing.kafka import free_port
 
@@ -110,7 +111,7 @@ def test_commits_register_tables_partitions_then_a_new_column(tmp_path, spark, h
             assert "tip" in [c.name for c in sf.sd.cols]
 
     # a one-off sync now (streamer sync) finds nothing to do: the after-commit sync was complete
-    again = runner.catalog.sync.sync(runner.last_snapshot.refresh())
+    again = runner.catalog.sync.sync(TableSnapshot.load(runner.sink.fs, runner.sink.path))
     assert not again.changed and again.last_commit == second.instant
     assert Table.open(str(tmp_path / "trips")).read().num_rows == 3
 

@@ -6,14 +6,14 @@ import json
 import threading
 
 from streamer.fs import FileSystem
-from streamer.services.lock import LockInfo, PlanLock, create_exclusive
+from streamer.write.lock import LockInfo, PlanLock
 
 
 def test_create_exclusive_only_once(tmp_path):
     fs = FileSystem()
     p = str(tmp_path / "x" / "lock")
-    assert create_exclusive(fs, p, b"a")
-    assert not create_exclusive(fs, p, b"b")
+    assert fs.create_exclusive(p, b"a")
+    assert not fs.create_exclusive(p, b"b")
     assert fs.read_bytes(p) == b"a"
 
 

@@ -49,6 +49,6 @@ def test_seed_after_log_compaction_counts_live_distinct_keys_once(tmp_path):
 
     # and the next write chains on that range; keys only the base file holds
     # (0..9) are still found: updated in place, not inserted a second time
-    w.upsert(_rows(range(10), 9))
+    res = w.upsert(_rows(range(10), 9))
     assert sorted(Table.open(p).read().column("id").to_pylist()) == list(range(300))
-    assert w.last_lookup is not None and w.last_lookup.keys_read >= 1
+    assert res.lookup is not None and res.lookup.keys_read >= 1

@@ -1,0 +1,290 @@
+"""Every commit to a table, the writer's and the table services', goes through a :class:`Transaction`.
+
+Why one object: the commit protocol is what keeps a table whole against a second writer
+and against a crash at any point, and each step's place in it matters:
+
+1. take the writers' lock, waiting up to a timeout [a second live writer must wait or
+   fail, not interleave];
+2. check the caller's requirements on the table as read *under* that lock - the
+   checkpoint its batch starts from, the index, the schema [checked before the lock,
+   two runs could both pass and both commit];
+3. roll back failed writes [their files must not leak into this commit's view];
+4. plan [on the state the requirements were checked on];
+5. ``requested`` -> ``inflight`` -> completed, the completed instant written atomically
+   after every data file is durable [readers trust completed instants only], and only
+   while the lock is still ours [a successor may be rolling a stalled holder back];
+6. drop the markers [they only serve a rollback of a write that did not complete].
+
+Spread over the writer and every table service, each copy had to get this order right on
+its own; here it is written once, and the timeline's transition methods have no other
+caller. Two ways in:
+
+* :meth:`Transaction.commit` runs a writer's delta commit whole (a :class:`DeltaWork`
+  supplies its plan and its data files) and returns a :class:`CommitResult` - the caller
+  reads what it committed from the value returned, never from state left on an object;
+* table services, whose plans stay on the timeline between runs, take the steps one by
+  one (:meth:`request`, :meth:`start`, :meth:`complete`, :meth:`revert`,
+  :meth:`rollback`). A service running a plan under the plan's own lock hands that lock
+  in (``lock=``), so ownership is checked on the lock the run really holds.
+
+The crash-test fault points (:mod:`streamer.write.faults`) sit at the same logical steps
+as before this object existed: kill campaigns steer by their labels and step counts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from streamer.errors import CommitConflictError, CommitError, StreamerError
+from streamer.fs import FileSystem
+from streamer.table.instant import Action, Instant, State
+from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
+from streamer.table.metadata_table import drop_metadata_table
+from streamer.table.properties import METAFOLDER
+from streamer.table.snapshot import TableSnapshot
+from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
+from streamer.write import faults
+from streamer.write.lock import FileLock, WriterLock
+from streamer.write.markers import delete_markers
+from streamer.write.result import CommitResult
+from streamer.write.rollback import (
+    RollbackOutcome,
+    build_plan,
+    execute_plan,
+    sweep_completed,
+    sweep_temp_for_markers,
+)
+from streamer.write.state import TableState
+from streamer.write.tagging import EngineStats, Planned
+
+
+class Requirement(Protocol):
+    """What must still hold on the table, read under the lock, for a commit to go in."""
+
+    def check(self, snapshot: TableSnapshot) -> None: ...
+
+
+class DeltaWork(Protocol):
+    """What a writer's delta commit brings to :meth:`Transaction.commit`: its requirements
+    and the steps only the writer knows (preparing, planning and writing its rows)."""
+
+    operation: str  # Hudi's operation type (UPSERT, INSERT...)
+    requirements: Sequence[Requirement]
+    engine_name: str
+    input_rows: int
+
+    def prepare(self, state: TableState) -> TableState: ...
+
+    def plan(self, state: TableState, instant: str) -> Planned: ...
+
+    def write(self, state: TableState, instant: str, planned: Planned) -> list[WriteStat]: ...
+
+    def metadata(self, stats: list[WriteStat]) -> CommitMetadata: ...
+
+    def release(self) -> None: ...
+
+
+class Transaction:
+    """One commit (or one service step) to the table at ``base_path``; a context manager.
+
+    Without ``lock`` it takes the writers' lock on enter, waiting up to ``timeout_s``; a
+    lock still busy then raises :class:`CommitConflictError`, or what ``busy`` makes of
+    its message (a table service's own conflict type). ``drop_metadata``: delete Hudi's
+    metadata table right after locking - this project does not maintain it, and Hudi
+    readers trust it over the timeline, so a commit must not leave one stale behind.
+    """
+
+    def __init__(self, fs: FileSystem, base_path: str, *, timeout_s: float = 0.0, expiry_s: float = 60.0,
+                 purpose: str = "writer", busy: Callable[[str], StreamerError] | None = None,
+                 lock: FileLock | None = None, drop_metadata: bool = False) -> None:
+        self.fs = fs
+        self.base_path = base_path
+        self.timeout_s = timeout_s
+        self._owns_lock = lock is None
+        self.lock: FileLock = lock or WriterLock(fs, base_path, expiry_s, timeout_s=timeout_s, purpose=purpose)
+        self._busy = busy
+        self._drop_metadata = drop_metadata
+
+    def __enter__(self) -> Transaction:
+        if self._owns_lock:
+            try:
+                self.lock.acquire(self.timeout_s)
+            except CommitConflictError as e:
+                if self._busy is None:
+                    raise
+                raise self._busy(f"{self.base_path}: writer lock busy for {self.timeout_s:.0f}s ({e})") from e
+        try:
+            if self._drop_metadata:
+                drop_metadata_table(self.fs, self.base_path)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._owns_lock:
+            self.lock.release()
+
+    def still_owner(self) -> bool:
+        """Whether the lock is still ours (a stall past its expiry lets a successor take it)."""
+        return self.lock.still_owner()
+
+    # ------------------------------------------------------------------ a delta commit
+    def commit(self, work: DeltaWork, base: TableSnapshot | None = None, *,
+               started: float | None = None) -> CommitResult:
+        """Run ``work`` as one delta commit, steps 2-6 of the module doc (the lock is held).
+
+        ``base``: the snapshot of the caller's last commit, refreshed with one listing
+        instead of read whole. ``started``: when the caller began (``time.monotonic``),
+        so the result's duration counts the wait for the lock too."""
+        started = time.monotonic() if started is None else started
+        state = TableState(base.refresh() if base is not None else TableSnapshot.load(self.fs, self.base_path))
+        if drop_metadata_table(self.fs, self.base_path, state.props):
+            state = TableState.load(self.fs, self.base_path)
+        self.require(state.snapshot, work.requirements)
+        rollbacks = self.rollback_failed_writes(state.timeline)
+        if rollbacks:
+            state = TableState.load(self.fs, self.base_path)
+            self.require(state.snapshot, work.requirements)
+        try:
+            state = work.prepare(state)
+            instant = state.timeline.new_instant_time()
+            planned = work.plan(state, instant)
+            inflight = self._open(state.timeline, instant, work.operation)
+            stats = work.write(state, instant, planned)
+            # after the write: an engine that plans on executors counts what it received then
+            engine_stats = EngineStats(work.engine_name, planned.driver_keys, planned.driver_summary_rows)
+        finally:
+            work.release()
+        self._close(state.timeline, inflight, work.metadata(stats))
+        return CommitResult(
+            # the timeline object now holds our completed instant: the next batch re-lists
+            # from here, and services read this without touching storage
+            snapshot=state.snapshot.after_commit(),
+            instant=instant, operation=work.operation, engine=work.engine_name, stats=stats,
+            input_rows=work.input_rows, duration_s=time.monotonic() - started, rollbacks=rollbacks,
+            lookup=planned.lookup, engine_stats=engine_stats,
+        )
+
+    @staticmethod
+    def require(snapshot: TableSnapshot, requirements: Sequence[Requirement]) -> None:
+        """Check each requirement on ``snapshot``; the first that fails raises its own error."""
+        for r in requirements:
+            r.check(snapshot)
+
+    def _open(self, timeline: Timeline, instant: str, operation: str) -> Instant:
+        """``deltacommit.requested`` -> ``.inflight``, with Hudi's heartbeat of the instant."""
+        requested = self.request(timeline, Action.DELTA_COMMIT, instant)
+        faults.step("requested")
+        self._writer_lock().start_instant(instant)
+        inflight = self.start(timeline, requested, CommitMetadata(operation_type=operation).to_json_bytes())
+        faults.step("inflight")
+        return inflight
+
+    def _close(self, timeline: Timeline, inflight: Instant, meta: CommitMetadata) -> None:
+        """Publish ``inflight`` with ``meta`` - only while the lock is ours - then drop its
+        markers and heartbeat."""
+        instant = inflight.timestamp
+        faults.step("before complete")
+        if not self.still_owner():  # stalled past the expiry (or a skewed clock judged
+            # us dead): a successor may be rolling this instant back - never publish it
+            raise CommitConflictError(
+                f"lost the writer lock of {self.base_path} while writing instant {instant}; "
+                "the batch is not committed and its next run rolls the instant back")
+        try:
+            self.complete(timeline, inflight, meta.to_json_bytes())
+        except OSError as e:
+            raise CommitError(f"could not complete instant {instant} of {self.base_path}: {e}") from e
+        faults.step("completed")
+        delete_markers(self.fs, self.base_path, instant)
+        self._writer_lock().end_instant(instant)
+
+    def _writer_lock(self) -> WriterLock:
+        if not isinstance(self.lock, WriterLock):
+            raise CommitError(f"{self.base_path}: a delta commit needs the writers' lock, not {self.lock.path}")
+        return self.lock
+
+    # ------------------------------------------------------------------ the transitions
+    def request(self, timeline: Timeline, action: str, timestamp: str | None = None,
+                plan: bytes = b"") -> Instant:
+        """Write ``<ts>.<action>.requested`` holding ``plan``. Without ``timestamp`` the
+        time is later than the timeline as stored: the writers' lock is held, so no instant
+        is made between that listing and this file."""
+        return timeline.create_requested(action, timestamp, plan)
+
+    def start(self, timeline: Timeline, requested: Instant, content: bytes = b"") -> Instant:
+        """``requested`` -> ``inflight``."""
+        return timeline.transition_to_inflight(requested, content)
+
+    def complete(self, timeline: Timeline, inflight: Instant, metadata: bytes) -> Instant:
+        """Publish ``inflight``: its completed file appears atomically with ``metadata``."""
+        return timeline.complete(inflight, metadata)
+
+    def revert(self, timeline: Timeline, instant: Instant) -> Instant:
+        """``inflight`` -> ``requested``, the plan kept (a table service run that wrote nothing)."""
+        return timeline.revert_to_requested(instant)
+
+    def archive(self, timeline: Timeline, instants: Sequence[Instant], path: str, data: bytes) -> None:
+        """Move completed ``instants`` to the archived timeline: the archive file ``path``
+        holding them all (``data``) is durable before anything leaves the active timeline,
+        and each instant's requested/inflight files go before its completed one, so no
+        reader sees a half-removed instant as pending."""
+        self.fs.write_atomic(path, data)
+        faults.step("archive written")
+        for inst in instants:
+            for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
+                self.fs.delete_file(timeline.path_of(inst, state))
+            faults.step(f"archive removed {inst.timestamp}")
+
+    # ------------------------------------------------------------------ rollback
+    def rollback(self, timeline: Timeline, target: Instant) -> RollbackOutcome:
+        """Roll back one failed pending write or service run (see :mod:`streamer.write.rollback`)."""
+        plan = build_plan(self.fs, self.base_path, target)
+        rb = self.request(timeline, Action.ROLLBACK, plan=plan.to_avro_bytes())
+        faults.step("rollback requested")
+        rb = self.start(timeline, rb)
+        meta = execute_plan(self.fs, self.base_path, plan, rb.timestamp)
+        self._finish_rollback(timeline, target, rb, meta)
+        return RollbackOutcome(rb.timestamp, target.timestamp, meta.total_files_deleted, len(meta.partition_metadata))
+
+    def resume_rollbacks(self, timeline: Timeline) -> list[RollbackOutcome]:
+        """Finish rollbacks a crash interrupted, from their saved plans. Holding the writers'
+        lock, every pending rollback is a dead one: rollbacks run only holding it."""
+        out = []
+        for rb in [i for i in timeline.pending() if i.action == Action.ROLLBACK]:
+            plan = RollbackPlan.from_bytes(timeline.read_plan(rb), timeline.path_of(rb, State.REQUESTED))
+            if rb.is_requested:
+                rb = self.start(timeline, rb)
+            target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
+            meta = execute_plan(self.fs, self.base_path, plan, rb.timestamp)
+            self._finish_rollback(timeline, target, rb, meta)
+            out.append(RollbackOutcome(rb.timestamp, plan.instant_time, meta.total_files_deleted, 0))
+        return out
+
+    def rollback_failed_writes(self, timeline: Timeline) -> list[RollbackOutcome]:
+        """Resume interrupted rollbacks, then roll back every failed write (oldest first).
+        The writers' lock is held, so any pending write is a dead writer's."""
+        outcomes = self.resume_rollbacks(timeline)
+        for target in timeline.failed_writes(heartbeat_timeout_s=None):
+            outcomes.append(self.rollback(timeline, target))
+        sweep_completed(self.fs, self.base_path, timeline)
+        return outcomes
+
+    def _finish_rollback(self, timeline: Timeline, target: Instant, rb: Instant, meta: RollbackMetadata) -> None:
+        sweep_temp_for_markers(self.fs, self.base_path, target.timestamp)
+        cur = timeline.get(target.timestamp)
+        if cur is not None and not cur.is_completed:
+            if cur.action == Action.COMPACTION:
+                # a compaction plan is never deleted: writers already append to the slices it
+                # opened; back to requested, any compactor executes it again (as Hudi does)
+                self.revert(timeline, cur)
+            else:
+                timeline.delete_pending(cur)
+        faults.step("rollback deleted target instant")
+        self.fs.delete_file(posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, target.timestamp))
+        self.complete(timeline, rb, meta.to_avro_bytes())
+        faults.step("rollback completed")
+        delete_markers(self.fs, self.base_path, target.timestamp)
