@@ -31,6 +31,7 @@ from streamer.catalog.metastore import CatalogSyncError, Metastore
 from streamer.config.target import HiveCatalogConfig
 from streamer.table.meta_fields import META_COLUMNS
 from streamer.table.snapshot import TableSnapshot
+from streamer.table.table_keys import KEYGEN_CLASS, KEYGEN_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class HiveSync:
         if schema is None:
             raise CatalogSyncError(f"hive sync: {snapshot.base_path} has no schema yet (no commit)")
         fields = list(props.partition_fields)
-        keygen = (props.get("hoodie.table.keygenerator.class") or "") + (props.get("hoodie.table.keygenerator.type") or "")
+        keygen = (props.get(KEYGEN_CLASS) or "") + (props.get(KEYGEN_TYPE) or "")
         # a formatted timestamp path is not the field's value: string partition columns
         typed = "timestamp" not in keygen.lower()
         ts = self.config.support_timestamp

@@ -21,13 +21,12 @@ import posixpath
 
 from streamer.fs import FileSystem
 from streamer.table.properties import (
-    METADATA_PARTITIONS,
-    METADATA_PARTITIONS_INFLIGHT,
     METAFOLDER,
     TableProperties,
     load_properties,
     write_properties,
 )
+from streamer.table.table_keys import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT
 
 log = logging.getLogger(__name__)
 

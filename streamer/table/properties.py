@@ -19,48 +19,51 @@ from dataclasses import dataclass, field
 from streamer.errors import CorruptDataError, NotAHudiTableError, UnsupportedTableVersionError
 from streamer.fs import FileSystem
 
+# Every key's name, default and versions live in the registry (table_keys); imported
+# here so the typed accessors below are the one place that reads them.
+from streamer.table.table_keys import (
+    ARCHIVELOG_FOLDER,
+    BASE_FILE_FORMAT,
+    BUCKET_HASH_FIELD,
+    BUCKET_NUM_BUCKETS,
+    CDC_ENABLED,
+    CHECKSUM,
+    CREATE_SCHEMA,
+    DATABASE_NAME,
+    DROP_PARTITION_COLUMNS,
+    HIVE_STYLE_PARTITIONING,
+    INDEX_TYPE,
+    KEYGEN_CLASS,
+    KEYGEN_TYPE,
+    KEYGEN_TYPE_CLASSES,
+    LOG_FILE_FORMAT,
+    MERGER_STRATEGY,
+    ORDERING_FIELDS,
+    PARTITION_FIELDS,
+    PARTITION_METAFILE_BASE_FORMAT,
+    PAYLOAD_CLASS,
+    POPULATE_META_FIELDS,
+    PRECOMBINE_FIELD,
+    RECORD_KEY_FIELDS,
+    RECORD_MERGE_MODE,
+    REGISTRY,
+    TABLE_NAME,
+    TABLE_TYPE,
+    TABLE_VERSION,
+    TIMELINE_LAYOUT_VERSION,
+    TIMELINE_PATH,
+    TIMELINE_TIMEZONE,
+    TS_INPUT_FMT,
+    TS_OUTPUT_FMT,
+    TS_TIMEZONE,
+    TS_TYPE,
+    URL_ENCODE_PARTITIONING,
+)
+
 METAFOLDER = ".hoodie"
 PROPERTIES_FILE = "hoodie.properties"
-
-# Keys we read by name. Kept as constants so typos fail at import, not at read time.
-TABLE_NAME = "hoodie.table.name"
-DATABASE_NAME = "hoodie.database.name"
-TABLE_TYPE = "hoodie.table.type"
-TABLE_VERSION = "hoodie.table.version"
-TIMELINE_LAYOUT_VERSION = "hoodie.timeline.layout.version"
-TIMELINE_PATH = "hoodie.timeline.path"
-RECORD_KEY_FIELDS = "hoodie.table.recordkey.fields"
-PARTITION_FIELDS = "hoodie.table.partition.fields"
-PRECOMBINE_FIELD = "hoodie.table.precombine.field"
-ORDERING_FIELDS = "hoodie.table.ordering.fields"
-RECORD_MERGE_MODE = "hoodie.record.merge.mode"
-POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
-HIVE_STYLE_PARTITIONING = "hoodie.datasource.write.hive_style_partitioning"
-URL_ENCODE_PARTITIONING = "hoodie.datasource.write.partitionpath.urlencode"
-DROP_PARTITION_COLUMNS = "hoodie.datasource.write.drop.partition.columns"
-KEYGEN_CLASS = "hoodie.table.keygenerator.class"
-KEYGEN_TYPE = "hoodie.table.keygenerator.type"
-BASE_FILE_FORMAT = "hoodie.table.base.file.format"
-LOG_FILE_FORMAT = "hoodie.table.log.file.format"
-CREATE_SCHEMA = "hoodie.table.create.schema"
-PAYLOAD_CLASS = "hoodie.compaction.payload.class"
 OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
-ARCHIVELOG_FOLDER = "hoodie.archivelog.folder"
-CHECKSUM = "hoodie.table.checksum"
-CDC_ENABLED = "hoodie.table.cdc.enabled"
-TIMELINE_TIMEZONE = "hoodie.table.timeline.timezone"
-MERGER_STRATEGY = "hoodie.compaction.record.merger.strategy"
-PARTITION_METAFILE_BASE_FORMAT = "hoodie.partition.metafile.use.base.format"
-METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
-METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
-#: The bucket index of a table our writer lays out by key hash (absent: the bloom index).
-#: Our own namespace, not Hudi's ``hoodie.index.type``/``hoodie.bucket.index.*``: in table
-#: version 6 those are write configs, and persisted under Hudi's names Spark SQL writers
-#: would merge them into their write config - this must not change how Hudi writes.
-INDEX_TYPE = "mor_streamer.index.type"
-BUCKET_NUM_BUCKETS = "mor_streamer.index.bucket.num.buckets"
-BUCKET_HASH_FIELD = "mor_streamer.index.bucket.hash.field"
 #: Hudi's ``HoodieRecordMerger.DEFAULT_MERGE_STRATEGY_UUID`` (payload-based merging).
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 #: The only log *file* format Hudi has (``HoodieFileFormat.HOODIE_LOG``, extension ``.log``).
@@ -195,23 +198,25 @@ def table_checksum(table_name: str, database: str | None = None) -> int:
 
 # --------------------------------------------------------------------------- typed view
 def _split_fields(value: str | None) -> tuple[str, ...]:
+    """A comma-separated field list: blanks around names and empty items dropped.
+
+    Hudi's ``HoodieTableConfig`` splits on ``,`` and drops empty items; its key
+    generators also trim each name, so a hand-edited ``id, name`` keys on ``name``.
+    """
     if not value:
         return ()
     return tuple(f.strip() for f in value.split(",") if f.strip())
-
-
-def _bool(value: str | None, default: bool) -> bool:
-    if value is None or value == "":
-        return default
-    return value.strip().lower() == "true"
 
 
 @dataclass
 class TableProperties:
     """The parsed ``hoodie.properties``: raw key/values plus typed accessors.
 
-    ``raw`` keeps every key (including ones we do not understand) so a rewrite never
-    loses another engine's settings.
+    The only reader of the file's keys: everything else (the writer's
+    :class:`~streamer.write.config.TableConfig` included) asks these accessors, so a
+    table reads the same way everywhere. Each accessor follows the rule Apache Hudi's
+    ``HoodieTableConfig`` applies, and says which. ``raw`` keeps every key (including
+    ones we do not understand) so a rewrite never loses another engine's settings.
     """
 
     raw: dict[str, str] = field(default_factory=dict)
@@ -219,6 +224,19 @@ class TableProperties:
     # -- typed accessors ------------------------------------------------------------
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.raw.get(key, default)
+
+    def value(self, key: str) -> str | None:
+        """The key's value, or the registry's default for it when absent."""
+        if key in self.raw:
+            return self.raw[key]
+        return REGISTRY[key].default
+
+    def _flag(self, key: str) -> bool:
+        """A boolean key: ``true`` in any case is true; absent or empty takes the default."""
+        value = self.raw.get(key)
+        if value is None or value == "":
+            value = REGISTRY[key].default or "false"
+        return value.strip().lower() == "true"
 
     @property
     def name(self) -> str:
@@ -230,7 +248,7 @@ class TableProperties:
 
     @property
     def table_type(self) -> str:
-        return self.raw.get(TABLE_TYPE, "COPY_ON_WRITE").upper()
+        return (self.value(TABLE_TYPE) or "COPY_ON_WRITE").upper()
 
     @property
     def is_mor(self) -> bool:
@@ -257,12 +275,53 @@ class TableProperties:
 
     @property
     def record_key_fields(self) -> tuple[str, ...]:
+        """The record key fields, as written: no ``:`` suffix is removed.
+
+        Only partition fields carry a type suffix; Hudi's ``getRecordKeyFields`` splits
+        the value on ``,`` and nothing else, so a ``:`` would be part of a field name.
+        """
         return _split_fields(self.raw.get(RECORD_KEY_FIELDS))
 
     @property
+    def typed_partition_fields(self) -> tuple[tuple[str, str | None], ...]:
+        """``(field, partition type)`` pairs; the type is ``None`` when not written.
+
+        From table version 8 Hudi stores a custom key generator's partition fields with
+        their type (``city:SIMPLE,ts:TIMESTAMP``); older tables store the bare names.
+        """
+        pairs = []
+        for item in _split_fields(self.raw.get(PARTITION_FIELDS)):
+            name, sep, kind = item.partition(":")
+            pairs.append((name, kind.upper() if sep else None))
+        return tuple(pairs)
+
+    @property
     def partition_fields(self) -> tuple[str, ...]:
-        """Partition columns (the ``:TYPE`` suffix of custom key generators stripped)."""
-        return tuple(f.split(":")[0] for f in _split_fields(self.raw.get(PARTITION_FIELDS)))
+        """Partition columns, each with its ``:TYPE`` suffix removed.
+
+        Hudi's ``getPartitionFieldWithoutKeyGenPartitionType`` keeps what comes before
+        the first ``:`` (``BaseKeyGenerator.CUSTOM_KEY_GENERATOR_SPLIT_REGEX``) of every
+        non-empty item, whatever the table version and key generator.
+        """
+        return tuple(name for name, _ in self.typed_partition_fields)
+
+    @property
+    def key_generator_class(self) -> str | None:
+        """The key generator's Java class, or ``None`` when the table names none.
+
+        As Hudi's ``KeyGeneratorType.getKeyGeneratorClassName``: the class key wins when
+        present (Hudi 1.x still writes it for a user-provided class); otherwise the
+        version 8+ type key names a built-in generator. An unknown type makes the table
+        unreadable, as it does for Hudi (``KeyGeneratorType.valueOf`` throws).
+        """
+        if KEYGEN_CLASS in self.raw:
+            return self.raw[KEYGEN_CLASS].strip() or None
+        kind = (self.raw.get(KEYGEN_TYPE) or "").strip().upper()
+        if not kind or kind == "USER_PROVIDED":
+            return None
+        if kind not in KEYGEN_TYPE_CLASSES:
+            raise CorruptDataError(f"{KEYGEN_TYPE}={kind} is not a Hudi key generator type")
+        return KEYGEN_TYPE_CLASSES[kind]
 
     @property
     def formatted_partition_fields(self) -> frozenset[str]:
@@ -271,25 +330,66 @@ class TableProperties:
         of its ``CustomKeyGenerator`` (all of them when the table does not say which). A
         filter on such a column cannot be decided from the partition path."""
         keygen = f"{self.raw.get(KEYGEN_CLASS, '')} {self.raw.get(KEYGEN_TYPE, '')}".upper()
-        raw = _split_fields(self.raw.get(PARTITION_FIELDS))
         if "TIMESTAMP" in keygen:
             return frozenset(self.partition_fields)
         if "CUSTOM" in keygen:
-            typed = [f.partition(":") for f in raw]
-            if not any(sep for _, sep, _ in typed):
+            typed = self.typed_partition_fields
+            if all(kind is None for _, kind in typed):
                 return frozenset(self.partition_fields)
-            return frozenset(name for name, _, kind in typed if kind.upper() != "SIMPLE")
+            return frozenset(name for name, kind in typed if kind != "SIMPLE")
         return frozenset()
 
     @property
+    def timestamp_keygen(self) -> dict[str, str]:
+        """The timestamp key generator's persisted settings (registry defaults filled in):
+        ``type``, ``input_format``, ``output_format``, ``timezone``."""
+        return {
+            "type": self.value(TS_TYPE) or "",
+            "input_format": self.value(TS_INPUT_FMT) or "",
+            "output_format": self.value(TS_OUTPUT_FMT) or "",
+            "timezone": self.value(TS_TIMEZONE) or "",
+        }
+
+    @property
     def ordering_fields(self) -> tuple[str, ...]:
-        """Precombine/ordering fields: ``ordering.fields`` (v9) else ``precombine.field``."""
-        return _split_fields(self.raw.get(ORDERING_FIELDS) or self.raw.get(PRECOMBINE_FIELD))
+        """The ordering fields: ``ordering.fields`` when present, else ``precombine.field``.
+
+        Hudi 1.x declares ``hoodie.table.ordering.fields`` with the version 6/8 name
+        ``hoodie.table.precombine.field`` as its alternative, and its config lookup
+        returns the main key whenever the file has it - even empty - and the alternative
+        only otherwise. So with both keys ``ordering.fields`` wins, and an empty
+        ``ordering.fields`` means no ordering field. Hudi 0.15 and 1.0 know only
+        ``precombine.field``; the tables they write never carry the new key (Hudi's 9 -> 8
+        downgrade moves the value back), so the rule agrees with every Hudi that can read
+        the table.
+        """
+        for key in (ORDERING_FIELDS, PRECOMBINE_FIELD):
+            if key in self.raw:
+                return _split_fields(self.raw[key])
+        return ()
 
     @property
     def precombine_field(self) -> str | None:
+        """The first ordering field (the one a single-field merge compares)."""
         fields = self.ordering_fields
         return fields[0] if fields else None
+
+    @property
+    def legacy_log_block_format(self) -> str:
+        """``parquet`` or ``avro``: the data block type versions of this project before
+        0.2 wrote into ``hoodie.table.log.file.format`` (see :func:`format_problems`);
+        ``parquet`` for any other value."""
+        value = (self.raw.get(LOG_FILE_FORMAT) or "PARQUET").strip().lower()
+        return value if value in ("parquet", "avro") else "parquet"
+
+    @property
+    def index_settings(self) -> tuple[str, str, tuple[str, ...]]:
+        """This project's index keys as written: type (lower case; ``bloom`` when
+        absent), bucket count text ('' when absent) and hash fields."""
+        kind = (self.value(INDEX_TYPE) or "").strip().lower()
+        return kind, (self.raw.get(BUCKET_NUM_BUCKETS) or "").strip(), _split_fields(
+            self.raw.get(BUCKET_HASH_FIELD)
+        )
 
     @property
     def merge_mode(self) -> str:
@@ -309,23 +409,23 @@ class TableProperties:
 
     @property
     def populate_meta_fields(self) -> bool:
-        return _bool(self.raw.get(POPULATE_META_FIELDS), True)
+        return self._flag(POPULATE_META_FIELDS)
 
     @property
     def hive_style_partitioning(self) -> bool:
-        return _bool(self.raw.get(HIVE_STYLE_PARTITIONING), False)
+        return self._flag(HIVE_STYLE_PARTITIONING)
 
     @property
     def url_encode_partitioning(self) -> bool:
-        return _bool(self.raw.get(URL_ENCODE_PARTITIONING), False)
+        return self._flag(URL_ENCODE_PARTITIONING)
 
     @property
     def drop_partition_columns(self) -> bool:
-        return _bool(self.raw.get(DROP_PARTITION_COLUMNS), False)
+        return self._flag(DROP_PARTITION_COLUMNS)
 
     @property
     def base_file_extension(self) -> str:
-        return "." + self.raw.get(BASE_FILE_FORMAT, "PARQUET").lower()
+        return "." + (self.value(BASE_FILE_FORMAT) or "PARQUET").lower()
 
     @property
     def create_schema(self) -> str | None:

@@ -1,0 +1,176 @@
+"""Every ``hoodie.properties`` key this project reads or writes, in one registry.
+
+Each key is a :class:`TableKey`: its name, the value a reader assumes when the key is
+absent, and the table versions whose ``hoodie.properties`` carry it (6: Hudi 0.x;
+8: Hudi 1.0; 9: Hudi 1.1 and later). The names are Apache Hudi's
+(``HoodieTableConfig`` and the key generator options it persists); the module-level
+constants are plain strings so a typo fails at import, not at read time.
+
+Hudi 1.x renamed some keys and kept reading the old name:
+
+- ``hoodie.table.precombine.field`` became ``hoodie.table.ordering.fields`` (table
+  version 9). Hudi declares the new key with the old one as its alternative, and its
+  config lookup takes the main key whenever it is present, the alternative only
+  otherwise. :attr:`~streamer.table.properties.TableProperties.ordering_fields` follows
+  that rule.
+- ``hoodie.table.keygenerator.class`` gave way to ``hoodie.table.keygenerator.type``
+  (version 8 on). Hudi still reads the class first when a table has it: see
+  :attr:`~streamer.table.properties.TableProperties.key_generator_class`.
+- ``hoodie.compaction.record.merger.strategy`` became ``hoodie.record.merge.strategy.id``.
+
+Nothing outside :mod:`streamer.table.properties` parses ``hoodie.properties``; code
+that needs a value asks :class:`~streamer.table.properties.TableProperties` for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The table versions this registry describes.
+V6, V8, V9 = 6, 8, 9
+_ALL = frozenset({V6, V8, V9})
+_V6 = frozenset({V6})
+_V6_V8 = frozenset({V6, V8})
+_V8_ON = frozenset({V8, V9})
+_V9 = frozenset({V9})
+
+
+@dataclass(frozen=True)
+class TableKey:
+    """One ``hoodie.properties`` key.
+
+    ``default`` is what a reader takes when the key is absent (``None``: no value).
+    ``versions`` are the table versions whose properties carry the key. ``renamed_to``
+    names the key that replaced it in later versions (Hudi reads both).
+    """
+
+    name: str
+    default: str | None
+    versions: frozenset[int]
+    doc: str
+    renamed_to: str | None = None
+
+
+#: Every key by name, in the order they are declared below.
+REGISTRY: dict[str, TableKey] = {}
+
+
+def _key(name: str, default: str | None, versions: frozenset[int], doc: str,
+         renamed_to: str | None = None) -> str:
+    if name in REGISTRY:
+        raise ValueError(f"table key {name} declared twice")
+    REGISTRY[name] = TableKey(name, default, versions, doc, renamed_to)
+    return name
+
+
+def known_in(version: int) -> frozenset[str]:
+    """The names of the keys a table of ``version`` carries."""
+    return frozenset(k.name for k in REGISTRY.values() if version in k.versions)
+
+
+# --------------------------------------------------------------------------- identity
+TABLE_NAME = _key("hoodie.table.name", None, _ALL, "Table name; part of the checksum.")
+DATABASE_NAME = _key("hoodie.database.name", None, _ALL,
+                     "Database; the checksum takes it as '' when absent.")
+TABLE_TYPE = _key("hoodie.table.type", "COPY_ON_WRITE", _ALL, "MERGE_ON_READ or COPY_ON_WRITE.")
+TABLE_VERSION = _key("hoodie.table.version", None, _ALL, "6, 8 or 9 (required: we refuse a table without).")
+CHECKSUM = _key("hoodie.table.checksum", None, _ALL,
+                "CRC32 of '<database>.<table name>'; Hudi refuses a stale one.")
+TIMELINE_LAYOUT_VERSION = _key("hoodie.timeline.layout.version", None, _ALL,
+                               "1 (.hoodie/) or 2 (.hoodie/timeline/); absent: 1 below version 8.")
+TIMELINE_PATH = _key("hoodie.timeline.path", "timeline", _V8_ON,
+                     "Timeline folder under .hoodie for layout 2.")
+TIMELINE_TIMEZONE = _key("hoodie.table.timeline.timezone", "LOCAL", _ALL,
+                         "Zone of instant times; our writer says UTC.")
+ARCHIVELOG_FOLDER = _key("hoodie.archivelog.folder", "archived", _ALL,
+                         "Archived timeline folder under .hoodie (deprecated by Hudi 1.x, still written).")
+CDC_ENABLED = _key("hoodie.table.cdc.enabled", "false", _ALL, "Change-data capture logging.")
+CREATE_SCHEMA = _key("hoodie.table.create.schema", None, _ALL, "Avro schema the table was created with.")
+BASE_FILE_FORMAT = _key("hoodie.table.base.file.format", "PARQUET", _ALL, "Base file format.")
+LOG_FILE_FORMAT = _key("hoodie.table.log.file.format", "HOODIE_LOG", _ALL,
+                       "Log *file* format (always HOODIE_LOG); old versions of this project wrote "
+                       "the data block type here.")
+POPULATE_META_FIELDS = _key("hoodie.populate.meta.fields", "true", _ALL,
+                            "Whether rows carry the _hoodie_* meta columns.")
+PARTITION_METAFILE_BASE_FORMAT = _key("hoodie.partition.metafile.use.base.format", "false", _ALL,
+                                      "Partition metafiles as base files instead of properties.")
+METADATA_PARTITIONS = _key("hoodie.table.metadata.partitions", None, _ALL,
+                           "Metadata-table partitions built (comma separated).")
+METADATA_PARTITIONS_INFLIGHT = _key("hoodie.table.metadata.partitions.inflight", None, _ALL,
+                                    "Metadata-table partitions being built.")
+
+# --------------------------------------------------------------------------- keys and partitions
+RECORD_KEY_FIELDS = _key("hoodie.table.recordkey.fields", None, _ALL,
+                         "Record key fields, comma separated (no type suffix).")
+PARTITION_FIELDS = _key("hoodie.table.partition.fields", None, _ALL,
+                        "Partition fields, comma separated; from version 8 a custom key generator's "
+                        "fields carry their partition type (city:SIMPLE, ts:TIMESTAMP).")
+KEYGEN_CLASS = _key("hoodie.table.keygenerator.class", None, _ALL,
+                    "Key generator class; Hudi 1.x writes it only for a user-provided class.")
+KEYGEN_TYPE = _key("hoodie.table.keygenerator.type", None, _V8_ON,
+                   "Key generator type (SIMPLE, COMPLEX, NON_PARTITION, TIMESTAMP, CUSTOM...).")
+HIVE_STYLE_PARTITIONING = _key("hoodie.datasource.write.hive_style_partitioning", "false", _ALL,
+                               "Partition folders named field=value.")
+URL_ENCODE_PARTITIONING = _key("hoodie.datasource.write.partitionpath.urlencode", "false", _ALL,
+                               "Partition values URL-encoded in paths.")
+DROP_PARTITION_COLUMNS = _key("hoodie.datasource.write.drop.partition.columns", "false", _ALL,
+                              "Partition columns left out of the data files.")
+#: The timestamp key generator's settings, which Hudi persists with the table. The
+#: defaults are this project's writer's (Hudi has none for type and formats).
+TS_TYPE = _key("hoodie.keygen.timebased.timestamp.type", "EPOCHMILLISECONDS", _ALL,
+               "How the timestamp partition field is read.")
+TS_INPUT_FMT = _key("hoodie.keygen.timebased.input.dateformat", "yyyy-MM-dd HH:mm:ss", _ALL,
+                    "Input format of a DATE_STRING timestamp field.")
+TS_OUTPUT_FMT = _key("hoodie.keygen.timebased.output.dateformat", "yyyy/MM/dd", _ALL,
+                     "Partition path format of the timestamp.")
+TS_TIMEZONE = _key("hoodie.keygen.timebased.timezone", "UTC", _ALL, "Zone the timestamp is formatted in.")
+
+# --------------------------------------------------------------------------- merging
+ORDERING_FIELDS = _key("hoodie.table.ordering.fields", None, _V9,
+                       "Ordering fields, comma separated (compared in order).")
+PRECOMBINE_FIELD = _key("hoodie.table.precombine.field", None, _V6_V8,
+                        "The ordering field before version 9.", renamed_to=ORDERING_FIELDS)
+RECORD_MERGE_MODE = _key("hoodie.record.merge.mode", None, _V8_ON,
+                         "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM; absent: from the "
+                         "payload class, else from whether there is an ordering field.")
+PAYLOAD_CLASS = _key("hoodie.compaction.payload.class", None, _ALL,
+                     "Payload class; in version 9 only a custom payload is kept here.")
+MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", None, _V6,
+                       "Record merger strategy id.", renamed_to="hoodie.record.merge.strategy.id")
+
+# --------------------------------------------------------------------------- this project's own
+#: The bucket index of a table our writer lays out by key hash (absent: the bloom index).
+#: Our own namespace, not Hudi's ``hoodie.index.type``/``hoodie.bucket.index.*``: in table
+#: version 6 those are write configs, and persisted under Hudi's names Spark SQL writers
+#: would merge them into their write config - this must not change how Hudi writes.
+INDEX_TYPE = _key("mor_streamer.index.type", "bloom", _V6, "bloom or bucket (this project's key).")
+BUCKET_NUM_BUCKETS = _key("mor_streamer.index.bucket.num.buckets", None, _V6,
+                          "Bucket count of a bucket-indexed table (this project's key).")
+BUCKET_HASH_FIELD = _key("mor_streamer.index.bucket.hash.field", None, _V6,
+                         "Fields a bucket index hashes (this project's key).")
+
+# --------------------------------------------------------------------------- Hudi writer options
+# Not table properties: what a Hudi writer of a bucket-indexed table must be configured
+# with, for ``streamer show`` and the docs. Not in :data:`REGISTRY`.
+HUDI_INDEX_TYPE = "hoodie.index.type"
+HUDI_BUCKET_ENGINE = "hoodie.index.bucket.engine"
+HUDI_BUCKET_NUM_BUCKETS = "hoodie.bucket.index.num.buckets"
+HUDI_BUCKET_HASH_FIELD = "hoodie.bucket.index.hash.field"
+
+#: Hudi's key generator types (``KeyGeneratorType``) and the class each stands for; a
+#: version 8+ table names its key generator by type. ``USER_PROVIDED`` has no class of
+#: its own: such a table names the class.
+KEYGEN_TYPE_CLASSES: dict[str, str] = {
+    "SIMPLE": "org.apache.hudi.keygen.SimpleKeyGenerator",
+    "SIMPLE_AVRO": "org.apache.hudi.keygen.SimpleAvroKeyGenerator",
+    "COMPLEX": "org.apache.hudi.keygen.ComplexKeyGenerator",
+    "COMPLEX_AVRO": "org.apache.hudi.keygen.ComplexAvroKeyGenerator",
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "TIMESTAMP_AVRO": "org.apache.hudi.keygen.TimestampBasedAvroKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+    "CUSTOM_AVRO": "org.apache.hudi.keygen.CustomAvroKeyGenerator",
+    "NON_PARTITION": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+    "NON_PARTITION_AVRO": "org.apache.hudi.keygen.NonpartitionedAvroKeyGenerator",
+    "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
+    "GLOBAL_DELETE_AVRO": "org.apache.hudi.keygen.GlobalAvroDeleteKeyGenerator",
+}
