@@ -12,16 +12,26 @@ spells a ``hoodie.*`` string. A pipeline's ``target:`` becomes these two in one 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from streamer import defaults
-from streamer.errors import ConfigError
+from streamer.errors import ConfigError, CorruptDataError
 from streamer.index.rfc06 import BloomParams
-from streamer.table.properties import (
+from streamer.table.properties import TableProperties
+from streamer.table.table_keys import (
     BUCKET_HASH_FIELD,
     BUCKET_NUM_BUCKETS,
+    HUDI_BUCKET_ENGINE,
+    HUDI_BUCKET_HASH_FIELD,
+    HUDI_BUCKET_NUM_BUCKETS,
+    HUDI_INDEX_TYPE,
     INDEX_TYPE,
+    TS_INPUT_FMT,
+    TS_OUTPUT_FMT,
+    TS_TIMEZONE,
+    TS_TYPE,
     URL_ENCODE_PARTITIONING,
 )
 
@@ -139,12 +149,12 @@ class IndexConfig:
         """What an Apache Hudi writer of the table must be configured with (its index is a
         write config, not a table property): for ``streamer show`` and the docs."""
         if not self.is_bucket:
-            return {"hoodie.index.type": "BLOOM"}
+            return {HUDI_INDEX_TYPE: "BLOOM"}
         return {
-            "hoodie.index.type": "BUCKET",
-            "hoodie.index.bucket.engine": "SIMPLE",
-            "hoodie.bucket.index.num.buckets": str(self.num_buckets),
-            "hoodie.bucket.index.hash.field": ",".join(self.hash_fields),
+            HUDI_INDEX_TYPE: "BUCKET",
+            HUDI_BUCKET_ENGINE: "SIMPLE",
+            HUDI_BUCKET_NUM_BUCKETS: str(self.num_buckets),
+            HUDI_BUCKET_HASH_FIELD: ",".join(self.hash_fields),
         }
 
     def check_same(self, table_index: IndexConfig, path: str) -> None:
@@ -155,16 +165,6 @@ class IndexConfig:
                 f"{table_index.describe()}; a table's index decides where its keys are and "
                 "cannot change"
             )
-
-
-# Hudi property names for what we persist.
-PROP_TS_TYPE = "hoodie.keygen.timebased.timestamp.type"
-PROP_TS_INPUT_FMT = "hoodie.keygen.timebased.input.dateformat"
-PROP_TS_OUTPUT_FMT = "hoodie.keygen.timebased.output.dateformat"
-PROP_TS_TIMEZONE = "hoodie.keygen.timebased.timezone"
-#: Written by versions of this project before 0.2 with the data block type as its value
-#: (a format bug, repaired on open); read only to keep such a table's block type.
-LEGACY_PROP_LOG_FORMAT = "hoodie.table.log.file.format"
 
 
 @dataclass(frozen=True)
@@ -262,85 +262,98 @@ class TableConfig:
         if self.keygen is KeyGenType.TIMESTAMP:
             extra.update(
                 {
-                    PROP_TS_TYPE: self.timestamp.timestamp_type.value,
-                    PROP_TS_OUTPUT_FMT: self.timestamp.output_format,
-                    PROP_TS_INPUT_FMT: self.timestamp.input_format,
-                    PROP_TS_TIMEZONE: self.timestamp.timezone,
+                    TS_TYPE: self.timestamp.timestamp_type.value,
+                    TS_OUTPUT_FMT: self.timestamp.output_format,
+                    TS_INPUT_FMT: self.timestamp.input_format,
+                    TS_TIMEZONE: self.timestamp.timezone,
                 }
             )
         return extra
 
     @classmethod
-    def from_properties(cls, raw: dict[str, str]) -> TableConfig:
-        """Rebuild from ``hoodie.properties`` (a table written by us or by Hudi)."""
+    def from_properties(cls, props: TableProperties | Mapping[str, str]) -> TableConfig:
+        """Rebuild from ``hoodie.properties`` (a table written by us or by Hudi).
 
-        def split(v: str | None) -> tuple[str, ...]:
-            return tuple(f.strip().split(":")[0] for f in (v or "").split(",") if f.strip())
-
-        keys = split(raw.get("hoodie.table.recordkey.fields"))
-        parts = split(raw.get("hoodie.table.partition.fields"))
-        kg_class = raw.get("hoodie.table.keygenerator.class")
-        if kg_class:
-            try:
-                keygen = KeyGenType.parse(kg_class)
-            except ConfigError as e:
-                raise ConfigError(
-                    f"table {raw.get('hoodie.table.name')}: key generator {kg_class} is not "
-                    "supported by this writer"
-                ) from e
-        elif not parts:
-            keygen = KeyGenType.NON_PARTITIONED
-        elif len(keys) == 1 and len(parts) == 1:
-            keygen = KeyGenType.SIMPLE
-        else:
-            keygen = KeyGenType.COMPLEX
-        ts = TimestampKeyGenConfig(
-            timestamp_type=TimestampType(raw.get(PROP_TS_TYPE, "EPOCHMILLISECONDS")),
-            output_format=raw.get(PROP_TS_OUTPUT_FMT, "yyyy/MM/dd"),
-            input_format=raw.get(PROP_TS_INPUT_FMT, "yyyy-MM-dd HH:mm:ss"),
-            timezone=raw.get(PROP_TS_TIMEZONE, "UTC"),
-        )
-        fmt = raw.get(LEGACY_PROP_LOG_FORMAT, "PARQUET").lower()
+        Every value comes from :class:`~streamer.table.properties.TableProperties`, the
+        one reader of the file, so the writer keys, partitions and orders a table exactly
+        as the readers (ours and Hudi's) see it. A table without a key generator is given
+        the one Hudi 0.x infers from its fields. More than one ordering field is refused:
+        the writer merges by a single field, and Hudi compares several in turn.
+        """
+        if not isinstance(props, TableProperties):
+            props = TableProperties(dict(props))
+        keys, parts = props.record_key_fields, props.partition_fields
+        if len(props.ordering_fields) > 1:
+            raise ConfigError(
+                f"table {props.name}: ordering fields {props.ordering_fields}: this writer "
+                "merges by one ordering field"
+            )
+        ts = props.timestamp_keygen
         return cls(
-            index=table_index(raw),
-            name=raw.get("hoodie.table.name", ""),
+            index=table_index(props),
+            name=props.name,
             record_key_fields=keys,
             partition_fields=parts,
-            ordering_field=(
-                raw.get("hoodie.table.precombine.field")
-                or (raw.get("hoodie.table.ordering.fields") or "").split(",")[0]
-                or None
+            ordering_field=props.precombine_field,
+            keygen=_table_keygen(props),
+            hive_style_partitioning=props.hive_style_partitioning,
+            timestamp=TimestampKeyGenConfig(
+                timestamp_type=TimestampType(ts["type"]),
+                output_format=ts["output_format"],
+                input_format=ts["input_format"],
+                timezone=ts["timezone"],
             ),
-            keygen=keygen,
-            hive_style_partitioning=(
-                raw.get("hoodie.datasource.write.hive_style_partitioning", "false").lower()
-                == "true"
-            ),
-            timestamp=ts,
-            log_block_format=LogBlockFormat(fmt if fmt in ("parquet", "avro") else "parquet"),
-            database=raw.get("hoodie.database.name"),
-            url_encode_partitions=raw.get(URL_ENCODE_PARTITIONING, "false").strip().lower() == "true",
+            log_block_format=LogBlockFormat(props.legacy_log_block_format),
+            database=props.database,
+            url_encode_partitions=props.url_encode_partitioning,
         )
 
 
-def table_index(raw: dict[str, str]) -> IndexConfig:
+def _table_keygen(props: TableProperties) -> KeyGenType:
+    """The table's key generator (see :attr:`TableProperties.key_generator_class`), or
+    the one Hudi 0.x infers from the fields when the table names none."""
+    try:
+        kg_class = props.key_generator_class
+    except CorruptDataError as e:
+        raise ConfigError(f"table {props.name}: {e}") from e
+    if not kg_class:
+        return _inferred_keygen(props.record_key_fields, props.partition_fields)
+    try:
+        return KeyGenType.parse(kg_class)
+    except ConfigError as e:
+        raise ConfigError(
+            f"table {props.name}: key generator {kg_class} is not supported by this writer"
+        ) from e
+
+
+def _inferred_keygen(keys: tuple[str, ...], parts: tuple[str, ...]) -> KeyGenType:
+    """Hudi 0.x's choice for a table that names no key generator."""
+    if not parts:
+        return KeyGenType.NON_PARTITIONED
+    if len(keys) == 1 and len(parts) == 1:
+        return KeyGenType.SIMPLE
+    return KeyGenType.COMPLEX
+
+
+def table_index(props: TableProperties | Mapping[str, str]) -> IndexConfig:
     """The index ``hoodie.properties`` records (no key: bloom); a value we cannot use
     names its property. Read by every commit, so a writer whose ``config.index`` was
     changed after opening the table cannot write with another index."""
-    table = raw.get("hoodie.table.name")
-    kind = raw.get(INDEX_TYPE, IndexType.BLOOM.value).strip().lower()
+    if not isinstance(props, TableProperties):
+        props = TableProperties(dict(props))
+    kind, value, fields = props.index_settings
     if kind not in {t.value for t in IndexType}:
-        raise ConfigError(f"table {table}: hoodie.properties {INDEX_TYPE}={kind!r} is not bloom or bucket")
+        raise ConfigError(
+            f"table {props.name}: hoodie.properties {INDEX_TYPE}={kind!r} is not bloom or bucket"
+        )
     if kind == IndexType.BLOOM.value:
         return IndexConfig()
-    value = raw.get(BUCKET_NUM_BUCKETS, "").strip()
     try:
         num = int(value)
     except ValueError:
         raise ConfigError(
-            f"table {table}: hoodie.properties {BUCKET_NUM_BUCKETS}={value!r} is not a bucket count"
+            f"table {props.name}: hoodie.properties {BUCKET_NUM_BUCKETS}={value!r} is not a bucket count"
         ) from None
-    fields = tuple(f.strip() for f in raw.get(BUCKET_HASH_FIELD, "").split(",") if f.strip())
     return IndexConfig(IndexType.BUCKET, num, fields)
 
 
