@@ -106,8 +106,8 @@ def child(reader: str, path: str) -> None:
     cpu, t = time.process_time(), time.perf_counter()
     if reader == "ours":
         table = Table.open(path)
-        out = table.read(columns=COLUMNS, filter=query())
-        slices = table.last_stats.file_slices
+        scanned = table.scan(columns=COLUMNS, filter=query())
+        out, slices = scanned.table, scanned.stats.file_slices
     else:
         opts = hudi.HudiReadOptions(filters=[("city", "=", "sf"), ("fare", ">", "50")], projection=COLUMNS)
         ht = hudi.HudiTableBuilder.from_base_uri(path).build()

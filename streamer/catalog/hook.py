@@ -3,7 +3,7 @@
 Why a failed sync must not fail the commit: the commit is already durable and the
 source position is in it; failing the batch would replay nothing and only stop the
 pipeline because a catalog is down. Instead the error is logged (WARNING, naming the
-table and the metastore) and kept in :attr:`CatalogHook.last_error`, and the next commit
+table and the metastore) and kept in :attr:`CatalogHook.error` until a sync succeeds, and the next commit
 syncs again - the sync is incremental from what the metastore last recorded
 (``last_commit_time_sync``), so the partitions of the commits that missed their sync are
 added then. A table nobody commits to any more is caught up by ``streamer sync``.
@@ -27,12 +27,12 @@ class CatalogHook:
     def __init__(self, config: HiveCatalogConfig, table_name: str, table_path: str, pipeline: str) -> None:
         self.sync = HiveSync(config, table_name, table_path)
         self.pipeline = pipeline
-        #: The last sync's error message, None once a sync succeeds again.
-        self.last_error: str | None = None
+        #: The outstanding failure: the error of the syncs failing since the last success
+        #: (None while syncs succeed). A status to report, not a call's result: each sync's
+        #: result is what :meth:`after_commit` returns.
+        self.error: str | None = None
         #: Syncs failed in a row (0 after a success).
         self.failures = 0
-        #: The last successful sync's result.
-        self.last_result: SyncResult | None = None
 
     def after_commit(self, snapshot: TableSnapshot) -> SyncResult | None:
         """Sync; on failure log and remember the error, and return None (never raises)."""
@@ -41,7 +41,7 @@ class CatalogHook:
             result = self.sync.sync(snapshot)
         except Exception as e:  # noqa: BLE001 - any failure is reported, the commit stands
             self.failures += 1
-            self.last_error = str(e)
+            self.error = str(e)
             log.warning("[%s] catalog sync failed (attempt %d in a row; retried after the next "
                         "commit): %s", self.pipeline, self.failures, e, extra={"pipeline": self.pipeline})
             return None
@@ -49,8 +49,7 @@ class CatalogHook:
             log.info("[%s] catalog sync recovered after %d failed attempt(s)", self.pipeline, self.failures,
                      extra={"pipeline": self.pipeline})
         self.failures = 0
-        self.last_error = None
-        self.last_result = result
+        self.error = None
         level = logging.INFO if result.changed else logging.DEBUG
         log.log(level, "[%s] %s (%.2fs)", self.pipeline, result.line(), time.monotonic() - started,
                 extra={"pipeline": self.pipeline})

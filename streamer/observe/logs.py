@@ -100,7 +100,7 @@ class _Idle:
 
     since: float
     polls: int = 0
-    last_summary: float = 0.0
+    summarised_at: float = 0.0
 
 
 @dataclass
@@ -169,14 +169,14 @@ class BatchLog:
         now = self.clock()
         idle = self._idle.get(report.pipeline)
         if idle is None:
-            self._idle[report.pipeline] = _Idle(since=now, polls=1, last_summary=now)
+            self._idle[report.pipeline] = _Idle(since=now, polls=1, summarised_at=now)
             log.info("[%s] batch %d: no new data (waiting; idle polls are summarised every %.0fs)",
                      report.pipeline, report.batch_id, self.summary_every_s,
                      extra={"pipeline": report.pipeline, "batch": report.batch_id})
             return
         idle.polls += 1
-        if now - idle.last_summary >= self.summary_every_s:
-            idle.last_summary = now
+        if now - idle.summarised_at >= self.summary_every_s:
+            idle.summarised_at = now
             self._idle_line(report.pipeline, idle, "no new data for")
 
     def _idle_line(self, pipeline: str, idle: _Idle, what: str) -> None:

@@ -62,7 +62,7 @@ class PipelineMetrics:
         self.commit_latency = histogram("streamer_commit_latency_seconds", "Seconds of the data commit")
         self.freshness = gauge("streamer_freshness_seconds",
                                "Seconds from the newest input the source can date to its commit (last batch)")
-        self.last_commit = gauge("streamer_last_commit_timestamp_seconds", "When the last data commit completed")
+        self.commit_time = gauge("streamer_last_commit_timestamp_seconds", "When the last data commit completed")
         self.lag = gauge("streamer_source_lag_records", "Records available after the committed position",
                          ("partition",))
         self.service_runs = counter("streamer_table_service_runs", "Table services run after commits (inline, or by the pipeline's background service thread)",
@@ -106,7 +106,7 @@ class PipelineMetrics:
         self.batch_duration.labels(*labels, "total").observe(report.latency_s)
         if report.instant:
             self.commit_latency.labels(*labels).observe(report.phases.commit)
-            self.last_commit.labels(*labels).set(report.started_at + report.latency_s)
+            self.commit_time.labels(*labels).set(report.started_at + report.latency_s)
         if report.freshness_s is not None:
             self.freshness.labels(*labels).set(report.freshness_s)
         for lag in report.lag:

@@ -103,7 +103,6 @@ class Table:
             self._set_snapshot(snapshot)
         else:
             self.properties: TableProperties = load_properties(fs, self.base_path)
-        self.last_stats: ScanStats | None = None
 
     @classmethod
     def from_snapshot(cls, snapshot: TableSnapshot) -> Table:
@@ -435,7 +434,6 @@ class Table:
         meta = dict(table.schema.metadata or {})
         meta[CORRUPT_BLOCKS_METADATA_KEY] = str(stats.corrupt_block_count).encode()
         table = table.replace_schema_metadata(meta)
-        self.last_stats = stats
         return ReadResult(table, stats)
 
     def read(
@@ -449,8 +447,8 @@ class Table:
         filter: pc.Expression | Sequence[pc.Expression] | None = None,
         allow_corrupt: bool = False,
     ) -> pa.Table:
-        """Query the table; see :meth:`scan` for the read's statistics (also ``last_stats``)
-        and for ``allow_corrupt``."""
+        """Query the table; :meth:`scan` returns the read's statistics with the rows (see it
+        for ``allow_corrupt``)."""
         return self.scan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter,
                          allow_corrupt=allow_corrupt).table
 

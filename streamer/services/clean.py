@@ -149,7 +149,7 @@ def _finish(table: Table, inst: Instant, tx: Transaction) -> int:
     # archiver (MetadataConversionUtils) decodes a clean's inflight file as HoodieCleanerPlan
     inflight = tx.start(tl, inst, raw) if inst.is_requested else inst
     meta = _execute(table, inflight, plan)
-    tx.complete(tl, inflight, meta.to_avro_bytes())
+    tx.publish(tl, inflight, meta.to_avro_bytes())
     faults.step("clean completed")
     table.refresh()
     return meta.total_files_deleted

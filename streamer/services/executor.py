@@ -133,13 +133,13 @@ class _Run:
     accepted: frozenset[Damage]
     accept_damage: frozenset[Damage]
 
-    def complete(self, meta: CommitMetadata) -> None:
+    def publish(self, meta: CommitMetadata) -> None:
         inst = self.inflight
         if not self.tx.still_owner():
             raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
                                "its new owner will redo it")
         faults.step(f"{inst.action} before complete")  # the completed instant's write is next
-        self.tx.complete(self.table.timeline, inst, meta.to_json_bytes())
+        self.tx.publish(self.table.timeline, inst, meta.to_json_bytes())
         faults.step(f"{inst.action} completed")
 
     def execute(self, log_policy: LogCompactionPolicy) -> CommitMetadata | None:
@@ -152,12 +152,12 @@ class _Run:
             if inflight.action == Action.LOG_COMPACTION:
                 meta = execute_log_compaction(table, inflight, log_policy, accept_damage=self.accepted).metadata
                 _record_dropped(meta, self.accept_damage)
-                self.complete(meta)
+                self.publish(meta)
                 return meta
             if inflight.action == Action.COMPACTION:
                 run = execute_compaction(table, inflight, lock_timeout_s=self.lock_timeout_s,
                                          accept_damage=self.accepted)
-                return run.finish(table, lambda m: (_record_dropped(m, self.accept_damage), self.complete(m)))
+                return run.finish(table, lambda m: (_record_dropped(m, self.accept_damage), self.publish(m)))
             raise ServiceError(f"{inflight} is not a compaction or log compaction")
         except (DamageRefusedError, MissingFileError, CorruptDataError) as e:
             # damage met during the run (after the check above): undo what it wrote, so no

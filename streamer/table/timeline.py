@@ -40,10 +40,12 @@ def timeline_dir(base_path: str, props: TableProperties) -> str:
 
 @dataclass
 class Timeline:
-    """A snapshot of the active timeline, oldest instant first.
+    """A snapshot of the active timeline, oldest instant first; :meth:`reload` gives a fresh one.
 
-    It is a value: :meth:`reload` gives a fresh one. Write methods update both
-    storage and this snapshot so a writer can keep using the object it holds.
+    Its write methods (the instant transitions) are the commit protocol's and have one
+    caller, :class:`streamer.write.transaction.Transaction`, which holds the lock they
+    need. They update storage and this object alike, so the transaction's snapshot
+    stays current after its commit without a re-listing.
     """
 
     fs: FileSystem

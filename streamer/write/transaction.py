@@ -23,7 +23,7 @@ caller. Two ways in:
   supplies its plan and its data files) and returns a :class:`CommitResult` - the caller
   reads what it committed from the value returned, never from state left on an object;
 * table services, whose plans stay on the timeline between runs, take the steps one by
-  one (:meth:`request`, :meth:`start`, :meth:`complete`, :meth:`revert`,
+  one (:meth:`request`, :meth:`start`, :meth:`publish`, :meth:`revert`,
   :meth:`rollback`). A service running a plan under the plan's own lock hands that lock
   in (``lock=``), so ownership is checked on the lock the run really holds.
 
@@ -195,7 +195,7 @@ class Transaction:
                 f"lost the writer lock of {self.base_path} while writing instant {instant}; "
                 "the batch is not committed and its next run rolls the instant back")
         try:
-            self.complete(timeline, inflight, meta.to_json_bytes())
+            self.publish(timeline, inflight, meta.to_json_bytes())
         except OSError as e:
             raise CommitError(f"could not complete instant {instant} of {self.base_path}: {e}") from e
         faults.step("completed")
@@ -219,7 +219,7 @@ class Transaction:
         """``requested`` -> ``inflight``."""
         return timeline.transition_to_inflight(requested, content)
 
-    def complete(self, timeline: Timeline, inflight: Instant, metadata: bytes) -> Instant:
+    def publish(self, timeline: Timeline, inflight: Instant, metadata: bytes) -> Instant:
         """Publish ``inflight``: its completed file appears atomically with ``metadata``."""
         return timeline.complete(inflight, metadata)
 
@@ -285,6 +285,6 @@ class Transaction:
                 timeline.delete_pending(cur)
         faults.step("rollback deleted target instant")
         self.fs.delete_file(posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, target.timestamp))
-        self.complete(timeline, rb, meta.to_avro_bytes())
+        self.publish(timeline, rb, meta.to_avro_bytes())
         faults.step("rollback completed")
         delete_markers(self.fs, self.base_path, target.timestamp)

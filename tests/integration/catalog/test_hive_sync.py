@@ -66,7 +66,7 @@ def test_commits_register_tables_partitions_then_a_new_column(tmp_path, spark, h
     _write(src, "1.json", [{"id": "a", "city": "sf", "ts": 1, "fare": 1.5},
                            {"id": "b", "city": "la", "ts": 2, "fare": 2.5}])
     first = runner.run_once()
-    assert first.instant and runner.catalog.last_error is None
+    assert first.instant and runner.catalog.error is None
     base = f"file:{tmp_path / 'trips'}"
 
     with Metastore(hive_metastore.uri) as ms:
@@ -95,9 +95,12 @@ def test_commits_register_tables_partitions_then_a_new_column(tmp_path, spark, h
 
     _write(src, "2.json", [{"id": "c", "city": "ny", "ts": 3, "fare": 3.5, "tip": 0.5},
                            {"id": "a", "city": "sf", "ts": 4, "fare": 9.5, "tip": 1.0}])
+    synced = []
+    after_commit = runner.catalog.after_commit
+    runner.catalog.after_commit = lambda snapshot: synced.append(after_commit(snapshot)) or synced[-1]
     second = runner.run_once()
-    assert second.instant and runner.catalog.last_error is None
-    assert runner.catalog.last_result.partitions_added == 3  # ny, once per table
+    assert second.instant and runner.catalog.error is None
+    assert synced[-1].partitions_added == 3  # ny, once per table
     with Metastore(hive_metastore.uri) as ms:
         for name in ("trips_ro", "trips_rt", "trips"):
             t = ms.get_table(db, name)
@@ -127,13 +130,13 @@ def test_metastore_down_commit_succeeds_and_the_next_commit_syncs(tmp_path, spar
     assert first.instant  # the commit stands
     assert Table.open(str(tmp_path / "trips")).read().num_rows == 2
     assert runner.catalog.failures == 1
-    assert f"{db}.trips" in runner.catalog.last_error and "unreachable" in runner.catalog.last_error
+    assert f"{db}.trips" in runner.catalog.error and "unreachable" in runner.catalog.error
     assert any("catalog sync failed" in r.getMessage() and f"{db}.trips" in r.getMessage() for r in caplog.records)
 
     with LocalHiveMetastore(port=port) as hms:
         _write(src, "2.json", [{"id": "c", "city": "ny", "ts": 3}])
         second = runner.run_once()
-        assert second.instant and runner.catalog.failures == 0 and runner.catalog.last_error is None
+        assert second.instant and runner.catalog.failures == 0 and runner.catalog.error is None
         with Metastore(hms.uri) as ms:
             for name in ("trips_ro", "trips_rt", "trips"):
                 t = ms.get_table(db, name)
@@ -165,8 +168,8 @@ def test_a_slow_or_hung_metastore_holds_a_commit_no_longer_than_the_timeout(tmp_
             report = runner.run_once()
         assert report.instant, name  # the commit stands
         assert runner.catalog.failures == 1, name
-        assert "target.catalog.timeout 2s" in runner.catalog.last_error or "2s spent" in runner.catalog.last_error, (
-            name, runner.catalog.last_error)
+        assert "target.catalog.timeout 2s" in runner.catalog.error or "2s spent" in runner.catalog.error, (
+            name, runner.catalog.error)
     (config,), _ = parse_pipelines(yaml.format(src=src, table=tmp_path / "trips", uri=hive_metastore.uri, db=db))
     runner = PipelineRunner(config, spark=spark)
     _write(src, "prompt.json", [{"id": "prompt", "city": "prompt", "ts": 1}])

@@ -1,0 +1,167 @@
+"""The commit transaction: requirements under the lock, a result value, one caller of the
+timeline's transitions, no ``last_*`` state."""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import streamer
+from streamer.errors import CommitConflictError, ConfigError
+from streamer.fs import FileSystem
+from streamer.table.instant import Action
+from streamer.table.properties import METAFOLDER
+from streamer.table.snapshot import TableSnapshot
+from streamer.write import HudiWriter, TableConfig
+from streamer.write.config import IndexConfig, IndexType
+from streamer.write.lock import WriterLock
+from streamer.write.requirements import ExpectCheckpoint
+from streamer.write.result import CommitResult
+from streamer.write.tagging import EngineStats
+from streamer.write.transaction import Transaction
+
+CFG = TableConfig(name="t", record_key_fields=["id"], partition_fields=["city"], ordering_field="ts")
+
+
+def _rows(ids, ts=1) -> pa.Table:
+    ids = list(ids)
+    return pa.table({"id": [str(i) for i in ids], "city": ["sf"] * len(ids), "ts": [ts] * len(ids)})
+
+
+def _writer(tmp_path) -> HudiWriter:
+    return HudiWriter.create(str(tmp_path / "t"), CFG)
+
+
+def _timeline_files(w: HudiWriter) -> list[str]:
+    return sorted(st.name for st in w.fs.list_dir(posixpath.join(w.base_path, METAFOLDER)) if not st.is_dir
+                  and st.name[:1].isdigit())
+
+
+class _Probe:
+    """A requirement that records whether the writers' lock was held when it was checked."""
+
+    def __init__(self, fs: FileSystem, base_path: str, refuse: bool = False) -> None:
+        self.fs, self.base_path, self.refuse = fs, base_path, refuse
+        self.held: list[bool] = []
+
+    def check(self, snapshot: TableSnapshot) -> None:
+        rival = WriterLock(self.fs, self.base_path, purpose="probe")
+        got = rival.try_acquire()
+        if got:
+            rival.release()
+        self.held.append(not got)
+        if self.refuse:
+            raise CommitConflictError("refused by the probe")
+
+
+def test_requirements_are_checked_holding_the_writers_lock(tmp_path, monkeypatch):
+    w = _writer(tmp_path)
+    probe = _Probe(w.fs, w.base_path)
+    real = Transaction.require
+
+    def with_probe(snapshot, requirements):
+        real(snapshot, (*requirements, probe))
+
+    monkeypatch.setattr(Transaction, "require", staticmethod(with_probe))
+    w.upsert(_rows(range(3)))
+    assert probe.held == [True]
+
+
+def test_a_failed_requirement_leaves_no_instant(tmp_path):
+    w = _writer(tmp_path)
+    first = w.upsert(_rows(range(3)))
+    # another run committed a checkpoint after the one this run started from
+    w.upsert(_rows(range(3, 5)), extra_metadata={"ckpt": "2"})
+    before = _timeline_files(w)
+    stale = ExpectCheckpoint(first.instant, ("ckpt",), owner="p")
+    with pytest.raises(CommitConflictError, match="newer checkpoint"):
+        w.upsert(_rows(range(5, 8)), expect_checkpoint=stale)
+    assert _timeline_files(w) == before  # no requested (or any) instant of the refused commit
+    # and the lock was released: the next commit goes in
+    assert w.upsert(_rows(range(5, 8))).instant
+
+
+def test_a_refusing_requirement_writes_nothing_and_frees_the_lock(tmp_path, monkeypatch):
+    w = _writer(tmp_path)
+    w.upsert(_rows(range(3)))
+    before = _timeline_files(w)
+    probe = _Probe(w.fs, w.base_path, refuse=True)
+    monkeypatch.setattr(Transaction, "require", staticmethod(lambda s, r: probe.check(s)))
+    with pytest.raises(CommitConflictError, match="refused by the probe"):
+        w.upsert(_rows(range(3, 6)))
+    assert _timeline_files(w) == before
+    assert not [n for n in _timeline_files(w) if n.endswith(".requested") and n not in before]
+    assert WriterLock(w.fs, w.base_path).try_acquire()
+
+
+def test_another_index_is_refused_under_the_lock(tmp_path):
+    w = _writer(tmp_path)
+    w.upsert(_rows(range(3)))
+    before = _timeline_files(w)
+    other = HudiWriter(w.fs, w.base_path, CFG.with_changes(index=IndexConfig(IndexType.BUCKET, num_buckets=4)),
+                       w.options)
+    with pytest.raises(ConfigError):
+        other.upsert(_rows(range(3, 6)))
+    assert _timeline_files(w) == before
+
+
+def test_the_commit_returns_a_frozen_result(tmp_path):
+    w = _writer(tmp_path)
+    res = w.upsert(_rows(range(5)))
+    again = w.upsert(_rows(range(3, 8), ts=2))
+    assert isinstance(again, CommitResult) and dataclasses.is_dataclass(again)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.instant = "x"  # type: ignore[misc]
+    assert again.instant > res.instant and again.operation == "UPSERT" and again.stats
+    assert again.snapshot is not None and again.snapshot.timeline.get(again.instant).is_completed
+    assert again.lookup is not None  # the bloom index looked the keys up
+    assert again.engine_stats == EngineStats("local", again.engine_stats.driver_keys, 0)
+    assert again.engine_stats.driver_keys == 5
+    assert not [a for a in vars(w) if a.startswith("last_")]
+
+
+def test_a_service_transaction_with_a_plan_lock_takes_no_writers_lock(tmp_path):
+    from streamer.write.lock import PlanLock
+
+    w = _writer(tmp_path)
+    w.upsert(_rows(range(3)))
+    plan_lock = PlanLock(w.fs, w.base_path, "x")
+    assert plan_lock.try_acquire()
+    try:
+        with Transaction(w.fs, w.base_path, lock=plan_lock) as tx:
+            assert WriterLock(w.fs, w.base_path).try_acquire()  # free: writers go on
+            tl = TableSnapshot.load(w.fs, w.base_path).timeline
+            inst = tx.request(tl, Action.CLEAN, plan=b"")
+            assert tl.get(inst.timestamp).is_requested
+        assert plan_lock.still_owner()  # handed in, so not released by the transaction
+    finally:
+        plan_lock.release()
+
+
+# ---------------------------------------------------------------------- structure (grep)
+ROOT = Path(streamer.__file__).parent
+TRANSITIONS = ("create_requested", "transition_to_inflight", "complete", "revert_to_requested",
+               "delete_pending", "delete_completed")
+
+
+def _sources():
+    for path in sorted(ROOT.rglob("*.py")):
+        yield path.relative_to(ROOT.parent).as_posix(), path.read_text()
+
+
+def test_only_the_transaction_moves_instants():
+    call = re.compile(r"\.(" + "|".join(TRANSITIONS) + r")\(")
+    callers = {name for name, text in _sources() if call.search(text)}
+    assert callers == {"streamer/write/transaction.py"}
+
+
+def test_no_last_attributes_are_assigned():
+    """Results come back as values the call returns, never as state left on an object."""
+    assign = re.compile(r"\.last_\w+\s*(?::[^=\n]*)?=(?!=)")
+    found = [f"{name}: {m.group(0)}" for name, text in _sources() for m in assign.finditer(text)]
+    assert found == []
