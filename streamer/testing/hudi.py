@@ -228,6 +228,21 @@ class HudiSpark:
             os.unlink(req["out"])
         return out
 
+    def table_configs(self, paths: Sequence[str | Path]) -> list[dict[str, Any] | HudiOracleError]:
+        """What Hudi's ``HoodieTableConfig`` reports for each table (one round trip):
+        ``version``, ``ordering_fields``, ``record_key_fields``, ``partition_fields``
+        (``None`` when Hudi has none) and ``keygen_class``; a table Hudi cannot open
+        comes back as its error."""
+        requests = [{"op": "table_config", "path": str(p)} for p in paths]
+        answer = self.request({"op": "batch", "requests": requests})
+        out: list[dict[str, Any] | HudiOracleError] = []
+        for res in answer["results"]:
+            try:
+                out.append(_unwrap(self.version, res))
+            except HudiOracleError as e:
+                out.append(e)
+        return out
+
     # -- writes ------------------------------------------------------------------------
     def write(
         self,

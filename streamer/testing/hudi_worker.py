@@ -18,6 +18,9 @@ Ops:
   the JVM's and this interpreter's CPU seconds and the Spark ``jobs`` it ran.
 - ``sql``: a Spark SQL statement (Hudi procedures such as ``CALL run_compaction``);
   rows written to ``out`` when given.
+- ``table_config``: what Hudi's own ``HoodieTableMetaClient``/``HoodieTableConfig``
+  report for the table at ``path``: ``version``, ``ordering_fields``,
+  ``record_key_fields``, ``partition_fields`` and ``keygen_class``.
 - ``batch``: a list of the above, answered as a list (one round trip).
 """
 
@@ -184,6 +187,53 @@ def _sql(spark, req: dict) -> dict:
     return {}
 
 
+def _java_list(option) -> list[str] | None:
+    """A Hudi ``Option<String[]>`` as a list (``None`` when empty)."""
+    return [str(x) for x in option.get()] if option.isPresent() else None
+
+
+def _ordering_fields(cfg) -> list[str]:
+    """The ordering fields through whichever accessor this Hudi has: 1.2's
+    ``getOrderingFields``, 1.1's ``getPreCombineFields``, or 0.15/1.0's
+    ``getPreCombineField`` (one string, split on ',' as the writer does)."""
+    from py4j.protocol import Py4JError
+
+    for name in ("getOrderingFields", "getPreCombineFields"):
+        try:
+            return [str(x) for x in getattr(cfg, name)()]
+        except Py4JError:
+            continue
+    value = cfg.getPreCombineField()
+    return [f for f in str(value).split(",") if f] if value is not None else []
+
+
+def _table_config(spark, req: dict) -> dict:
+    from py4j.protocol import Py4JError
+
+    jvm = spark._jvm
+    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
+        spark._jsc.hadoopConfiguration()
+    )
+    meta = (
+        jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
+        .setConf(conf)
+        .setBasePath(req["path"])
+        .build()
+    )
+    cfg = meta.getTableConfig()
+    try:
+        keygen = cfg.getKeyGeneratorClassName()
+    except Py4JError:
+        keygen = None
+    return {
+        "version": int(cfg.getTableVersion().versionCode()),
+        "ordering_fields": _ordering_fields(cfg),
+        "record_key_fields": _java_list(cfg.getRecordKeyFields()),
+        "partition_fields": _java_list(cfg.getPartitionFields()),
+        "keygen_class": None if keygen is None else str(keygen),
+    }
+
+
 def _handle(spark, req: dict) -> dict:
     op = req.get("op")
     if op == "batch":
@@ -194,6 +244,8 @@ def _handle(spark, req: dict) -> dict:
         return _write(spark, req)
     if op == "sql":
         return _sql(spark, req)
+    if op == "table_config":
+        return _table_config(spark, req)
     if op == "version":
         return {"spark": spark.version, "jar": os.path.basename(os.environ["HUDI_WORKER_JAR"])}
     raise ValueError(f"unknown op {op!r}")
