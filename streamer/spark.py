@@ -89,10 +89,28 @@ def spark_conf(
     if with_kafka:
         out["spark.jars"] = ",".join(classpath("spark"))
     out.update(conf or {})
-    archive = class_archive()
-    if archive is not None and is_local_master(out["spark.master"]):
-        out["spark.driver.extraJavaOptions"] = f"{out['spark.driver.extraJavaOptions']} {archive_options(archive)}"
+    if is_local_master(out["spark.master"]):
+        extra = local_driver_options()
+        if extra:
+            out["spark.driver.extraJavaOptions"] = f"{out['spark.driver.extraJavaOptions']} {extra}".strip()
     return out
+
+
+#: Options added to a local session's driver JVM (the one JVM of ``local[...]``), after the
+#: pipeline's own ``spark.driver.extraJavaOptions``; e.g. ``-XX:TieredStopAtLevel=1
+#: -XX:+UseSerialGC`` on a small machine running small batches, where C2's compile
+#: threads and G1 cost more CPU than they win back. Not applied to a cluster's JVMs.
+JVM_OPTIONS_ENV = "MOR_STREAMER_JVM_OPTIONS"
+
+
+def local_driver_options() -> str:
+    """What the environment adds to a local driver JVM: ``$MOR_STREAMER_JVM_OPTIONS`` and
+    the class-data archive's options (:func:`class_archive`)."""
+    parts = [os.environ.get(JVM_OPTIONS_ENV, "").strip()]
+    archive = class_archive()
+    if archive is not None:
+        parts.append(archive_options(archive))
+    return " ".join(p for p in parts if p)
 
 
 #: A JDK class-data archive (CDS) of Spark's driver classes, when one was made for this

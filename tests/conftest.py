@@ -21,7 +21,10 @@ from tests.support.fixture_tables import FIXTURES, REPO, SHARED, fixture_table_p
 # inherit the variable) starts from the class-data archive ``make test`` made, if it is
 # there (tests/support/jvm_archive.py); without it they start as users' do, only slower.
 os.environ.setdefault("MOR_STREAMER_JVM_ARCHIVE", str(REPO / ".cache" / "spark-classes.jsa"))
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# And runs the client compiler and the serial collector: the suite is thousands of small
+# jobs on 2 cores, where C2's compile threads and G1 cost more CPU than they win back
+# (three Spark integration modules: 109 -> 64 CPU-s).
+os.environ.setdefault("MOR_STREAMER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")
@@ -31,14 +34,7 @@ def spark():
     # 2 GB driver heap: the session serves the whole suite, whose oversized-record tests
     # move 50 MB Kafka values through the driver (several copies on the way to Arrow); at
     # Spark's default 1 GB, with the state earlier tests left, the JVM ran out of heap.
-    # The client compiler and the serial collector: the suite is thousands of small jobs on
-    # 2 cores, where C2's compile threads and G1's cost more CPU than they win back (three
-    # Spark integration modules: 109 -> 64 CPU-s).
-    log4j = REPO / "streamer" / "resources" / "log4j2.properties"
-    session = get_spark(app_name="mor-streamer-tests", conf={
-        "spark.driver.memory": "2g",
-        "spark.driver.extraJavaOptions": f"{FAST_JVM} -Dlog4j2.configurationFile=file:{log4j}",
-    })
+    session = get_spark(app_name="mor-streamer-tests", conf={"spark.driver.memory": "2g"})
     yield session
     session.stop()
 
