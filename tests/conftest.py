@@ -6,6 +6,7 @@ Both are created lazily on first use, never at import time, so the fast subset
 
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 from collections.abc import Iterator
@@ -15,6 +16,15 @@ import pytest
 
 # Plain helpers live in tests.support; the names stay importable from here as before.
 from tests.support.fixture_tables import FIXTURES, REPO, SHARED, fixture_table_path  # noqa: F401
+
+# Every local Spark JVM of the run (this session's and each ``streamer run`` child's, which
+# inherit the variable) starts from the class-data archive ``make test`` made, if it is
+# there (tests/support/jvm_archive.py); without it they start as users' do, only slower.
+os.environ.setdefault("MOR_STREAMER_JVM_ARCHIVE", str(REPO / ".cache" / "spark-classes.jsa"))
+# And runs the client compiler and the serial collector: the suite is thousands of small
+# jobs on 2 cores, where C2's compile threads and G1 cost more CPU than they win back
+# (three Spark integration modules: 109 -> 64 CPU-s).
+os.environ.setdefault("MOR_STREAMER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")
