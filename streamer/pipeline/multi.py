@@ -117,25 +117,8 @@ def run_pipelines(
     services: list[PipelineServices | None] = []
     ready: list[PipelineRunner] = []
     try:
-        for r in runners:
-            try:
-                lease = r.lease()
-                if standby:
-                    r.spark  # noqa: B018 - a standby waits with its session up
-                warmed: list[bool] = []
-
-                def warm(_holder: object, r: PipelineRunner = r, warmed: list[bool] = warmed) -> None:
-                    if not warmed:
-                        warmed.append(True)
-                        r.warm_up()
-
-                if not lease.acquire(standby=standby, stop=stop, on_wait=warm):
-                    break  # stopped while waiting: run nothing
-                leases.append(lease)
-                services.append(_services_for(r, run_mode(r.config, once, available_now) == "continuous"))
-                ready.append(r)
-            except Exception as e:
-                failures.add(r.config.name, e)
+        _acquire_leases(runners, leases, services, ready, standby=standby, stop=stop, once=once,
+                        available_now=available_now, failures=failures)
         if stop.is_set():
             ready = []
         continuous = [r for r in ready if run_mode(r.config, once, available_now) == "continuous"]
@@ -165,6 +148,42 @@ def run_pipelines(
             lease.release()
     failures.raise_if_any()
     return runners
+
+
+def _acquire_leases(
+    runners: list[PipelineRunner],
+    leases: list[PipelineLease],
+    services: list[PipelineServices | None],
+    ready: list[PipelineRunner],
+    *,
+    standby: bool,
+    stop: threading.Event,
+    once: bool,
+    available_now: bool,
+    failures: _Failures,
+) -> None:
+    """Take each pipeline's lease in turn (a standby waits for it, warming up meanwhile);
+    appends to ``leases``, ``services`` and ``ready`` as it goes, so the caller releases
+    what was taken even if this is interrupted."""
+    for r in runners:
+        try:
+            lease = r.lease()
+            if standby:
+                r.spark  # noqa: B018 - a standby waits with its session up
+            warmed: list[bool] = []
+
+            def warm(_holder: object, r: PipelineRunner = r, warmed: list[bool] = warmed) -> None:
+                if not warmed:
+                    warmed.append(True)
+                    r.warm_up()
+
+            if not lease.acquire(standby=standby, stop=stop, on_wait=warm):
+                return  # stopped while waiting: run nothing
+            leases.append(lease)
+            services.append(_services_for(r, run_mode(r.config, once, available_now) == "continuous"))
+            ready.append(r)
+        except Exception as e:
+            failures.add(r.config.name, e)
 
 
 def _run_threads(

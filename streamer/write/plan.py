@@ -13,7 +13,7 @@ the Spark engine plans each table partition here, on the executor that holds its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,76 +120,96 @@ def build_plan(
     n = keys.num_rows
     parts = keys.column(PARTITION_PATH_COL).combine_chunks()
     rkeys = keys.column(RECORD_KEY_COL).combine_chunks()
+    if file_ids is None:
+        file_ids = pa.nulls(n, pa.string())
+    ops = _row_ops(keys, file_ids)
+    task_ids = np.full(n, -1, dtype=np.int32)
+    tasks: dict[int, FileGroupTask] = {}
+    existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
+    _assign_touched(ops, parts, file_ids, existing_task, task_ids)
+    new_partitions = _assign_inserts(ops, parts, rkeys, slices, instant, sizing, tasks, existing_task, task_ids)
+    return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions)
+
+
+def _row_ops(keys: pa.Table, file_ids: pa.Array) -> np.ndarray:
+    """Each row's operation: found by the index = update or delete, else insert or drop."""
     is_delete = pc.fill_null(keys.column(IS_DELETE_COL).combine_chunks(), False).to_numpy(
         zero_copy_only=False
     )
-    if file_ids is None:
-        found = np.zeros(n, dtype=bool)
-        file_ids = pa.nulls(n, pa.string())
-    else:
-        found = pc.is_valid(file_ids).to_numpy(zero_copy_only=False)
-    ops = np.full(n, OP_DROP, dtype=np.int8)
+    found = pc.is_valid(file_ids).to_numpy(zero_copy_only=False)
+    ops = np.full(keys.num_rows, OP_DROP, dtype=np.int8)
     ops[found & ~is_delete] = OP_UPDATE
     ops[found & is_delete] = OP_DELETE
     ops[~found & ~is_delete] = OP_INSERT
-    task_ids = np.full(n, -1, dtype=np.int32)
+    return ops
 
-    tasks: dict[int, FileGroupTask] = {}
-    existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
 
-    # updates and deletes: the group the index found (dictionary-encode to stay vectorised)
+def _assign_touched(
+    ops: np.ndarray,
+    parts: pa.Array,
+    file_ids: pa.Array,
+    existing_task: Callable[[str, str], int],
+    task_ids: np.ndarray,
+) -> None:
+    """Updates and deletes go to the group the index found (dictionary-encoded, so the
+    per-group lookup runs once per group, not per row)."""
     touched = np.flatnonzero((ops == OP_UPDATE) | (ops == OP_DELETE))
-    if len(touched):
-        group_key = pc.binary_join_element_wise(
-            parts.take(pa.array(touched)), file_ids.take(pa.array(touched)), "\x00"
-        )
-        enc = pc.dictionary_encode(group_key)
-        dict_tids = np.array(
-            [existing_task(*g.split("\x00", 1)) for g in enc.dictionary.to_pylist()], dtype=np.int32
-        )
-        task_ids[touched] = dict_tids[enc.indices.to_numpy(zero_copy_only=False)]
+    if not len(touched):
+        return
+    group_key = pc.binary_join_element_wise(
+        parts.take(pa.array(touched)), file_ids.take(pa.array(touched)), "\x00"
+    )
+    enc = pc.dictionary_encode(group_key)
+    dict_tids = np.array(
+        [existing_task(*g.split("\x00", 1)) for g in enc.dictionary.to_pylist()], dtype=np.int32
+    )
+    task_ids[touched] = dict_tids[enc.indices.to_numpy(zero_copy_only=False)]
 
-    # inserts: bin-pack per partition
+
+def _assign_inserts(
+    ops: np.ndarray,
+    parts: pa.Array,
+    rkeys: pa.Array,
+    slices: list[FileSlice],
+    instant: str,
+    sizing: SizingPolicy,
+    tasks: dict[int, FileGroupTask],
+    existing_task: Callable[[str, str], int],
+    task_ids: np.ndarray,
+) -> list[str]:
+    """Inserts are bin-packed per partition, into small file groups first when the sizing
+    says so; returns the partitions the table did not have."""
     inserts = np.flatnonzero(ops == OP_INSERT)
     new_partitions: list[str] = []
+    if not len(inserts):
+        return new_partitions
     existing_parts = {s.partition_path for s in slices}
-    if len(inserts):
-        ins_parts = parts.take(pa.array(inserts))
-        groups = (
-            [FileGroupSize(s.partition_path, s.file_id, s.base_instant, _slice_size(s)) for s in slices]
-            if sizing.use_small_files
-            else []
+    ins_parts = parts.take(pa.array(inserts))
+    groups = (
+        [FileGroupSize(s.partition_path, s.file_id, s.base_instant, _slice_size(s)) for s in slices]
+        if sizing.use_small_files
+        else []
+    )
+    for part in pc.unique(ins_parts).to_pylist():
+        if part not in existing_parts:
+            new_partitions.append(part)
+        rows = inserts[pc.equal(ins_parts, part).to_numpy(zero_copy_only=False)]
+        buckets = plan_inserts(
+            part, len(rows), groups, sizing.avg_record_size, sizing.small_file_limit, sizing.max_file_size
         )
-        for part in pc.unique(ins_parts).to_pylist():
-            if part not in existing_parts:
-                new_partitions.append(part)
-            rows = inserts[pc.equal(ins_parts, part).to_numpy(zero_copy_only=False)]
-            buckets = plan_inserts(
-                part,
-                len(rows),
-                groups,
-                sizing.avg_record_size,
-                sizing.small_file_limit,
-                sizing.max_file_size,
-            )
-            bucket_tids = []
-            for b in buckets:
-                if b.is_new:
-                    tid = len(tasks)
-                    tasks[tid] = FileGroupTask(
-                        task_id=tid,
-                        partition=part,
-                        file_id=new_file_id(0),
-                        is_new=True,
-                        base_instant=instant,
-                    )
-                    bucket_tids.append(tid)
-                else:
-                    bucket_tids.append(existing_task(part, b.file_id))
-            which = assign_rows(rkeys.take(pa.array(rows)), buckets).to_numpy()
-            task_ids[rows] = np.array(bucket_tids, dtype=np.int32)[which]
-
-    return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions)
+        bucket_tids = []
+        for b in buckets:
+            if b.is_new:
+                tid = len(tasks)
+                tasks[tid] = FileGroupTask(
+                    task_id=tid, partition=part, file_id=new_file_id(0), is_new=True, base_instant=instant
+                )
+                bucket_tids.append(tid)
+            else:
+                bucket_tids.append(existing_task(part, b.file_id))
+        which = assign_rows(rkeys.take(pa.array(rows)), buckets).to_numpy()
+        task_ids[rows] = np.array(bucket_tids, dtype=np.int32)[which]
+    return new_partitions
 
 
 def build_bucket_plan(
