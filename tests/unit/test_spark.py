@@ -56,6 +56,16 @@ def test_no_signal_returns_the_session_and_restores_the_handlers(graceful):
 
 
 def test_with_pythons_default_handler_ctrl_c_interrupts_at_once():
+    # Python's default, as in a plain script: set here, since the worker process's earlier
+    # tests may have started a SparkContext on this thread, whose handler stays installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _default_handler_case()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _default_handler_case() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     reached = []
 
