@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
-from streamer.jvm import java_executable
 from streamer.spark import JVM_ARCHIVE_ENV, JVM_OPTIONS_ENV, class_archive, spark_conf
 
 
@@ -61,6 +59,6 @@ def test_the_archive_make_test_built_fits_the_sessions_jvm(spark):
     assert "-XX:TieredStopAtLevel=1" in args  # conftest's $MOR_STREAMER_JVM_OPTIONS
     classpath = jvm.java.lang.System.getProperty("java.class.path")
     java = jvm.java.lang.System.getProperty("java.home") + "/bin/java"
-    done = subprocess.run([shutil.which(java) or java_executable(), "-Xshare:on", f"-XX:SharedArchiveFile={archive}",
-                           "-cp", classpath, "-version"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath, "-version"],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
