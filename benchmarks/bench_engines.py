@@ -127,7 +127,7 @@ def _writer(path: str, engine: str) -> HudiWriter:
 def _upsert(w: HudiWriter, data, engine: str):
     if engine == "spark-collect":
         # the earlier path, for comparison: keys collected and looked up on the driver
-        from streamer.engine import spark as spark_engine
+        from streamer.write.engine import spark as spark_engine
 
         orig = spark_engine.SparkEngine.__init__
 

@@ -101,8 +101,8 @@ def _writer_options(parallelism: int | None = None):
 
 
 def _table_config(sink: str, buckets: int):
+    from streamer.table.identity import IndexConfig, IndexType
     from streamer.write import TableConfig
-    from streamer.write.config import IndexConfig, IndexType
 
     cfg = TableConfig("bench_growth", ("id",), ("city",), "ts")
     if sink == "bucket":

@@ -26,17 +26,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sources.base import (
-    ERROR_COLUMNS,
     ERROR_SCHEMA_DDL,
     SOURCE_ERROR_COL,
     Batch,
     Frames,
     PartitionLag,
     RecordIdentity,
-    unstamped_error_time,
 )
 from sources.kafka_client import KafkaSourceClient
 from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
+from sources.kafka_records import METADATA_COLUMNS, error_columns, kafka_errors
 from sources.position import KafkaOffsets, Position
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
@@ -58,14 +57,6 @@ RAW_KAFKA_DDL = (
 #: straight to Spark's decode: a declined batch reads its records twice, and a topic with
 #: a bad record in every batch must not pay that every time.
 DRIVER_RETRY_AFTER = 8
-METADATA_COLUMNS = {
-    "_kafka_topic": "topic",
-    "_kafka_partition": "partition",
-    "_kafka_offset": "offset",
-    "_kafka_timestamp": "timestamp",
-}
-
-
 class KafkaSource:
     """:class:`~sources.base.StreamingSource` over one topic; position = :class:`KafkaOffsets`."""
 
@@ -565,13 +556,13 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
     good = (*[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], *_metadata_columns(config))
-    bad = tuple(_error_columns(*_payload(), F.col("_reason")))
+    bad = tuple(error_columns(*_payload(), F.col("_reason")))
     is_bad = F.col("_reason").isNotNull()
     # every branch of ``reason`` yields text, so it is null exactly when none of them holds
     is_bad_record = F.col("_raw").isNull() | ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
     if limit is not None:
         is_bad_record = is_bad_record | (F.octet_length(F.col("_raw")) > F.lit(limit))
-    unexplained = _error_columns(*_payload(), F.lit(None).cast("string"))
+    unexplained = error_columns(*_payload(), F.lit(None).cast("string"))
     return _JsonExpressions(
         parse=parse, reason=reason, is_good=F.col("_reason").isNull(), is_bad=is_bad, good=good, bad=bad,
         is_bad_record=is_bad_record,
@@ -637,32 +628,6 @@ def _metadata_columns(config: KafkaSourceConfig) -> list[Column]:
     if not config.include_metadata:
         return []
     return [F.col(src).alias(name) for name, src in METADATA_COLUMNS.items()]
-
-
-def kafka_errors(rows: DataFrame, payload: Column, encoding: str | Column, reason: Column) -> DataFrame:
-    """Error rows in :data:`~sources.base.ERROR_COLUMNS` layout from raw Kafka rows."""
-    return rows.select(*_error_columns(payload, encoding, reason))
-
-
-def _error_columns(payload: Column, encoding: str | Column, reason: Column) -> list[Column]:
-    from pyspark.sql import functions as F
-
-    if isinstance(encoding, str):
-        encoding = F.lit(encoding)
-    columns = {
-        "source_type": F.lit("kafka"),
-        "source_position": F.concat_ws(
-            "/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string")),
-        "topic": F.col("topic").cast("string"),
-        "partition": F.col("partition").cast("int"),
-        "offset": F.col("offset").cast("bigint"),
-        "file": F.lit(None).cast("string"),
-        "raw_payload": payload.cast("string"),
-        "payload_encoding": encoding,
-        "reason": reason.cast("string"),
-        "error_time": unstamped_error_time(),
-    }
-    return [columns[name].alias(name) for name in ERROR_COLUMNS]
 
 
 def at_or_after(position: KafkaOffsets) -> Column:

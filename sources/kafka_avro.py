@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 from sources.avro import parse_avro_schema, records_to_spark_batch, spark_arrow_schema
+from sources.kafka_records import METADATA_COLUMNS, kafka_errors
 from streamer.config.sources import KafkaSourceConfig, SchemaRegistry
 from streamer.errors import SourceError
 from streamer.table.avro_schema import avro_to_arrow
@@ -173,7 +174,6 @@ class AvroDecoder:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from sources.kafka import METADATA_COLUMNS, kafka_errors
 
         raw = raw.select("topic", "partition", "offset", "timestamp", "value").cache()
         writers = self.writer_schemas(spark, raw)

@@ -236,3 +236,16 @@ class KafkaSourceClient:
 
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
         self._commits.append((err, partitions))
+
+
+def fetch_watermarks(config: KafkaSourceConfig) -> tuple[dict[int, int], dict[int, int]]:
+    """(low, high) watermark offsets per partition of the topic, from the broker.
+
+    One short-lived quiet client (:class:`KafkaSourceClient`): an unreachable broker
+    is one :class:`SourceError` after ``metadata_timeout``, not a stream of client logs.
+    """
+    client = KafkaSourceClient(config)
+    try:
+        return client.watermarks()
+    finally:
+        client.close()

@@ -115,21 +115,6 @@ def _ssl_settings(s: KafkaSecurity) -> dict[str, str]:
 # -- offsets ----------------------------------------------------------------------------
 
 
-def fetch_watermarks(config: KafkaSourceConfig) -> tuple[dict[int, int], dict[int, int]]:
-    """(low, high) watermark offsets per partition of the topic, from the broker.
-
-    One short-lived quiet client (see :mod:`sources.kafka_client`): an unreachable broker
-    is one :class:`SourceError` after ``metadata_timeout``, not a stream of client logs.
-    """
-    from sources.kafka_client import KafkaSourceClient
-
-    client = KafkaSourceClient(config)
-    try:
-        return client.watermarks()
-    finally:
-        client.close()
-
-
 def resolve_start(
     config: KafkaSourceConfig, start: KafkaOffsets | None, low: dict[int, int], high: dict[int, int]
 ) -> KafkaOffsets:

@@ -2,7 +2,7 @@
 
 The package tree mirrors the architecture (see the repository's DESIGN notes):
 ``streamer.table`` knows Hudi's bytes and file names, ``streamer.read`` merges file
-slices into query results, ``streamer.write`` / ``streamer.index`` / ``streamer.engine``
+slices into query results, ``streamer.write`` / ``streamer.index`` / ``streamer.write.engine``
 turn micro-batches into commits, ``streamer.services`` keeps tables healthy, and
 ``streamer.pipeline`` runs YAML-defined pipelines.
 """

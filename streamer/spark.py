@@ -251,7 +251,7 @@ def start_noticing_interrupts(start: Callable[[], T]) -> T:
     """
     if threading.current_thread() is not threading.main_thread():
         return start()
-    from streamer.write import faults
+    from streamer import faults
 
     seen: list[int] = []
     previous: dict[int, Callable] = {}

@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from streamer.integrity import Damage, check_table
     from streamer.read import Table
-    from streamer.table.integrity import Damage, check_table
 
     table = Table.open(args.path)
     report = check_table(table.fs, table.fsview, table.timeline, deep=not args.quick)

@@ -65,14 +65,14 @@ def format_sample(snapshot, limit: int, columns: list[str] | None = None) -> lis
 
 
 def _index_line(table) -> str:
-    from streamer.write.config import table_index
+    from streamer.table.identity import table_index
 
     return f"  index: {table_index(table.properties.raw).describe()}"
 
 
 def _handover_line(table, path: str) -> str:
     from streamer.services.handover import log_insert_groups
-    from streamer.write.config import table_index
+    from streamer.table.identity import table_index
 
     index = table_index(table.properties.raw)
     if index.is_bucket:  # Hudi's writers resolve the same file groups when configured alike

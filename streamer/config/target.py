@@ -63,8 +63,8 @@ class TimestampKeyGen(StrictModel):
     @field_validator("timestamp_type")
     @classmethod
     def _supported(cls, v: str) -> str:
-        # the writer's own list (imported here: the writer package is heavy to load)
-        from streamer.write.config import TimestampType
+        # the table format's own list (imported here: the table layer loads pyarrow)
+        from streamer.table.identity import TimestampType
 
         supported = sorted(t.value for t in TimestampType)
         if v not in supported:
@@ -290,9 +290,9 @@ class TargetConfig(StrictModel):
 
     @property
     def writer_index(self):
-        """The writer's :class:`~streamer.write.config.IndexConfig` for ``index``."""
-        # imported here: ``streamer validate`` need not load the writer package
-        from streamer.write.config import IndexConfig, IndexType
+        """The table's :class:`~streamer.table.identity.IndexConfig` for ``index``."""
+        # imported here: ``streamer validate`` need not load the table layer (pyarrow)
+        from streamer.table.identity import IndexConfig, IndexType
 
         if self.index.type == "bloom":
             return IndexConfig()
@@ -312,7 +312,7 @@ class TargetConfig(StrictModel):
     @property
     def key_generator_class(self) -> str:
         """Hudi's class name for ``hoodie.table.keygenerator.class`` (the writer's table)."""
-        # imported here: ``streamer validate`` need not load the writer package
-        from streamer.write.config import KeyGenType
+        # imported here: ``streamer validate`` need not load the table layer (pyarrow)
+        from streamer.table.identity import KeyGenType
 
         return KeyGenType.parse(self.effective_key_generator).value

@@ -26,10 +26,10 @@ from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileSystem, read_failure
 from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import KeySummary, UnionSummary
-from streamer.read.merge import CorruptBlock, ScanStats, effective_blocks
 from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
+from streamer.table.merge import CorruptBlock, ScanStats, effective_blocks
 
 RECORD_KEY = meta_fields.RECORD_KEY
 T = TypeVar("T")

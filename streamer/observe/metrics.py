@@ -22,8 +22,8 @@ from prometheus_client import (
 )
 
 from streamer.errors import ConfigError
-from streamer.observe.layout import TableLayout
 from streamer.pipeline.report import BatchReport
+from streamer.table.layout import TableLayout
 
 log = logging.getLogger(__name__)
 

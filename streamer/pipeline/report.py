@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sources.base import PartitionLag
-from streamer.observe.layout import TableLayout
+from streamer.table.layout import TableLayout
 
 
 @dataclass(frozen=True)

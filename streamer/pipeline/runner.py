@@ -32,12 +32,12 @@ from sources.base import (
     record_identity,
 )
 from sources.position import Position, position_to_json
+from streamer import faults
 from streamer.catalog.hook import catalog_hook
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
 from streamer.errors import ConfigError, SourceError
-from streamer.observe.layout import TableLayout, table_layout
 from streamer.pipeline.batch import PreparedBatch, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
@@ -52,7 +52,7 @@ from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
 from streamer.pipeline.sink import TableSink
 from streamer.pipeline.stream import run_polling, run_stream
-from streamer.write import faults
+from streamer.table.layout import TableLayout, table_layout
 from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 

@@ -1,7 +1,7 @@
 """From a pipeline's ``target:`` and ``engine:`` to the MOR writer, in one place.
 
 The YAML names (``record_key``, ``partition_by``, ``compression``, ...) become the
-writer's table identity (:class:`~streamer.write.config.TableConfig`, persisted in
+writer's table identity (:class:`~streamer.table.identity.TableConfig`, persisted in
 ``hoodie.properties``) and its per-writer knobs
 (:class:`~streamer.write.config.WriteOptions`) here only: :func:`table_config` and
 :func:`write_options` read every ``target:`` key the writer honours (the others are
@@ -20,15 +20,10 @@ from streamer.data import is_spark_dataframe
 from streamer.errors import ConfigError
 from streamer.fs import FileSystem, resolve
 from streamer.fs_s3 import S3Settings
+from streamer.table.identity import KeyGenType, TableConfig, TimestampKeyGenConfig, TimestampType
+from streamer.table.log_format import LogBlockFormat
 from streamer.table.properties import properties_path
-from streamer.write.config import (
-    KeyGenType,
-    LogBlockFormat,
-    TableConfig,
-    TimestampKeyGenConfig,
-    TimestampType,
-    WriteOptions,
-)
+from streamer.write.config import WriteOptions
 from streamer.write.writer import HudiWriter
 
 

@@ -4,7 +4,7 @@
 (:func:`streamer.read.spark_source.register`) serves the same rows as ``format("morhudi")``.
 """
 
-from streamer.read.merge import ScanStats
 from streamer.read.table import QueryError, ReadResult, Table
+from streamer.table.merge import ScanStats
 
 __all__ = ["QueryError", "ReadResult", "ScanStats", "Table"]

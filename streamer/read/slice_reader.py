@@ -28,7 +28,8 @@ import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileSystem, read_failure
-from streamer.read.merge import (
+from streamer.table.fsview import FileSlice
+from streamer.table.merge import (
     COMMIT_TIME,
     DATA_TYPES,
     DELETE,
@@ -39,7 +40,6 @@ from streamer.read.merge import (
     effective_blocks,
     merge_records,
 )
-from streamer.table.fsview import FileSlice
 from streamer.table.naming import partition_values
 
 

@@ -37,9 +37,9 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from streamer.fs import FileSystem
-from streamer.read.merge import align_tables
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice
+from streamer.table.merge import align_tables
 
 SHORT_NAME = "morhudi"
 #: Field metadata key holding a catalog table's location and read options (see the module doc).
@@ -128,14 +128,14 @@ class SlicePartition(InputPartition):
         super().__init__(fslice.file_id)
         self.fslice = fslice
         #: byte ranges completed instants wrote into the slice's log files (see
-        #: :class:`~streamer.table.integrity.CommittedRegions`): a corrupt block inside
+        #: :class:`~streamer.integrity.CommittedRegions`): a corrupt block inside
         #: them is refused, a torn tail past them skipped - as the local reader does
         self.committed = committed
 
 
 def _committed_ranges(table, slices: list[FileSlice]) -> dict[str, list[tuple[int, int, str]]]:
     """The committed byte ranges of the planned slices' log files (driver side, once)."""
-    from streamer.table.integrity import CommittedRegions
+    from streamer.integrity import CommittedRegions
 
     regions = CommittedRegions.of(table.fsview, table.timeline)
     return {lf.path: regions.ranges[lf.path] for s in slices for lf in s.log_files if lf.path in regions.ranges}
@@ -147,7 +147,7 @@ def refuse_corrupt(fslice: FileSlice, committed: dict[str, list[tuple[int, int, 
     committed bytes (or in a log file no active instant names): its rows would be
     missing from the answer. ``allow_corrupt`` (option) reads past it."""
     from streamer.errors import CorruptDataError
-    from streamer.table.integrity import CommittedRegions, corrupt_block_damage
+    from streamer.integrity import CommittedRegions, corrupt_block_damage
 
     regions = CommittedRegions(dict(committed or {}))
     damage = [d for cb in corrupt

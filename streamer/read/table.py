@@ -27,11 +27,11 @@ import pyarrow.parquet as pq
 from streamer import defaults
 from streamer.errors import CorruptDataError, QueryError, StreamerError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
-from streamer.read.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
+from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
-from streamer.table.integrity import CommittedRegions, read_damage, short_files
+from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
 from streamer.table.naming import partition_values
 from streamer.table.properties import TableProperties, load_properties
 from streamer.table.snapshot import TableSnapshot

@@ -18,16 +18,16 @@ import posixpath
 import time
 from dataclasses import dataclass
 
+from streamer import faults
 from streamer.config.policies import CleanPolicy
+from streamer.integrity import CommittedRegions, base_file_damage, slice_damage
 from streamer.read.table import Table
 from streamer.services.common import ServiceError, busy_groups
 from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, State
-from streamer.table.integrity import CommittedRegions, base_file_damage, slice_damage
 from streamer.table.metadata import CleanerPlan, CleanMetadata, CleanPartitionMetadata
 from streamer.table.metadata_table import has_metadata_table
-from streamer.write import faults
 from streamer.write.lock import PlanLock
 from streamer.write.transaction import Transaction
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceError re-exported
+from streamer.integrity import Damage, read_damage
 from streamer.read.table import Table
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
-from streamer.table.integrity import Damage, read_damage
 from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
 from streamer.table.naming import parse_log_file_name, write_token
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from streamer import defaults
+from streamer import defaults, faults
 from streamer.config.policies import CompactionPolicy, CompactionTrigger
 from streamer.index.rfc06 import BloomParams
-from streamer.read.merge import META_COLUMNS
+from streamer.integrity import Damage
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.read.table import Table
 from streamer.services.common import (
@@ -51,10 +51,9 @@ from streamer.table import meta_fields
 from streamer.table.base_file import write_base_file
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant, parse_instant_time
-from streamer.table.integrity import Damage
+from streamer.table.merge import META_COLUMNS
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
 from streamer.table.naming import base_file_name
-from streamer.write import faults
 from streamer.write.markers import IOType, Marker, create_marker
 from streamer.write.transaction import Transaction
 

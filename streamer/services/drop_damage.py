@@ -7,7 +7,7 @@ explicitly: each file group whose served slice is damaged is **compacted** with 
 damage accepted - the new base file holds every record the slice's intact files hold,
 merged as a reader merges them, and nothing from the lost bytes - and the compaction's
 commit lists what it dropped (``extraMetadata`` key
-:data:`~streamer.table.integrity.DROPPED_KEY`). A compaction already pending on such a
+:data:`~streamer.integrity.DROPPED_KEY`). A compaction already pending on such a
 group (a plan an earlier run refused) is the one executed; otherwise one is scheduled
 over exactly the damaged groups. The result is an ordinary Hudi compaction commit.
 
@@ -22,11 +22,11 @@ import logging
 import posixpath
 from dataclasses import dataclass, field
 
+from streamer.integrity import CommittedRegions, Damage, slice_damage, timeline_damage
 from streamer.read.table import Table
 from streamer.services.common import DamageRefusedError, GroupId, ServiceError
 from streamer.services.compaction import schedule_compaction_of
 from streamer.services.executor import ExecOutcome, execute, plan_slices
-from streamer.table.integrity import CommittedRegions, Damage, slice_damage, timeline_damage
 from streamer.table.naming import parse_log_file_name
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,6 @@ def drop_damaged(table: Table, *, dry_run: bool = False, lock_timeout_s: float =
 
 def _missing_in(table: Table, s) -> set[str]:
     """Paths of files completed instants wrote into slice ``s`` that are gone."""
-    from streamer.table.integrity import missing_files
+    from streamer.integrity import missing_files
 
     return {d.path for d in missing_files(table.fsview, table.timeline, [s])}

@@ -16,16 +16,10 @@ import json
 import logging
 from dataclasses import dataclass
 
+from streamer import faults
 from streamer.config.policies import LogCompactionPolicy
 from streamer.errors import CorruptDataError, MissingFileError, StorageError
-from streamer.read.table import Table
-from streamer.services import rollback_services
-from streamer.services.common import DamageRefusedError, ServiceError, damage_message, read_plan
-from streamer.services.compaction import CompactionConflict, execute_compaction, old_slice
-from streamer.services.log_compaction import execute_log_compaction
-from streamer.table.fsview import FileSlice
-from streamer.table.instant import Action, Instant
-from streamer.table.integrity import (
+from streamer.integrity import (
     DROPPED_KEY,
     CommittedRegions,
     Damage,
@@ -33,8 +27,14 @@ from streamer.table.integrity import (
     slice_damage,
     timeline_damage,
 )
+from streamer.read.table import Table
+from streamer.services import rollback_services
+from streamer.services.common import DamageRefusedError, ServiceError, damage_message, read_plan
+from streamer.services.compaction import CompactionConflict, execute_compaction, old_slice
+from streamer.services.log_compaction import execute_log_compaction
+from streamer.table.fsview import FileSlice
+from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata
-from streamer.write import faults
 from streamer.write.lock import PlanLock
 from streamer.write.markers import delete_markers, list_markers
 from streamer.write.transaction import Transaction
@@ -147,7 +147,7 @@ class _Run:
         table, inflight = self.table, self.inflight
         try:
             # inside the try: an error injected here stands for the run's next write (its
-            # first marker), which fails inside it (streamer.write.faults)
+            # first marker), which fails inside it (streamer.faults)
             faults.step(f"{inflight.action} inflight")
             if inflight.action == Action.LOG_COMPACTION:
                 meta = execute_log_compaction(table, inflight, log_policy, accept_damage=self.accepted).metadata

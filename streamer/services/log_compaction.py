@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 
 from streamer.config.policies import LogCompactionPolicy
+from streamer.integrity import Damage
 from streamer.read.table import Table
 from streamer.services import runs as run_exec
 from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan, refuse_damage
@@ -37,7 +38,6 @@ from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
-from streamer.table.integrity import Damage
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.index.rfc06 import BloomParams, KeySummary
-from streamer.read.merge import DATA_TYPES, DELETE, block_type_code, concat_aligned
 from streamer.read.table import Table
 from streamer.services.common import next_log_version, service_token
 from streamer.services.slices import Unit
@@ -31,6 +30,7 @@ from streamer.table.avro_schema import avro_to_arrow
 from streamer.table.fsview import FileSlice
 from streamer.table.log_content import ORDERING_VALUE, PARTITION_PATH, RECORD_KEY
 from streamer.table.log_format import BlockType, HeaderKey, encode_data_block
+from streamer.table.merge import DATA_TYPES, DELETE, block_type_code, concat_aligned
 from streamer.table.metadata import WriteStat
 from streamer.write.log_file import SliceTarget, delete_block, write_log_file
 

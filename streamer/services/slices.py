@@ -4,7 +4,7 @@ A unit is every effective block one instant contributed to the slice (a commit w
 data block and a delete block; a log compaction may write several blocks). Units are
 what log compaction stitches and what ``COMPACTED_BLOCK_TIMES`` names, so planning
 reasons in units, in the order the reader applies them (the reader's own
-:func:`streamer.read.merge.effective_blocks` decides which blocks count).
+:func:`streamer.table.merge.effective_blocks` decides which blocks count).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import posixpath
 from dataclasses import dataclass, field
 
 from streamer.fs import FileSystem
-from streamer.read.merge import ScanStats, effective_blocks
 from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
+from streamer.table.merge import ScanStats, effective_blocks
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Unlike a snapshot merge there is no base file here, and deletes must *survive*: a key
 deleted inside the run must still shadow the base file and older blocks after the run
 is replaced. So the output is, per key, the run's final state under the reader's rules
-(:mod:`streamer.read.merge`): either the winning row or the winning delete, never both.
+(:mod:`streamer.table.merge`): either the winning row or the winning delete, never both.
 
 Winning rows: sort by (key, [ordering value], position) and keep each key's last row.
 Winning deletes: per key, the delete with the greatest ordering value (the one most
@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.read.merge import MergeSpec, concat_aligned, record_keys
 from streamer.table import meta_fields
 from streamer.table.log_content import ORDERING_VALUE
+from streamer.table.merge import MergeSpec, concat_aligned, record_keys
 
 _K, _S, _R, _O = "__st_key", "__st_seq", "__st_row", "__st_ord"
 

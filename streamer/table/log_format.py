@@ -23,7 +23,7 @@ import json
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any
 
 import pyarrow as pa
@@ -498,3 +498,15 @@ def append_blocks(fs: FileSystem, path: str, blocks: list[bytes]) -> None:
     with stream as out:
         out.write(data)
     fs.fsync(path)
+
+
+class LogBlockFormat(str, Enum):
+    """Parquet blocks carry the RFC-06 index; Avro blocks are Hudi's default and unindexed.
+
+    A per-writer setting, as in Hudi (``hoodie.logfile.data.block.format``): it is not
+    persisted, and one file group may hold blocks of both kinds. It is *not* Hudi's
+    ``hoodie.table.log.file.format`` (the log *file* format, always ``HOODIE_LOG``).
+    """
+
+    PARQUET = "parquet"
+    AVRO = "avro"

@@ -213,7 +213,7 @@ class TableProperties:
     """The parsed ``hoodie.properties``: raw key/values plus typed accessors.
 
     The only reader of the file's keys: everything else (the writer's
-    :class:`~streamer.write.config.TableConfig` included) asks these accessors, so a
+    :class:`~streamer.table.identity.TableConfig` included) asks these accessors, so a
     table reads the same way everywhere. Each accessor follows the rule Apache Hudi's
     ``HoodieTableConfig`` applies, and says which. ``raw`` keeps every key (including
     ones we do not understand) so a rewrite never loses another engine's settings.

@@ -1,13 +1,8 @@
 """Write Hudi MOR tables: ``HudiWriter.create(...)`` / ``HudiWriter.open(path)``."""
 
-from streamer.write.config import (
-    KeyGenType,
-    LogBlockFormat,
-    TableConfig,
-    TimestampKeyGenConfig,
-    TimestampType,
-    WriteOptions,
-)
+from streamer.table.identity import KeyGenType, TableConfig, TimestampKeyGenConfig, TimestampType
+from streamer.table.log_format import LogBlockFormat
+from streamer.write.config import WriteOptions
 from streamer.write.result import CommitResult
 from streamer.write.writer import HudiWriter
 

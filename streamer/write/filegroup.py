@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer import defaults
+from streamer import defaults, faults
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata, extend
 from streamer.index.slice_members import is_committed_fn, slice_members
@@ -40,13 +40,12 @@ from streamer.table.fsview import FileSlice
 from streamer.table.log_format import (
     BlockType,
     HeaderKey,
+    LogBlockFormat,
     encode_block,
     encode_data_block,
 )
 from streamer.table.metadata import WriteStat
 from streamer.table.naming import base_file_name, write_token
-from streamer.write import faults
-from streamer.write.config import LogBlockFormat
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.log_file import SliceTarget, delete_block, write_log_file
 from streamer.write.markers import IOType, Marker, create_marker

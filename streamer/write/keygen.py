@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
+from streamer.table.identity import KeyGenType, TableConfig, TimestampType
 from streamer.table.naming import escape_path_names
-from streamer.write.config import KeyGenType, TableConfig, TimestampType
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"

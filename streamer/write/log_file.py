@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from streamer import faults
 from streamer.fs import FileSystem
 from streamer.table.log_content import ORDERING_VALUE, PARTITION_PATH, RECORD_KEY
 from streamer.table.log_format import HeaderKey, encode_delete_block
 from streamer.table.metadata import WriteStat
 from streamer.table.naming import log_file_name
-from streamer.write import faults
 from streamer.write.markers import IOType, Marker, create_marker
 
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
-from streamer.write.config import TableConfig
+from streamer.table.identity import TableConfig
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL, build_keys
 
 IS_DELETED_COL = meta_fields.IS_DELETED

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from streamer.errors import CommitConflictError
+from streamer.table.identity import IndexConfig, table_index
 from streamer.table.instant import Action
 from streamer.table.snapshot import TableSnapshot
-from streamer.write.config import IndexConfig, table_index
 from streamer.write.schema import data_schema, reconcile
 
 

@@ -23,6 +23,7 @@ import posixpath
 import time
 from dataclasses import dataclass
 
+from streamer import faults
 from streamer.fs import TEMP_PREFIX, FileSystem
 from streamer.table.instant import Instant
 from streamer.table.log_format import HeaderKey, encode_command_block
@@ -40,7 +41,6 @@ from streamer.table.naming import (
 )
 from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
-from streamer.write import faults
 from streamer.write.markers import TEMP_FOLDER, IOType, list_markers
 
 ROLLBACK_TOKEN = write_token(1, 0, 1)

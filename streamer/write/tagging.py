@@ -23,7 +23,7 @@ from streamer.index.bloom_index import BloomIndex
 from streamer.index.bucket import bucket_ids
 from streamer.index.slice_members import LookupStats
 from streamer.table.fsview import FileSlice
-from streamer.write.config import IndexConfig
+from streamer.table.identity import IndexConfig
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import (
     SizingPolicy,

@@ -27,7 +27,7 @@ caller. Two ways in:
   :meth:`rollback`). A service running a plan under the plan's own lock hands that lock
   in (``lock=``), so ownership is checked on the lock the run really holds.
 
-The crash-test fault points (:mod:`streamer.write.faults`) sit at the same logical steps
+The crash-test fault points (:mod:`streamer.faults`) sit at the same logical steps
 as before this object existed: kill campaigns steer by their labels and step counts.
 """
 
@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from streamer import faults
 from streamer.errors import CommitConflictError, CommitError, StreamerError
 from streamer.fs import FileSystem
 from streamer.table.instant import Action, Instant, State
@@ -46,7 +47,6 @@ from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.properties import METAFOLDER
 from streamer.table.snapshot import TableSnapshot
 from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
-from streamer.write import faults
 from streamer.write.lock import FileLock, WriterLock
 from streamer.write.markers import delete_markers
 from streamer.write.result import CommitResult

@@ -13,7 +13,7 @@ planning and writing rows) supplied by :class:`_DeltaCommit`:
    O(batch), whatever the table's size]. The engine decides where: the local engine on
    the driver from the keys; the Spark engine runs the same steps per table partition
    on executors, once the instant is inflight (step 5), and the driver receives write
-   stats [the driver never holds the batch's keys: :mod:`streamer.engine.spark`];
+   stats [the driver never holds the batch's keys: :mod:`streamer.write.engine.spark`];
 5. ``deltacommit.requested`` → ``.inflight``, markers + data files via the engine;
 6. the completed instant with Hudi commit metadata, written atomically after every
    data file is durable [readers trust completed instants only]; markers dropped.
@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamer import faults
 from streamer.data import arrow_schema
 from streamer.errors import (
     ConfigError,
@@ -39,8 +40,9 @@ from streamer.errors import (
 from streamer.fs import FileSystem, resolve
 from streamer.index.bucket import bucket_layout, misplaced_key
 from streamer.index.rfc06 import BloomParams
+from streamer.integrity import read_damage
 from streamer.table.avro_schema import arrow_to_avro
-from streamer.table.integrity import read_damage
+from streamer.table.identity import IndexConfig, TableConfig, table_index
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata, WriteStat
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
@@ -52,8 +54,8 @@ from streamer.table.properties import (
     write_properties,
 )
 from streamer.table.snapshot import TableSnapshot
-from streamer.write import faults
-from streamer.write.config import IndexConfig, TableConfig, WriteOptions, table_index
+from streamer.write.config import WriteOptions
+from streamer.write.engine import select_engine
 from streamer.write.filegroup import WriteContext
 from streamer.write.plan import SizingPolicy
 from streamer.write.prepare import PrepareSpec
@@ -256,10 +258,6 @@ class HudiWriter:
         """One delta commit of ``data``, through the table's :class:`Transaction`."""
         started = time.monotonic()
         cfg = self.config
-        # imported here: streamer.engine imports the write core, so a module-level import
-        # would make ``import streamer.engine`` (before streamer.write) circular
-        from streamer.engine import select_engine
-
         engine = select_engine(engine_name or self.options.engine, data, self.options)
         required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
         if op != "delete" and cfg.ordering_field:

@@ -18,9 +18,9 @@ import pytest
 
 from streamer.index.bucket import bucket_ids, bucket_of_file_id
 from streamer.read import Table
+from streamer.table.identity import IndexConfig, IndexType
 from streamer.testing.hudi import HudiOracleError, HudiSpark
 from streamer.write import HudiWriter, TableConfig
-from streamer.write.config import IndexConfig, IndexType
 from tests.support import block_tables as tg
 from tests.support.hudi_options import HUDI_WRITE, V6
 

@@ -3,7 +3,7 @@
 The Spark engine runs the local engine's steps on executors, once per table partition
 (combine, bloom lookup in the partition's slices or bucket hash, plan, write), and the
 driver receives one write stat per file group and one row count per partition
-(:mod:`streamer.engine.spark`). What the driver held is counted
+(:mod:`streamer.write.engine.spark`). What the driver held is counted
 (``CommitResult.engine_stats``): no record keys, and statistics bounded by the file
 groups and partitions the commit touches - not by the batch. The table must hold the
 same rows as the local engine's, through our reader and hudi-rs.
@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from streamer.table.identity import IndexConfig, IndexType
 from streamer.write import HudiWriter, TableConfig, WriteOptions
-from streamer.write.config import IndexConfig, IndexType
 from tests.support.campaign import sized
 from tests.support.write_model import BatchGen, Model, canon, read_hudi_rs, read_ours
 

@@ -3,9 +3,9 @@
 A seeded campaign over both table services, in this process (no process start per
 fault): between faults a writer keeps committing, so every fault hits a fresh plan. For
 each fault the service's run is first traced on a copy of the table
-(:func:`streamer.write.faults.record`) to learn its I/O steps; a phase is drawn from the
+(:func:`streamer.faults.record`) to learn its I/O steps; a phase is drawn from the
 seed (in turn, so every claimed phase is hit at both sizes), then one of the run's steps in
-that phase, where :func:`streamer.write.faults.fail_at` makes the real run's write fail
+that phase, where :func:`streamer.faults.fail_at` makes the real run's write fail
 with ``ENOSPC`` once. Then:
 
 * the command exits 2 with ONE ``error:`` line naming the service, the instant, the
@@ -22,7 +22,7 @@ with ``ENOSPC`` once. Then:
 Each fault runs through the CLI (``compact``/``log-compact``) or, for some, through the
 inline services a pipeline runs after a write (:func:`run_inline_services`: its error is
 the one line the CLI would print). What a step stands for (the write it precedes, or the
-next write after one that completed) is in :mod:`streamer.write.faults`. A service's last
+next write after one that completed) is in :mod:`streamer.faults`. A service's last
 step (``... completed``) follows its last write, so it stands for none and is never drawn.
 Smoke size: one fault per claimed phase by the CLI and one per service inline, 10 faults;
 full size (``MOR_CAMPAIGN_SIZE=full``): three of each, 30 faults.
@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from streamer import faults
 from streamer.cli import main as cli
 from streamer.config.policies import (
     ArchivePolicy,
@@ -57,7 +58,6 @@ from streamer.read import Table
 from streamer.services.log_compaction import plan_log_compaction
 from streamer.services.runner import run_inline_services
 from streamer.table.instant import Action
-from streamer.write import faults
 from tests.support import block_tables as tg
 from tests.support.campaign import assert_phases_hit, seeded, sized
 

@@ -361,7 +361,7 @@ def test_bad_record_of_a_batch_killed_between_its_two_commits_is_one_error_row(t
     the batch's end position: it got a second error row (one more per such restart)."""
     import subprocess
 
-    from streamer.write import faults
+    from streamer import faults
 
     def write(folder: Path, name: str, lines: list[str]) -> None:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """``kill -9`` a writer process anywhere in a commit; the next one recovers.
 
 A real child process runs one write and SIGKILLs itself at its N-th I/O step (the
-fault hook in :mod:`streamer.write.faults`; nothing else is faked). Kill points are
+fault hook in :mod:`streamer.faults`; nothing else is faked). Kill points are
 spread over the whole commit — markers, base files, log files, after some file groups
 are written, the inflight/complete transitions — by a seeded draw over every step of the
 traced commit (``MOR_CAMPAIGN_SEED`` replays it; the first, the last two and a few more at

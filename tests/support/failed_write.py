@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamer.write import faults
+from streamer import faults
 
 
 class WriteDied(Exception):

@@ -210,7 +210,7 @@ def test_a_store_that_cannot_serve_a_read_is_reported_as_storage_not_damage(loca
 
     from streamer.errors import CorruptDataError
     from streamer.read import Table
-    from streamer.write.config import TableConfig
+    from streamer.table.identity import TableConfig
     from streamer.write.writer import HudiWriter
     from tests.support.s3_faults import FaultProxy
 

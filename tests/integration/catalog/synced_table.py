@@ -9,8 +9,8 @@ import pyarrow as pa
 from streamer.catalog.sync import HiveSync
 from streamer.config.target import HiveCatalogConfig
 from streamer.fs import resolve
+from streamer.table.identity import KeyGenType, TableConfig
 from streamer.table.snapshot import TableSnapshot
-from streamer.write.config import KeyGenType, TableConfig
 from streamer.write.writer import HudiWriter
 
 FIRST = [

@@ -10,7 +10,7 @@ import pytest
 from streamer.catalog.metastore import Metastore
 from streamer.cli import main
 from streamer.fs import resolve
-from streamer.write.config import KeyGenType, TableConfig
+from streamer.table.identity import KeyGenType, TableConfig
 from streamer.write.writer import HudiWriter
 
 pytestmark = pytest.mark.integration

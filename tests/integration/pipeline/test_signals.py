@@ -4,7 +4,7 @@ Each run here is a real ``streamer run FILE`` process started with ``subprocess.
 (no shell, no job control: as a supervisor starts it, with Python's default SIGINT
 handler inherited, not SIGINT ignored as a shell's background job has it). It gets one
 SIGINT at a known point, reached deterministically through the pause hook
-(``MOR_STREAMER_PAUSE_AT_LABEL``, ``streamer.write.faults``) rather than by sleeping:
+(``MOR_STREAMER_PAUSE_AT_LABEL``, ``streamer.faults``) rather than by sleeping:
 
 * ``start-up``: while the Spark session starts (``spark start``): no batch, exit 0;
 * ``mid-batch``: after the batch was read, before it is prepared (``batch read``);
@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 
 from streamer.cli import main
+from streamer.faults import ENV_KILL_AT, ENV_PAUSE_AT, ENV_PAUSE_FILE
 from streamer.read import Table
-from streamer.write.faults import ENV_KILL_AT, ENV_PAUSE_AT, ENV_PAUSE_FILE
 from tests.support.campaign import sized
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -4,8 +4,8 @@ writer needs to continue it (instead of suggesting a hand-over, which it does no
 from __future__ import annotations
 
 from streamer.cli import main
+from streamer.table.identity import IndexConfig, IndexType
 from streamer.write import HudiWriter, TableConfig
-from streamer.write.config import IndexConfig, IndexType
 from tests.support import block_tables as tg
 
 

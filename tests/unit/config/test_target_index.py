@@ -12,7 +12,7 @@ from streamer.config import parse_pipelines
 from streamer.config.pipeline import EngineConfig
 from streamer.errors import ConfigError
 from streamer.pipeline.sink import TableSink, table_config
-from streamer.write.config import IndexConfig, IndexType
+from streamer.table.identity import IndexConfig, IndexType
 
 
 def _parse(target: str):

@@ -15,10 +15,12 @@ import streamer.config.target as target_module
 from streamer import defaults
 from streamer.config.pipeline import EngineConfig
 from streamer.config.target import TargetConfig, TimestampKeyGen
-from streamer.engine import select_engine
 from streamer.errors import ConfigError
 from streamer.pipeline.sink import _check_identity, engine_for, table_config, write_options
-from streamer.write.config import KeyGenType, LogBlockFormat, TableConfig, WriteOptions
+from streamer.table.identity import KeyGenType, TableConfig
+from streamer.table.log_format import LogBlockFormat
+from streamer.write.config import WriteOptions
+from streamer.write.engine import select_engine
 
 BASE = {"path": "lake/t", "record_key": "id", "table_name": "t"}
 

@@ -11,9 +11,9 @@ import pytest
 
 from sources.base import PartitionLag
 from streamer.errors import ConfigError
-from streamer.observe.layout import TableLayout
 from streamer.observe.metrics import PipelineMetrics, Pusher, serve
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
+from streamer.table.layout import TableLayout
 from tests.unit.observe.pushgateway import get, running_pushgateway
 
 LAYOUT = TableLayout(file_groups=3, log_files=4, log_blocks=6, max_log_files_per_slice=2,

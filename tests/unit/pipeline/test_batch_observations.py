@@ -6,10 +6,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from streamer.config.policies import PoliciesConfig
-from streamer.observe.layout import table_layout
 from streamer.pipeline.services import service_runs
 from streamer.read import Table
 from streamer.services.runner import run_inline_services
+from streamer.table.layout import table_layout
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])

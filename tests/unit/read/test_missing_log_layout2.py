@@ -28,8 +28,8 @@ def table_copy(hudi_fixtures_dir, tmp_path) -> Path:
 
 
 def test_a_served_log_lost_from_a_layout2_table_is_refused(table_copy):
+    from streamer.integrity import check_table
     from streamer.read import Table
-    from streamer.table.integrity import check_table
 
     t = Table.open(str(table_copy))
     assert t.timeline.layout_version >= 2

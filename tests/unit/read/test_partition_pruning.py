@@ -73,8 +73,8 @@ def test_a_formatted_partition_path_does_not_prune_its_column(tmp_path):
     compared the path's value and returned no rows)."""
     import pyarrow as pa
 
+    from streamer.table.identity import KeyGenType, TimestampKeyGenConfig, TimestampType
     from streamer.write import HudiWriter, TableConfig, WriteOptions
-    from streamer.write.config import KeyGenType, TimestampKeyGenConfig, TimestampType
 
     cfg = TableConfig("t", ("id",), ("day",), None, keygen=KeyGenType.TIMESTAMP,
                       timestamp=TimestampKeyGenConfig(timestamp_type=TimestampType.DATE_STRING,

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamer.read import Table
-from streamer.read.merge import MergeSpec, ScanStats
 from streamer.read.slice_reader import SliceReadSpec, _read_base_pruned
+from streamer.table.merge import MergeSpec, ScanStats
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())])

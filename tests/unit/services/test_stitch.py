@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from streamer.read.merge import MergeSpec, merge_records
 from streamer.services.stitch import stitch
+from streamer.table.merge import MergeSpec, merge_records
 
 SPEC = MergeSpec(("id",), "ts", True, True)
 

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from sources.kafka import KafkaSource
-from sources.kafka_options import fetch_watermarks
+from sources.kafka_client import fetch_watermarks
 from sources.position import KafkaOffsets
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError

@@ -1,14 +1,21 @@
-"""Issue 11 acceptance 4: no import cycles in ``streamer``, ``sources``, ``transforms``.
+"""The import graph of ``streamer``, ``sources`` and ``transforms``: no cycle, no upward edge.
 
-The graph is built from module-level imports (``import x`` / ``from x import y`` at the
-top level of a module, ``TYPE_CHECKING`` blocks excluded): imports inside functions are
-deferred on purpose and do not make a cycle at import time. A cycle means two modules
-cannot be understood - or imported - one without the other.
+Every import counts, the ones inside functions too (``TYPE_CHECKING`` blocks excluded):
+a function-level import defers the cost of loading a module, but it is a dependency all
+the same, and a cycle hidden inside a function still means two modules cannot be
+understood one without the other.
+
+The packages are layered (:data:`LAYERS`, lowest first): a module imports from its own
+package or from a lower layer, never from a higher one, and never from another package
+of its own layer (``read`` and ``write`` stay independent of each other). The order is
+the architecture: the format (``table``), then the index, then reading and writing, the
+services, the sources, the pipeline that runs them all, and the command line.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -29,19 +36,18 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def _top_level_imports(tree: ast.Module, module: str, is_pkg: bool, modules: set[str]) -> set[str]:
-    """Modules this one needs at import time. ``from pkg import sub`` needs ``pkg.sub``
-    only (a package's ``__init__`` runs first for any submodule: that edge is implicit
-    and not a cycle); ``from pkg import name`` needs ``pkg``."""
+def _imports(tree: ast.Module, module: str, is_pkg: bool, modules: set[str]) -> set[str]:
+    """Every module this one imports, at any depth (``TYPE_CHECKING`` blocks excluded).
+    ``from pkg import sub`` needs ``pkg.sub`` only (a package's ``__init__`` runs first
+    for any submodule: that edge is implicit and not a cycle); ``from pkg import name``
+    needs ``pkg``."""
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node)
+                   for n in ast.walk(node) if n is not node}
     out: set[str] = set()
-    body = list(tree.body)
-    while body:
-        node = body.pop(0)
-        if isinstance(node, ast.If) and not _is_type_checking(node):
-            body = node.body + node.orelse + body
-        elif isinstance(node, ast.Try):
-            body = node.body + [h for hd in node.handlers for h in hd.body] + node.orelse + body
-        elif isinstance(node, ast.Import):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -56,14 +62,14 @@ def _top_level_imports(tree: ast.Module, module: str, is_pkg: bool, modules: set
     return out
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     files = {_module_name(p): p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
-        deps = {d for d in _top_level_imports(tree, name, path.name == "__init__.py", set(files))
+        deps = {d for d in _imports(tree, name, path.name == "__init__.py", set(files))
                 if d in files}
-        # importing a.b.c imports its packages a and a.b too
         graph[name] = {d for d in deps if d != name}
     return graph
 
@@ -108,3 +114,69 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycles():
     cycles = find_cycles(import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+#: The layers, lowest first. A package is ``streamer.<name>`` (a subpackage or a
+#: top-level module) or a top-level project folder.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("streamer", "streamer.errors", "streamer.defaults", "streamer.resources"),
+    ("streamer.fs_s3",),
+    ("streamer.fs", "streamer.jvm", "streamer.data", "streamer.faults", "streamer.viz"),
+    ("streamer.table",),  # the Hudi format: bytes, names, timeline, properties, identity
+    ("streamer.config",),  # the YAML models (they name the table's identity)
+    ("streamer.index",),
+    ("streamer.integrity",),  # damage checks: files, blocks, metadata and the indexes
+    ("streamer.read", "streamer.write"),
+    ("streamer.services", "streamer.catalog", "streamer.spark"),
+    ("sources", "transforms"),
+    ("streamer.pipeline",),
+    ("streamer.observe",),
+    ("streamer.testing",),
+    ("streamer.cli",),
+    ("streamer.__main__",),
+)
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "streamer" and len(parts) > 1 else parts[0]
+
+
+def layer_of(package: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if package in layer:
+            return i
+    raise AssertionError(f"package {package} has no layer in LAYERS: add it where it belongs")
+
+
+def wrong_edges(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, deps in sorted(graph.items()):
+        mine = package_of(module)
+        for dep in sorted(deps):
+            theirs = package_of(dep)
+            if theirs == mine:
+                continue
+            if layer_of(theirs) > layer_of(mine):
+                out.append(f"{module} -> {dep} (up: {mine} is below {theirs})")
+            elif layer_of(theirs) == layer_of(mine):
+                out.append(f"{module} -> {dep} ({mine} and {theirs} share a layer and stay independent)")
+    return out
+
+
+def test_every_package_has_a_layer():
+    packages = {package_of(m) for m in import_graph()}
+    missing = [p for p in sorted(packages) if not any(p in layer for layer in LAYERS)]
+    assert not missing, f"packages without a layer: {missing}"
+
+
+def test_no_import_goes_up_a_layer():
+    wrong = wrong_edges(import_graph())
+    assert not wrong, "imports against the layer order:\n" + "\n".join(wrong)
+
+
+def test_function_level_imports_are_counted():
+    """The graph sees an import inside a function (the cycles hidden there are cycles)."""
+    tree = ast.parse("def f():\n    from streamer.cli import main\n")
+    assert _imports(tree, "streamer.table.x", False, {"streamer.cli"}) == {"streamer.cli"}
+

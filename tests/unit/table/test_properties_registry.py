@@ -27,6 +27,7 @@ import pytest
 from streamer.errors import ConfigError, CorruptDataError
 from streamer.fs import FileSystem
 from streamer.table import table_keys
+from streamer.table.identity import KeyGenType, TableConfig
 from streamer.table.properties import TableProperties, load_properties, new_table_properties
 from streamer.table.table_keys import (
     KEYGEN_CLASS,
@@ -38,7 +39,6 @@ from streamer.table.table_keys import (
     REGISTRY,
     TABLE_NAME,
 )
-from streamer.write.config import KeyGenType, TableConfig
 from tests.support.fixture_tables import FIXTURE_NAMES, FIXTURES, fixture_table_path
 
 #: (table version, ordering fields, record key fields, partition fields) as Hudi wrote

@@ -15,10 +15,11 @@ from streamer.fs import resolve
 from streamer.index import rfc06
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.bucket import bucket_ids, bucket_of_file_id
+from streamer.integrity import check_table
 from streamer.read import Table
 from streamer.services.compaction import schedule_compaction_safely
 from streamer.services.executor import execute
-from streamer.table.integrity import check_table
+from streamer.table.identity import IndexConfig, IndexType
 from streamer.table.log_format import BlockType, read_log_file
 from streamer.table.properties import (
     BUCKET_HASH_FIELD,
@@ -28,7 +29,6 @@ from streamer.table.properties import (
     write_properties,
 )
 from streamer.write import HudiWriter, TableConfig
-from streamer.write.config import IndexConfig, IndexType
 from tests.support import block_tables as tg
 from tests.support.gaps import HUDI_RS_PENDING_COMPACTION_SLICE as GAP
 

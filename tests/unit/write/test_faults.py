@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.write import faults
+from streamer import faults
 
 FAULTS_PY = Path(faults.__file__)
 

@@ -30,7 +30,7 @@ def test_simple_and_complex_keys_match_hudi():
 
 def test_timestamp_keygen_day_hour_and_strings():
     t = pa.table({"id": [1], "ms": [1_700_000_000_123], "s": [1_700_000_000], "d": ["2024-03-05 17:04:00"]})
-    from streamer.write.config import TimestampKeyGenConfig
+    from streamer.table.identity import TimestampKeyGenConfig
 
     def parts(field, **kw):
         cfg = TableConfig("t", ("id",), (field,), None, keygen="timestamp", timestamp=TimestampKeyGenConfig(**kw))

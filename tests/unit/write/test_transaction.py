@@ -14,11 +14,11 @@ import pytest
 import streamer
 from streamer.errors import CommitConflictError, ConfigError
 from streamer.fs import FileSystem
+from streamer.table.identity import IndexConfig, IndexType
 from streamer.table.instant import Action
 from streamer.table.properties import METAFOLDER
 from streamer.table.snapshot import TableSnapshot
 from streamer.write import HudiWriter, TableConfig
-from streamer.write.config import IndexConfig, IndexType
 from streamer.write.lock import WriterLock
 from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from streamer.engine.local import rows_of_task, task_groups
+from streamer.write.engine.local import rows_of_task, task_groups
 from streamer.write.filegroup import _sorted_by_key
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import TASK_COL

@@ -47,10 +47,10 @@ import pyarrow.compute as pc
 
 from streamer import errors
 from streamer.data import is_spark_dataframe, to_arrow
-from streamer.engine.base import Engine, Prepared
-from streamer.engine.local import LocalEngine
 from streamer.table.metadata import WriteStat
 from streamer.table.naming import write_partition_metadata
+from streamer.write.engine.base import Engine, Prepared
+from streamer.write.engine.local import LocalEngine
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
@@ -262,9 +262,11 @@ class SparkEngine(Engine):
     def _df(self, data: Any):
         if is_spark_dataframe(data):
             return data
-        from streamer.spark import get_spark
+        # the caller's session (the pipeline's, or one already started); the engine does
+        # not configure sessions: that is streamer.spark's, a layer above the writer
+        from pyspark.sql import SparkSession
 
-        return get_spark().createDataFrame(to_arrow(data))
+        return SparkSession.builder.getOrCreate().createDataFrame(to_arrow(data))
 
     def _tasks(self, df) -> int:
         """Spark tasks per step: ``buckets``, else the session's shuffle partitions."""

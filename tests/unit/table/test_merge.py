@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from streamer.read.merge import (
+from streamer.table.log_format import BlockType
+from streamer.table.merge import (
     MergeSpec,
     ScanStats,
     effective_blocks,
     merge_records,
 )
-from streamer.table.log_format import BlockType
 
 EVENT = MergeSpec(ordering_field="ts", event_time_ordering=True)
 COMMIT = MergeSpec(ordering_field="ts", event_time_ordering=False)

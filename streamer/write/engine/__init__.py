@@ -13,8 +13,8 @@ from typing import Any
 
 from streamer import defaults
 from streamer.data import is_spark_dataframe
-from streamer.engine.base import Engine, Prepared
-from streamer.engine.local import LocalEngine
+from streamer.write.engine.base import Engine, Prepared
+from streamer.write.engine.local import LocalEngine
 
 _is_spark_df = is_spark_dataframe
 
@@ -24,7 +24,7 @@ def _choose(name: str, data: Any, options: Any) -> Engine:
     if name == "local":
         return LocalEngine(parallelism)
     if name == "spark":
-        from streamer.engine.spark import SparkEngine
+        from streamer.write.engine.spark import SparkEngine
 
         return SparkEngine()
     if name != "auto":
@@ -32,7 +32,7 @@ def _choose(name: str, data: Any, options: Any) -> Engine:
     if _is_spark_df(data):
         limit = getattr(options, "auto_local_max_rows", defaults.LOCAL_MAX_ROWS)
         if data.limit(limit + 1).count() > limit:
-            from streamer.engine.spark import SparkEngine
+            from streamer.write.engine.spark import SparkEngine
 
             return SparkEngine()
     return LocalEngine(parallelism)

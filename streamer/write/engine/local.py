@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 
 from streamer import defaults
 from streamer.data import to_arrow as batch_to_arrow
-from streamer.engine.base import Engine, Prepared
 from streamer.table.metadata import WriteStat
+from streamer.write.engine.base import Engine, Prepared
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
 from streamer.write.keygen import RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan

@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from streamer.engine.spark import pack, unpack
 from streamer.index.bucket import bucket_file_id, bucket_ids
 from streamer.table.fsview import BaseFile, FileSlice
-from streamer.write.config import IndexConfig
+from streamer.table.identity import IndexConfig
+from streamer.write.engine.spark import pack, unpack
 from streamer.write.filegroup import OP_COL
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import OP_DROP, TASK_COL, SizingPolicy, build_bucket_plan, build_plan

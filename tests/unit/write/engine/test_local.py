@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from streamer.engine.local import run_tasks, task_groups
+from streamer.write.engine.local import run_tasks, task_groups
 
 
 def test_results_come_back_in_item_order_on_every_parallelism():

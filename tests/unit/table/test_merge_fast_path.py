@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from streamer.read import merge
-from streamer.read.merge import MergeSpec, merge_records
+from streamer.table import merge
+from streamer.table.merge import MergeSpec, merge_records
 
 EVENT = MergeSpec(ordering_field="ts", event_time_ordering=True)
 COMMIT = MergeSpec(ordering_field="ts", event_time_ordering=False)
