@@ -9,7 +9,7 @@ groups and partitions the commit touches - not by the batch. The table must hold
 same rows as the local engine's, through our reader and hudi-rs.
 
 The bounded-driver test is a ``campaign``: at full size (``make test-campaigns``) it upserts
-3M rows with the bloom index (the distributed lookup) and 300k with the bucket index; at
+2M rows with the bloom index (the distributed lookup) and 300k with the bucket index; at
 smoke size (``make test``) 200k and 60k, with the same assertions (the bound is counted,
 not measured, so it holds or fails at any size). ``MOR_STREAMER_BIG_ROWS`` sets both.
 ``benchmarks/bench_engines.py`` measures speed and memory at 1M and 3M.
@@ -103,10 +103,10 @@ def _rows(path: str, reader) -> pa.Table:
     return t.sort_by([("id", "ascending")])
 
 
-#: rows of the bounded-driver upsert: full size (3M bloom, about 2-3 minutes with the local
+#: rows of the bounded-driver upsert: full size (2M bloom, about 2 minutes with the local
 #: engine's reference and both reads on 2 shared cores) in ``make test-campaigns``; the smoke
 #: size keeps several row groups per file group and every partition busy
-BIG_ROWS = {"bloom": sized(smoke=200_000, full=3_000_000), "bucket": sized(smoke=60_000, full=300_000)}
+BIG_ROWS = {"bloom": sized(smoke=200_000, full=2_000_000), "bucket": sized(smoke=60_000, full=300_000)}
 
 
 @pytest.mark.slow

@@ -35,9 +35,9 @@ from tests.support.campaign import sized
 pytestmark = [pytest.mark.slow, pytest.mark.campaign]
 REPO = Path(__file__).resolve().parents[2]
 #: What must have happened before the writer stops (each of compactions and log compactions).
-COMPACTIONS = sized(smoke=2, full=6)
-COMMITS = sized(smoke=12, full=80)
-READS = sized(smoke=30, full=150)
+COMPACTIONS = sized(smoke=2, full=4)
+COMMITS = sized(smoke=12, full=50)
+READS = sized(smoke=30, full=100)
 #: Hang guard only: past it the test fails naming the counts and what each process said.
 LIMIT_S = sized(smoke=1200.0, full=2400.0)
 #: pytest-timeout, the last resort past the hang guards (a campaign and its top-up rounds).

@@ -64,7 +64,7 @@ SEEDS = {"local": 20_240_607, "s3": 20_261_116}
 PHASES = (BETWEEN, COMMIT, ROLLBACK)
 #: How many (commit kill, rollback kill) pairs and further kills of each kind the plan holds.
 PAIRS = sized(smoke=1, full=2)
-EXTRA = sized(smoke={}, full={"outside": 3, "inside": 3})
+EXTRA = sized(smoke={}, full={"outside": 2, "inside": 2})
 #: A hang guard, not a speed bound: the campaign's pace is each process's first batch (a
 #: JVM start and a Spark job beside another process's, on 2 cores).
 LIMIT_S = sized(smoke=1200.0, full=2400.0)

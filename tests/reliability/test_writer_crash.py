@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.campaign]
 
 SEED = 20240601
 #: Kill points of the commit, besides its first and last two steps.
-POINTS = sized(smoke=3, full=22)
+POINTS = sized(smoke=3, full=14)
 
 REPO = Path(__file__).resolve().parents[2]
 OPTS = WriteOptions(small_file_limit=8_000, max_file_size=12_000, default_record_size=100,

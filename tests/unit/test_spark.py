@@ -89,11 +89,12 @@ def test_off_the_main_thread_start_just_runs():
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.parametrize("trigger", ["{mode: once}", "{mode: continuous, interval: 1s}"])
-def test_ctrl_c_while_streamer_run_starts_spark_runs_no_batch(tmp_path, trigger):
-    """End to end: SIGINT shortly after `streamer run` announced its pipeline (the JVM takes
-    seconds to start, so it lands in the start-up - or before it, which must not run a
-    batch either): no commit, exit 130 or 0."""
+def test_ctrl_c_while_streamer_run_starts_spark_runs_no_batch(tmp_path):
+    """End to end: SIGINT shortly after a ``trigger: once`` `streamer run` announced its
+    pipeline (the JVM takes seconds to start, so it lands in the start-up - or before it,
+    which must not run a batch either): no commit, exit 130 or 0. A continuous run paused
+    inside the start-up is tests/integration/pipeline/test_signals.py's ``start-up``."""
+    trigger = "{mode: once}"
     import os
     import subprocess
     import sys

@@ -16,8 +16,9 @@ Each must exit 0 after finishing its batch, the table equal to the model of what
 sent. Two SIGINTs (the second once the first was acknowledged, the process paused
 mid-commit) abandon the batch: exit 130, and the next run repairs the table.
 
-Files: every point in the default run. Kafka: mid-commit and idle (and the double
-Ctrl-C) in the default run; every point in the ``campaign`` (full size).
+Files: every point and the double Ctrl-C in the default run. Kafka: mid-commit in the
+default run, mid-batch in the ``campaign``'s smoke run; every point and the double Ctrl-C
+at full size.
 """
 
 from __future__ import annotations
@@ -243,22 +244,21 @@ def test_two_ctrl_cs_abandon_the_batch_and_the_next_run_repairs_files(tmp_path, 
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("point", ("mid-commit", "idle"))
-def test_one_ctrl_c_finishes_the_batch_and_exits_0_kafka(point, kafka, tmp_path):
-    _one_ctrl_c(point, _kafka(kafka), tmp_path)
-
-
-@pytest.mark.kafka
-def test_two_ctrl_cs_abandon_the_batch_and_the_next_run_repairs_kafka(kafka, spark, tmp_path):
-    _two_ctrl_cs(_kafka(kafka), tmp_path)
+def test_one_ctrl_c_finishes_the_batch_and_exits_0_kafka(kafka, tmp_path):
+    _one_ctrl_c("mid-commit", _kafka(kafka), tmp_path)
 
 
 @pytest.mark.kafka
 @pytest.mark.campaign
-def test_ctrl_c_campaign_kafka(kafka, tmp_path):
-    """Every point with Kafka (smoke: one the default run does not cover already)."""
+def test_ctrl_c_campaign_kafka(kafka, spark, tmp_path):
+    """Every point with Kafka, and two Ctrl-Cs (smoke: one point the default run does not
+    cover already)."""
     points = sized(smoke=("mid-batch",), full=POINTS)
     for point in points:
         where = tmp_path / point
         where.mkdir()
         _one_ctrl_c(point, _kafka(kafka), where)
+    if sized(smoke=False, full=True):
+        where = tmp_path / "two-ctrl-cs"
+        where.mkdir()
+        _two_ctrl_cs(_kafka(kafka), where)
