@@ -26,6 +26,7 @@ demo: venv jars
 # an optional engine (Docker), which the summary lists.
 test: setup hudi-env $(JVM_ARCHIVE)
 	$(BIN)/ruff check streamer sources transforms tests benchmarks
+	$(BIN)/mypy
 	MOR_REQUIRE_HUDI=1 MOR_NO_SKIP=1 MOR_CAMPAIGN_SIZE=smoke $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The crash and fault campaigns at full size (tests marked `campaign`).

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sources.position import Position
+from streamer.errors import ConfigError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,6 +43,18 @@ def unstamped_error_time() -> Column:
     from pyspark.sql import functions as F
 
     return F.lit(None).cast("timestamp")
+
+
+def struct_from_ddl(ddl: str) -> StructType:
+    """The record schema a source's ``schema:`` declares in Spark DDL (``a INT, b STRING``).
+    A DDL of a single type (``int``) parses to that type, not to columns: refused by name."""
+    from pyspark.sql.types import StructType
+
+    parsed = StructType.fromDDL(ddl)
+    if not isinstance(parsed, StructType):
+        raise ConfigError(f"schema {ddl!r} is one {parsed.simpleString()} value, not columns "
+                          "(write them as `name TYPE, ...`)")
+    return parsed
 
 
 #: Column of :attr:`Batch.together`: on a bad record's row, its error row (a struct of

@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from sources.base import ERROR_COLUMNS, RECORD_COLUMN, Batch, empty_errors, unstamped_error_time
+from sources.base import (
+    ERROR_COLUMNS,
+    RECORD_COLUMN,
+    Batch,
+    empty_errors,
+    struct_from_ddl,
+    unstamped_error_time,
+)
 from sources.lines import LINE_DDL
 from sources.position import FileListPosition, Position
 from streamer.config.base import reveal
@@ -147,12 +154,10 @@ class FilesSource:
     def _read_lines(self, spark: SparkSession, paths: list[str], start: Position, end: Position) -> Batch:
         """Every line keeps its file, number and bytes; schema: declared, else inferred
         (and the target table's types for columns it has, see ``Batch.retype``)."""
-        from pyspark.sql.types import StructType
-
         cfg = self.config
         lines = self._lines(spark, paths).cache()
         if cfg.schema_ddl is not None:
-            schema, retype = StructType.fromDDL(cfg.schema_ddl), None
+            schema, retype = struct_from_ddl(cfg.schema_ddl), None
         else:
             schema = self._infer(spark, lines)
             retype = self._retyper(spark, lines, schema, start, end)
@@ -160,7 +165,8 @@ class FilesSource:
         return Batch(df=good, errors=errors, start=start, end=end, cached=(lines, flagged), retype=retype,
                      record_columns=(RECORD_COLUMN,), originals=self._originals(spark, lines))
 
-    def _retyper(self, spark: SparkSession, lines: DataFrame, inferred: StructType, start: Position, end: Position):
+    def _retyper(self, spark: SparkSession, lines: DataFrame, inferred: StructType, start: Position,
+                 end: Position) -> Callable[[StructType], Batch]:
         """``Batch.retype``: decode the same cached lines again, preferring given types
         (the pipeline passes the target table's), so nothing is read twice."""
 
@@ -216,7 +222,10 @@ class FilesSource:
             # other files' header lines are not data
             first = usable.where(F.col("_line") == 1).orderBy(RECORD_COLUMN).limit(1)
             usable = first.unionByName(usable.where(F.col("_line") > 1))
-        texts = getattr(usable.select(text.alias("value"))._jdf, "as")(spark._jvm.org.apache.spark.sql.Encoders.STRING())
+        jvm = spark._jvm
+        if jvm is None:
+            raise SourceError("schema inference needs Spark's JVM, and this session has none (stopped?)")
+        texts = getattr(usable.select(text.alias("value"))._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
         reader = spark._jsparkSession.read()
         for k, v in self._parse_options().items():
             reader = reader.option(k, v)
@@ -225,6 +234,8 @@ class FilesSource:
         else:
             jschema = reader.option("inferSchema", "true").option("header", str(cfg.csv_header).lower()).csv(texts).schema()
         schema = _parse_datatype_json_string(jschema.json())
+        if not isinstance(schema, StructType):  # Spark's JSON/CSV inference gives records
+            raise SourceError(f"schema inference gave {schema.simpleString()}, not a record schema")
         return StructType([f for f in schema.fields if f.name != CORRUPT_COLUMN])
 
     def _parse_options(self) -> dict[str, str]:
@@ -276,7 +287,7 @@ class FilesSource:
         errors = line_errors(flagged.where(F.col("_reason").isNotNull()), F.col("_reason"))
         return good, errors, flagged
 
-    def _originals(self, spark: SparkSession, lines: DataFrame):
+    def _originals(self, spark: SparkSession, lines: DataFrame) -> Callable[[pa.Table], pa.Table]:
         """Error-row identity and original bytes of records, by :data:`RECORD_COLUMN`
         (for records found bad after decoding, e.g. with a null key)."""
 
@@ -345,6 +356,8 @@ class FilesSource:
         # Reader schema: the newest file's writer schema (older files resolve into it).
         with self._fs.open_input_file(_inside(paths[-1], self._scheme)) as f:
             reader_schema = fastavro.reader(f).writer_schema
+        if isinstance(reader_schema, list):
+            raise SourceError(f"{paths[-1]}: the Avro schema is a union, not a record")
         arrow_schema = avro_to_arrow(reader_schema)
         spark_arrow = spark_arrow_schema(arrow_schema)
         spark_schema = from_arrow_schema(spark_arrow)
@@ -361,7 +374,8 @@ class FilesSource:
             for b in batches:
                 for p in b.column(0).to_pylist():
                     with fs.open_input_file(_inside(p, scheme)) as fh:
-                        records = list(fa.reader(fh, reader_schema=reader_schema))
+                        # fastavro types each as any Avro value; a record schema's are dicts
+                        records = cast(list[dict[str, Any]], list(fa.reader(fh, reader_schema=reader_schema)))
                     for i in range(0, len(records), 10_000):
                         yield records_to_spark_batch(records[i : i + 10_000], arrow_schema, spark_arrow)
 

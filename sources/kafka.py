@@ -23,7 +23,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sources.base import (
     ERROR_SCHEMA_DDL,
@@ -32,6 +32,7 @@ from sources.base import (
     Frames,
     PartitionLag,
     RecordIdentity,
+    struct_from_ddl,
 )
 from sources.kafka_client import KafkaSourceClient
 from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
@@ -67,7 +68,7 @@ class KafkaSource:
         self.client = KafkaSourceClient(config)
         self._avro = None
         #: the declared fields the driver decodes (``_driver_rows``); False: not looked at yet
-        self._driver_fields: list[pa.Field] | None | bool = False
+        self._driver_fields: list[pa.Field] | None | Literal[False] = False  # False: not parsed yet
         #: batches still to decode with Spark after the driver declined one
         self._driver_skip = 0
         #: the position the consumer group was last set to by this process (None: not yet)
@@ -198,7 +199,7 @@ class KafkaSource:
             decoded = json_decoder(spark, raw, self.config)
             payload = _payload()
         if end is None:
-            end = self._end_seen(decoded.base, start)
+            end = self._end_seen(decoded.base, self._check(start))
         record_columns = self._record_columns()
         originals = kafka_originals(decoded.base, *payload) if record_columns else None
         retype = None
@@ -254,13 +255,11 @@ class KafkaSource:
     def _driver_rows(self, raw: DataFrame) -> Callable[[], pa.Table | None] | None:
         """``Batch.driver_rows`` of a declared-schema JSON batch whose field types the
         driver decodes as Spark does (:mod:`sources.kafka_driver_json`), else None."""
-        from pyspark.sql.types import StructType
-
         from sources import kafka_driver_json
 
         assert self.config.schema_ddl is not None  # ``together`` is made for a declared schema only
         if self._driver_fields is False:  # once per source: parsing the DDL asks the JVM
-            self._driver_fields = kafka_driver_json.arrow_fields(StructType.fromDDL(self.config.schema_ddl))
+            self._driver_fields = kafka_driver_json.arrow_fields(struct_from_ddl(self.config.schema_ddl))
         fields = self._driver_fields
         if fields is None:
             return None
@@ -394,17 +393,17 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     (``Batch.retype``), reusing the cache, and for a declared one the good and bad rows in
     one frame (``Batch.together``) with the explanation of its bad rows."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     base = raw.select("topic", "partition", "offset", "timestamp", *_as_text(F.col("value")))
     declared = config.schema_ddl is not None
-    if declared:  # cached by the reader, if it reads both df and errors (Batch.cache)
-        schema = StructType.fromDDL(config.schema_ddl)
+    schema: StructType | None
+    if config.schema_ddl is not None:  # cached by the reader, if it reads both df and errors (Batch.cache)
+        schema = struct_from_ddl(config.schema_ddl)
     else:  # inference reads the payloads, then the decode reads them again
         limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
         schema = infer_json_schema(spark, base.cache(), config.infer_sample_records, limit)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
-        schema = StructType.fromDDL("value STRING")
+        schema = struct_from_ddl("value STRING")
     exprs = _json_expressions(schema, config)
     parsed = base.select("topic", "partition", "offset", "timestamp", "_raw", "_valid", exprs.parse.alias("_p"))
     if declared:

@@ -14,7 +14,7 @@ import io
 import json
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,11 +75,14 @@ class RegistrySchemas:
     def schema_by_id(self, schema_id: int) -> str:
         if schema_id not in self._by_id:
             try:
-                self._by_id[schema_id] = self._client.get_schema(schema_id).schema_str
+                text = self._client.get_schema(schema_id).schema_str
             except Exception as e:  # SchemaRegistryError (HTTP), httpx transport errors
                 if _not_found(e):
                     raise LookupError(schema_id) from e
                 raise self._failed(f"/schemas/ids/{schema_id}", e) from e
+            if text is None:
+                raise SourceError(f"schema registry {self.cfg.url}/schemas/ids/{schema_id}: no schema text")
+            self._by_id[schema_id] = text
         return self._by_id[schema_id]
 
     def latest(self, subject: str) -> str | None:
@@ -199,7 +202,7 @@ def _value_schema(reader_schema: str) -> pa.Schema:
 def make_decoder(
     reader_schema: str, writers: dict[int, str], wire_format: str, fixed: bool, out_schema: pa.Schema,
     max_record_bytes: int | None = None,
-):
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function (a closure shipped to executors; plain data only)."""
     skip = {ERROR_FIELD, *(m.name for m in META_FIELDS)}
     spark_values = pa.schema([f for f in out_schema if f.name not in skip])

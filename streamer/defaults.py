@@ -2,10 +2,13 @@
 
 Each is written here once and imported by both sides, so ``engine: auto`` in a pipeline
 and ``WriteOptions()`` in Python mean the same thing. This module imports nothing: the
-config models load it without pulling in the writer (and pyarrow).
+config models load it without pulling in the writer (and pyarrow); only ``typing``, for
+the ``Final`` that gives the choices below their literal types.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 MiB = 1024 * 1024
 
@@ -29,9 +32,9 @@ SMALL_FILE_LIMIT = 100 * MiB
 LOG_BLOCK_MAX_SIZE = 256 * MiB
 #: Compression of base files and Parquet log blocks. Hudi's default is gzip; snappy writes
 #: about 3x faster and every Hudi reader reads it.
-PARQUET_CODEC = "snappy"
+PARQUET_CODEC: Final = "snappy"
 #: Parquet blocks carry the RFC-06 index; Avro blocks are what older readers expect.
-LOG_BLOCK_FORMAT = "parquet"
+LOG_BLOCK_FORMAT: Final = "parquet"
 
 #: Bytes of immutable base-file facts (footers, parsed bloom filters, key columns) the index
 #: keeps per process between lookups (see ``streamer.index.footer_cache``).

@@ -12,14 +12,17 @@ differences are handled once.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import pickle
 import posixpath
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any, SupportsIndex
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -84,13 +87,13 @@ class FileSystem:
         self.conditional = conditional
 
     # -- construction -------------------------------------------------------------
-    def __reduce_ex__(self, protocol):  # type: ignore[override]
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
         """Shipped to another process (a Spark executor's write context) with a custom S3
         endpoint: that process's AWS SDK must get the checksum settings before pyarrow's
         S3 filesystem is rebuilt there (s3proxy and older MinIO refuse its uploads
         otherwise), so the filesystem travels as bytes unpickled after they are set."""
         if type(self) is FileSystem and self.conditional is not None and self.conditional.settings.endpoint:
-            return (_s3_from_pickle, (self.conditional, pickle.dumps(self.arrow, protocol)))
+            return (_s3_from_pickle, (self.conditional, pickle.dumps(self.arrow, operator.index(protocol))))
         return super().__reduce_ex__(protocol)
 
     @property
@@ -387,7 +390,8 @@ def read_failure(e: BaseException, path: str, what: str) -> StorageError | None:
     return None
 
 
-def _ignore_vanished(func, path, exc_info) -> None:
+def _ignore_vanished(func: Callable[..., object], path: str,
+                     exc_info: tuple[type[BaseException], BaseException, TracebackType]) -> None:
     if not isinstance(exc_info[1], FileNotFoundError):
         raise exc_info[1]
 

@@ -28,6 +28,7 @@ import bisect
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -115,8 +116,16 @@ def corrupt_block_damage(regions: CommittedRegions, path: str, offset: int | Non
     return Damage(path, f"corrupt log block at offset {offset}" if offset is not None else reason)
 
 
+class CorruptRead(Protocol):
+    """A corrupt block a read skipped (:class:`streamer.table.merge.CorruptBlock`): its log
+    file, and ``offset`` and ``reason`` where it has them."""
+
+    @property
+    def path(self) -> str: ...
+
+
 def read_damage(view: FileSystemView, timeline: Timeline, fslice: FileSlice | None,
-                corrupt: Iterable[object], regions: CommittedRegions | None = None) -> list[Damage]:
+                corrupt: Iterable[CorruptRead], regions: CommittedRegions | None = None) -> list[Damage]:
     """The damage behind what one read of ``fslice`` met: files missing from it, and the
     corrupt blocks it skipped (objects with ``path``, ``offset``, ``reason``) that lie in
     committed bytes."""

@@ -25,9 +25,13 @@ import zipfile
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from streamer.jvm import classpath
+
+if TYPE_CHECKING:  # py4j's objects are untyped (Any to mypy)
+    from py4j.java_gateway import JavaGateway, JavaObject
+    from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 
@@ -193,7 +197,7 @@ def get_spark(
     app_name: str = "mor-streamer",
     conf: Mapping[str, str] | None = None,
     with_kafka: bool = True,
-):
+) -> SparkSession:
     """Return the active SparkSession, creating it with our defaults if needed.
 
     ``conf`` overrides any default. JVM-level settings (jars, driver options) only take
@@ -275,8 +279,8 @@ def start_noticing_interrupts(start: Callable[[], T]) -> T:
     try:
         result = _on_helper_thread(paused_start) if own else paused_start()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if seen:
         raise StartInterrupted(f"interrupted while Spark was starting ({signal.Signals(seen[0]).name}); "
                                "nothing was run")
@@ -334,12 +338,12 @@ class SparkSqlSyntax:
     """
 
     def __init__(self) -> None:
-        self._parser = None
-        self._gateway = None
+        self._parser: JavaObject | None = None
+        self._gateway: JavaGateway | None = None
         #: Why the parser could not start (None: it started, or was not needed yet).
         self.unavailable: str | None = None
 
-    def _get(self):
+    def _get(self) -> JavaObject | None:
         if self._parser is None and self.unavailable is None:
             from pyspark.sql import SparkSession
 
@@ -350,7 +354,7 @@ class SparkSqlSyntax:
                 self._parser = self._start_gateway()
         return self._parser
 
-    def _start_gateway(self):
+    def _start_gateway(self) -> JavaObject | None:
         import tempfile
 
         from pyspark import SparkConf
@@ -362,13 +366,13 @@ class SparkSqlSyntax:
         # the JVM's start-up chatter (module warnings) is kept out of the report; shown on failure
         with tempfile.TemporaryFile(mode="w+") as err:
             try:
-                self._gateway = launch_gateway(conf, popen_kwargs={"stderr": err})
+                self._gateway = gateway = launch_gateway(conf, popen_kwargs={"stderr": err})
             except Exception as e:
                 err.seek(0)
                 said = [line for line in err.read().splitlines() if line.strip()]
                 self.unavailable = f"the JVM did not start: {said[-1] if said else e}"
                 return None
-        parser_pkg = self._gateway.jvm.org.apache.spark.sql.catalyst.parser
+        parser_pkg = gateway.jvm.org.apache.spark.sql.catalyst.parser
         return getattr(getattr(parser_pkg, "CatalystSqlParser$"), "MODULE$")
 
     def _error(self, method: str, text: str) -> str | None:

@@ -15,7 +15,7 @@ import logging
 import time
 
 from streamer.catalog.sync import HiveSync, SyncResult
-from streamer.config.target import HiveCatalogConfig
+from streamer.config.target import HiveCatalogConfig, TargetConfig
 from streamer.table.snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class CatalogHook:
         return result
 
 
-def catalog_hook(target, pipeline: str) -> CatalogHook | None:
+def catalog_hook(target: TargetConfig, pipeline: str) -> CatalogHook | None:
     """The hook for a pipeline's ``target:``, or None when it names no catalog."""
     if target.catalog is None:
         return None

@@ -18,9 +18,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from streamer.errors import ConfigError, StreamerError
+
+if TYPE_CHECKING:  # thrift's and pymetastore's generated code has no types (Any to mypy)
+    from pymetastore.hive_metastore.ThriftHiveMetastore import Client
+    from pymetastore.hive_metastore.ttypes import Partition, Table
+    from thrift.transport.TSocket import TSocket
+    from thrift.transport.TTransport import TBufferedTransport
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +51,19 @@ def parse_uri(uri: str) -> tuple[str, int]:
 class _Bounded:
     """The thrift client, each call's socket timeout set to the connection's remaining budget."""
 
-    def __init__(self, client, owner: Metastore) -> None:
+    def __init__(self, client: Client, owner: Metastore) -> None:
         self._client, self._owner = client, owner
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # the generated client's attribute, untyped
         call = getattr(self._client, name)
         if not callable(call):
             return call
 
-        def bounded(*args, **kwargs):
+        def bounded(*args: object, **kwargs: object) -> Any:
             from thrift.transport.TTransport import TTransportException
 
             owner = self._owner
-            owner._socket.setTimeout(owner._budget_ms(name))
+            owner._open_socket().setTimeout(owner._budget_ms(name))
             try:
                 return call(*args, **kwargs)
             except (OSError, TTransportException) as e:  # timed out (or dropped): the budget's end
@@ -65,7 +73,7 @@ class _Bounded:
         return bounded
 
 
-def _bindings():
+def _bindings() -> tuple[ModuleType, ModuleType]:
     try:
         from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
     except ImportError as e:  # pragma: no cover - depends on the install
@@ -81,26 +89,45 @@ class Metastore:
         self.uri = uri
         self.host, self.port = parse_uri(uri)
         self.timeout_s = timeout_s
-        self._transport = None
-        self._socket = None
+        self._transport: TBufferedTransport | None = None
+        self._socket: TSocket | None = None
         self._deadline = 0.0
-        self.client = None
-        self.types = None
+        self._client: _Bounded | None = None
+        self._types: ModuleType | None = None
+
+    @property
+    def client(self) -> _Bounded:
+        """The metastore's thrift client (each call bounded by the timeout); open first."""
+        if self._client is None:
+            raise CatalogSyncError(f"Hive metastore {self.uri}: not open (open() it or use `with`)")
+        return self._client
+
+    @property
+    def types(self) -> ModuleType:
+        """The metastore API's thrift types (``ttypes``); open first."""
+        if self._types is None:
+            raise CatalogSyncError(f"Hive metastore {self.uri}: not open (open() it or use `with`)")
+        return self._types
+
+    def _open_socket(self) -> TSocket:
+        if self._socket is None:
+            raise CatalogSyncError(f"Hive metastore {self.uri}: not open (open() it or use `with`)")
+        return self._socket
 
     def open(self) -> Metastore:
         from thrift.protocol import TBinaryProtocol
         from thrift.transport import TSocket, TTransport
 
-        service, self.types = _bindings()
+        service, self._types = _bindings()
         self._deadline = time.monotonic() + self.timeout_s
-        self._socket = TSocket.TSocket(self.host, self.port)
-        self._socket.setTimeout(int(self.timeout_s * 1000))
-        self._transport = TTransport.TBufferedTransport(self._socket)
+        self._socket = sock = TSocket.TSocket(self.host, self.port)
+        sock.setTimeout(int(self.timeout_s * 1000))
+        self._transport = transport = TTransport.TBufferedTransport(sock)
         try:
-            self._transport.open()
+            transport.open()
         except TTransport.TTransportException as e:
             raise CatalogSyncError(f"Hive metastore {self.uri} unreachable: {e}") from e
-        self.client = _Bounded(service.Client(TBinaryProtocol.TBinaryProtocol(self._transport)), self)
+        self._client = _Bounded(service.Client(TBinaryProtocol.TBinaryProtocol(transport)), self)
         return self
 
     def _budget_ms(self, call: str) -> int:
@@ -137,17 +164,17 @@ class Metastore:
                                                             locationUri=location, parameters={}))
 
     # -- tables ----------------------------------------------------------------------
-    def get_table(self, db: str, name: str):
+    def get_table(self, db: str, name: str) -> Table | None:
         """The thrift ``Table``, or None."""
         try:
             return self.client.get_table_req(self.types.GetTableRequest(dbName=db, tblName=name)).table
         except self.types.NoSuchObjectException:
             return None
 
-    def create_table(self, table) -> None:
+    def create_table(self, table: Table) -> None:
         self.client.create_table(table)
 
-    def alter_table(self, db: str, name: str, table, cascade: bool) -> None:
+    def alter_table(self, db: str, name: str, table: Table, cascade: bool) -> None:
         """``alter_table_with_environment_context``; ``cascade`` pushes new columns to the
         partitions too (Hudi sets it for partitioned tables)."""
         ctx = self.types.EnvironmentContext(properties={"CASCADE": "true"} if cascade else {})
@@ -158,10 +185,10 @@ class Metastore:
         """``k1=v1/k2=v2`` names (values escaped as Hive escapes path names)."""
         return list(self.client.get_partition_names(db, name, _ALL))
 
-    def partitions(self, db: str, name: str) -> list:
+    def partitions(self, db: str, name: str) -> list[Partition]:
         return list(self.client.get_partitions(db, name, _ALL))
 
-    def add_partitions(self, partitions: list) -> None:
+    def add_partitions(self, partitions: list[Partition]) -> None:
         """Add, skipping ones that exist (``ifNotExists``), as Hudi's HMS executor does."""
         if not partitions:
             return

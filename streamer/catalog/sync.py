@@ -21,6 +21,7 @@ import getpass
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -32,6 +33,9 @@ from streamer.config.target import HiveCatalogConfig
 from streamer.table.meta_fields import META_COLUMNS
 from streamer.table.snapshot import TableSnapshot
 from streamer.table.table_keys import KEYGEN_CLASS, KEYGEN_TYPE
+
+if TYPE_CHECKING:  # pymetastore's generated thrift types (untyped: Any to mypy)
+    from pymetastore.hive_metastore.ttypes import Table
 
 log = logging.getLogger(__name__)
 
@@ -202,13 +206,16 @@ class HiveSync:
             altered = self._update_definition(ms, spec, existing, state, table_params, serde_params)
             if altered:
                 existing = ms.get_table(db, spec.name)
+        if existing is None:
+            raise CatalogSyncError(f"hive sync of {db}.{spec.name}: the table vanished from the "
+                                   "metastore during the sync (dropped meanwhile?)")
         added = self._sync_partitions(ms, spec, existing, snapshot, state, last_synced)
         if state.last_commit and (existing.parameters or {}).get(hl.LAST_COMMIT_TIME_SYNC) != state.last_commit:
             existing.parameters = {**(existing.parameters or {}), hl.LAST_COMMIT_TIME_SYNC: state.last_commit}
             ms.alter_table(db, spec.name, existing, cascade=False)
         return created, altered, added
 
-    def _update_definition(self, ms: Metastore, spec: hl.HiveTableSpec, existing, state: _TableState,
+    def _update_definition(self, ms: Metastore, spec: hl.HiveTableSpec, existing: Table, state: _TableState,
                            table_params: dict[str, str], serde_params: dict[str, str]) -> bool:
         """Columns, formats and parameters brought to what they must be; True if changed."""
         t = ms.types
@@ -243,7 +250,7 @@ class HiveSync:
                        cascade=schema_changed and bool(state.partition_fields))
         return True
 
-    def _sync_partitions(self, ms: Metastore, spec: hl.HiveTableSpec, table, snapshot: TableSnapshot,
+    def _sync_partitions(self, ms: Metastore, spec: hl.HiveTableSpec, table: Table, snapshot: TableSnapshot,
                          state: _TableState, last_synced: str | None) -> int:
         fields = state.partition_fields
         if not fields:

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _log_flags(parser: argparse.ArgumentParser, default_level: str, default_format: str) -> None:
+def _log_flags(parser: argparse.ArgumentParser, default_level: str | None, default_format: str) -> None:
     """``--log-level``/``--log-format``; on sub-commands their default is SUPPRESS, so the
     value given before the command stands unless the flag is repeated after it."""
     parser.add_argument("--log-level", default=default_level, type=str.upper,

@@ -13,6 +13,10 @@ import posixpath
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamer.config.pipeline import PipelineConfig
 
 _CHECKOUT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _relocate(cfg, lake: Path):
+def _relocate(cfg: PipelineConfig, lake: Path) -> PipelineConfig:
     """Point the demo's table, error table and checkpoints into ``lake``."""
     def inside(path: str) -> str:
         rel = path[len("lake/"):] if path.startswith("lake/") else posixpath.basename(path.rstrip("/"))
@@ -54,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from streamer.cli.show_cmd import format_sample, table_stats
     from streamer.cli.timeline_cmd import rows as timeline_rows
     from streamer.config import load_pipelines
+    from streamer.config.sources import GeneratorSourceConfig
     from streamer.errors import ConfigError
     from streamer.fs import location_key
     from streamer.pipeline.multi import run_pipelines
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     lake = Path(lake_key)
     cfg = _relocate(load_pipelines(args.config)[0], lake)
     src = cfg.source
+    if not isinstance(src, GeneratorSourceConfig):
+        raise ConfigError(f"demo --config {args.config}: the demo's pipeline reads the generator source")
     print("mor-streamer demo")
     print(f"  pipeline : {cfg.summary()}")
     print(f"  source   : seeded generator, {src.records_per_batch} records per batch, "

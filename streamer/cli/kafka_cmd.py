@@ -14,8 +14,13 @@ import signal
 import socket
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamer.errors import ConfigError, KafkaBrokerError
+
+if TYPE_CHECKING:
+    from streamer.testing.kafka import LocalKafkaBroker
+    from streamer.testing.registry import LocalSchemaRegistry
 
 DEFAULT_PORT = 9092
 DEFAULT_REGISTRY_PORT = 8081
@@ -110,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_registry(asked: int | None):
+def _start_registry(asked: int | None) -> LocalSchemaRegistry:
     from streamer.testing.registry import LocalSchemaRegistry
 
     port = choose_port(asked, DEFAULT_REGISTRY_PORT, "registry")
@@ -126,7 +131,7 @@ def _on_signals(stop: threading.Event) -> None:
         signal.signal(sig, lambda *_: stop.set())
 
 
-def _print_ready(broker, registry, topics: list[tuple[str, int]], kept: bool) -> None:
+def _print_ready(broker: LocalKafkaBroker, registry: LocalSchemaRegistry | None, topics: list[tuple[str, int]], kept: bool) -> None:
     where = f"{broker.workdir} (kept)" if kept else f"{broker.workdir} (removed on exit)"
     lines = [
         f"Kafka broker ready at {broker.bootstrap_servers}",

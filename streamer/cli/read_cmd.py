@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import IO
 
 import pyarrow as pa
 
@@ -98,7 +99,7 @@ def check_flags(args: argparse.Namespace) -> None:
         raise QueryError(f"--limit must be 0 (all rows) or more, not {args.limit}")
 
 
-def _print_table(table: pa.Table, out, total: int) -> None:
+def _print_table(table: pa.Table, out: IO[str], total: int) -> None:
     """A plain aligned text table (long values cut), then the row count (and how many are not shown)."""
     names = table.column_names
     rows = [[_cell(v) for v in r.values()] for r in table.to_pylist()]

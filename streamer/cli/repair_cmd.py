@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamer.fs import FileSystem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upgrade_archive(fs, path: str) -> list[str]:
+def _upgrade_archive(fs: FileSystem, path: str) -> list[str]:
     """Archive files of the former format, rewritten in Hudi's (under the archive's lock)."""
     from streamer.errors import CommitConflictError
     from streamer.read import Table

@@ -184,7 +184,7 @@ def _cancel_spark_jobs() -> None:
         log.debug("cancelling Spark's jobs failed: %s", e)
 
 
-def _preflight(configs) -> None:
+def _preflight(configs: list[PipelineConfig]) -> None:
     """Before any JVM starts: a missing source folder or an unreachable broker is one
     clear error now, not "no new data" forever or a failure after Spark's start-up."""
     from sources import build_source

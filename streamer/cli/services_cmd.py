@@ -20,11 +20,15 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import yaml
 
 from streamer.config.policies import PoliciesConfig
 from streamer.errors import ConfigError
+
+if TYPE_CHECKING:
+    from streamer.services.executor import ExecOptions, ExecOutcome
 
 SERVICES = ("compact", "log-compact", "clean", "archive")
 
@@ -119,7 +123,7 @@ class Round:
         from streamer.services.archive import ArchiveOutcome
         from streamer.services.clean import CleanOutcome
 
-        def done(o) -> bool:
+        def done(o: object) -> bool:
             if isinstance(o, CleanOutcome):
                 return o.instant is not None
             if isinstance(o, ArchiveOutcome):
@@ -131,7 +135,7 @@ class Round:
     def to_json(self) -> str:
         from streamer.services.archive import ArchiveOutcome
 
-        def one(o) -> object:
+        def one(o: object) -> object:
             if isinstance(o, ArchiveOutcome):
                 return {"archived": o.archived, "archive_file": o.archive_file, "bound": o.bound}
             return dict(o.__dict__)
@@ -181,7 +185,7 @@ class Round:
         return out
 
 
-def _status(o) -> str:
+def _status(o: ExecOutcome) -> str:
     if o.status == "completed":
         return f"completed: {o.files_written} file(s), {_bytes(o.bytes_written)} written"
     return {
@@ -224,8 +228,10 @@ def one_round(args: argparse.Namespace, policies: PoliciesConfig) -> Round:
         done: list = []
         if execute:
             action = Action.COMPACTION if args.service == "compact" else Action.LOG_COMPACTION
-            extra = {"log_policy": policies.log_compaction} if args.service == "log-compact" else {}
-            done = execute_pending(table, action, lock_expiry_s=args.lock_expiry, owner="cli", **extra)
+            options: ExecOptions = {"lock_expiry_s": args.lock_expiry, "owner": "cli"}
+            if args.service == "log-compact":
+                options["log_policy"] = policies.log_compaction
+            done = execute_pending(table, action, **options)
         return Round(args.service, inst.timestamp if inst else None, slices, tuple(done), asked=asked)
     if args.service == "clean":
         res = run_clean(table, policies.clean, schedule=schedule, execute=execute, lock_expiry_s=args.lock_expiry)

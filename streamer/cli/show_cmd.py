@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from streamer.read.table import Table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +46,7 @@ class TableStats:
         ]
 
 
-def table_stats(table, snapshot) -> TableStats:
+def table_stats(table: Table, snapshot: pa.Table) -> TableStats:
     slices = table.fsview.latest_merged_slices()
     return TableStats(
         name=table.properties.name,
@@ -56,7 +62,7 @@ def table_stats(table, snapshot) -> TableStats:
     )
 
 
-def format_sample(snapshot, limit: int, columns: list[str] | None = None) -> list[str]:
+def format_sample(snapshot: pa.Table, limit: int, columns: list[str] | None = None) -> list[str]:
     """A few rows as ``key=value`` lines, meta columns left out unless asked for."""
     if columns is None:
         columns = [c for c in snapshot.column_names if not c.startswith("_hoodie_")] or snapshot.column_names
@@ -64,13 +70,13 @@ def format_sample(snapshot, limit: int, columns: list[str] | None = None) -> lis
     return ["  " + ", ".join(f"{k}={v}" for k, v in row.items()) for row in sample]
 
 
-def _index_line(table) -> str:
+def _index_line(table: Table) -> str:
     from streamer.table.identity import table_index
 
     return f"  index: {table_index(table.properties.raw).describe()}"
 
 
-def _handover_line(table, path: str) -> str:
+def _handover_line(table: Table, path: str) -> str:
     from streamer.services.handover import log_insert_groups
     from streamer.table.identity import table_index
 
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def draw(table, png: str) -> str:
+def draw(table: Table, png: str) -> str:
     """Draw the table's layout to ``png``; the line saying what was drawn where."""
     from streamer.errors import EnvironmentSetupError
     from streamer.viz.layout import draw_layout, table_layout

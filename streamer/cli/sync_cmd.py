@@ -20,6 +20,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamer.catalog.sync import HiveSync
+    from streamer.fs import FileSystem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _jobs(args: argparse.Namespace):
+def _jobs(args: argparse.Namespace) -> list[tuple[HiveSync, FileSystem, str]]:
     """``(HiveSync, fs, path)`` per table to sync."""
     from streamer.catalog.sync import HiveSync
     from streamer.config.target import HiveCatalogConfig
@@ -57,7 +62,7 @@ def _jobs(args: argparse.Namespace):
         raise ConfigError("streamer sync: give a pipeline YAML, or --path and --uri")
     from streamer.config import load_pipelines
 
-    jobs = []
+    jobs: list[tuple[HiveSync, FileSystem, str]] = []
     for cfg in load_pipelines(args.config):
         if args.pipeline and cfg.name != args.pipeline:
             continue

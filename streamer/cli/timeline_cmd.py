@@ -11,8 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from streamer.errors import StreamerError
+
+if TYPE_CHECKING:
+    from streamer.read.table import Table
+    from streamer.table.instant import Instant
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def describe(table, inst) -> str:
+def describe(table: Table, inst: Instant) -> str:
     """A short, human summary of one instant's metadata (never raises)."""
     from streamer.table.instant import Action
     from streamer.table.metadata import CleanerPlan, CleanMetadata, CompactionPlan, RollbackMetadata
@@ -33,11 +38,11 @@ def describe(table, inst) -> str:
     try:
         if inst.is_pending:
             if inst.action in (Action.COMPACTION, Action.LOG_COMPACTION):
-                plan = CompactionPlan.from_bytes(tl.read_plan(inst))
-                return f"plan: {len(plan.operations)} file slice(s)"
+                compaction = CompactionPlan.from_bytes(tl.read_plan(inst))
+                return f"plan: {len(compaction.operations)} file slice(s)"
             if inst.action == Action.CLEAN:
-                plan = CleanerPlan.from_bytes(tl.read_plan(inst))
-                return f"plan: {sum(len(v) for v in plan.files_per_partition.values())} file(s)"
+                cleaner = CleanerPlan.from_bytes(tl.read_plan(inst))
+                return f"plan: {sum(len(v) for v in cleaner.files_per_partition.values())} file(s)"
             return ""
         if inst.action in Action.WRITE_ACTIONS:
             meta = table.fsview.commit_metadata(inst)
@@ -45,11 +50,11 @@ def describe(table, inst) -> str:
             return (f"{meta.operation_type.lower()}: {len(stats)} file(s), "
                     f"{sum(s.total_write_bytes for s in stats)} bytes")
         if inst.action == Action.CLEAN:
-            meta = CleanMetadata.from_bytes(tl.read_details(inst))
-            return f"deleted {meta.total_files_deleted} file(s), retains from {meta.earliest_commit_to_retain}"
+            cleaned = CleanMetadata.from_bytes(tl.read_details(inst))
+            return f"deleted {cleaned.total_files_deleted} file(s), retains from {cleaned.earliest_commit_to_retain}"
         if inst.action == Action.ROLLBACK:
-            meta = RollbackMetadata.from_bytes(tl.read_details(inst))
-            return f"rolled back {', '.join(meta.commits_rollback)}"
+            rolled = RollbackMetadata.from_bytes(tl.read_details(inst))
+            return f"rolled back {', '.join(rolled.commits_rollback)}"
     except (StreamerError, OSError, ValueError, KeyError) as e:
         return f"(unreadable: {e})"
     return ""

@@ -60,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
         warned = len(problems) - len(errors)
         print(f"{len(errors)} problem(s) found" + (f", {warned} warning(s)" if warned else ""), file=sys.stderr)
         return 1
-    for p in pipelines:
-        print(f"ok  {p.summary()}")
+    for pipeline in pipelines:
+        print(f"ok  {pipeline.summary()}")
     return 0

@@ -37,7 +37,7 @@ class TriggerConfig(StrictModel):
     #: HoodieStreamer's ``--continuous``, ``once`` its default run.
     mode: Literal["once", "available_now", "continuous"] = "once"
     #: Time between batch starts in ``continuous`` mode.
-    interval: Duration = Field(default="10s")
+    interval: Duration = Field(default=timedelta(seconds=10))
     #: How a continuous pipeline over a streaming source (Kafka) gets its micro-batches:
     #: ``poll`` (HoodieStreamer's way): every ``interval`` the driver plans the batch's end
     #: offsets (capped by the batch size) and reads exactly that range, as ``once`` does;
@@ -316,7 +316,7 @@ class PipelineConfig(StrictModel):
         parts = f"key={','.join(t.record_key)}"
         if t.partition_by:
             parts += f" partition={','.join(t.partition_by)}"
-        trig = self.trigger.mode
+        trig: str = self.trigger.mode
         if trig == "continuous":
             trig += f"/{format_duration(self.trigger.interval)}"
         return (

@@ -22,6 +22,7 @@ from datetime import timedelta
 from functools import cache
 
 from pydantic import BaseModel, BeforeValidator, SecretStr
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from streamer.config.pipeline import PipelinesFile
@@ -94,14 +95,15 @@ def _type_name(tp: object) -> str:
         return "null"
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return "section"
-    names = {str: "string", int: "integer", float: "number", bool: "boolean", SecretStr: "secret string"}
-    return names.get(tp, getattr(tp, "__name__", str(tp)))  # type: ignore[call-overload]
+    names: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                                 SecretStr: "secret string"}
+    return names.get(tp, getattr(tp, "__name__", str(tp)))
 
 
-def _default(field, type_name: str) -> str:
+def _default(field: FieldInfo, type_name: str) -> str:
     if field.default is PydanticUndefined and field.default_factory is None:
         return "**required**"
-    value = field.default_factory() if field.default is PydanticUndefined else field.default
+    value = field.get_default(call_default_factory=True)  # the default, or what its factory makes
     if isinstance(value, BaseModel):
         return "(section defaults)"
     if value is None:

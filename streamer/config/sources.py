@@ -6,6 +6,7 @@ readers in the top-level ``sources`` package take these models as their only inp
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -72,7 +73,7 @@ class SchemaRegistry(StrictModel):
     #: Subject whose latest schema is the reader schema; default ``<topic>-value``.
     subject: str | None = None
     #: Timeout of one registry HTTP request (whole seconds, at least 1s).
-    timeout: Duration = Field(default="10s")
+    timeout: Duration = Field(default=timedelta(seconds=10))
 
     @field_validator("basic_auth_user", "basic_auth_password", mode="before")
     @classmethod
@@ -141,7 +142,7 @@ class KafkaSourceConfig(StrictModel):
     #: Records larger than this go to the error table instead of the table (None = no limit).
     max_record_bytes: Size | None = 8 * 1024**2
     #: Timeout for driver-side metadata calls (partitions, watermarks).
-    metadata_timeout: Duration = Field(default="30s")
+    metadata_timeout: Duration = Field(default=timedelta(seconds=30))
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
 
@@ -189,7 +190,7 @@ class FilesSourceConfig(StrictModel):
     #: Descend into subfolders (hidden and ``_`` folders are always skipped).
     recursive: bool = True
     #: Files older than the watermark by up to this much are still picked up (late arrivals).
-    late_file_grace: Duration = Field(default="0s")
+    late_file_grace: Duration = Field(default=timedelta(0))
     #: CSV: the first line of each file is a header (the first file's names the columns); Spark's ``header``.
     csv_header: bool = True
     #: CSV: the one-character field separator (Spark's ``sep``).
@@ -230,7 +231,7 @@ class GeneratorSourceConfig(StrictModel):
     #: Event time of batch 0 (epoch ms) and the event-time step between batches.
     start_ts_ms: int = 1_704_067_200_000  # 2024-01-01T00:00:00Z
     #: Event-time (``ts``) step between batches, at least ``records_per_batch`` ms; not a wall-clock delay.
-    batch_interval: Duration = Field(default="1m")
+    batch_interval: Duration = Field(default=timedelta(minutes=1))
 
     @model_validator(mode="after")
     def _ratios(self) -> GeneratorSourceConfig:

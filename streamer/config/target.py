@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from streamer import defaults
 from streamer.config.base import StrictModel
 from streamer.config.units import Duration, Size
+
+if TYPE_CHECKING:
+    from streamer.table.identity import IndexConfig
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -289,7 +292,7 @@ class TargetConfig(StrictModel):
         return self
 
     @property
-    def writer_index(self):
+    def writer_index(self) -> IndexConfig:
         """The table's :class:`~streamer.table.identity.IndexConfig` for ``index``."""
         # imported here: ``streamer validate`` need not load the table layer (pyarrow)
         from streamer.table.identity import IndexConfig, IndexType

@@ -105,6 +105,7 @@ def _find_in_slice(
         if direct is not None:
             held.append(direct)
             continue
+        own: np.ndarray | None
         if m.kind == "base" and base_admits is not None:
             own = base_admits[cand_idx]  # its summary was asked about every key already
         else:

@@ -28,7 +28,7 @@ only keys whose complex-key parse is ambiguous take a per-key path.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -285,7 +285,7 @@ def bucket_layout(
 def misplaced_key(
     fs: FileSystem,
     slices: Iterable[FileSlice],
-    is_committed,
+    is_committed: Callable[[str], bool],
     num_buckets: int,
     hash_fields: Sequence[str],
 ) -> tuple[str, str, str] | None:

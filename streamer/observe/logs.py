@@ -66,7 +66,7 @@ class _CurrentStderr(logging.StreamHandler):
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> IO[str]:
         return sys.stderr
 
@@ -87,7 +87,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text", stream: IO[str] | 
     for h in list(root.handlers):
         if getattr(h, "_streamer", False):
             root.removeHandler(h)
-    handler._streamer = True  # type: ignore[attr-defined]
+    setattr(handler, "_streamer", True)  # noqa: B010 - our mark, read back with getattr above
     root.addHandler(handler)
     root.setLevel(level.upper())
     for name in _QUIET:

@@ -34,6 +34,9 @@ from transforms import apply_transforms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from streamer.fs_s3 import S3Settings
 
 
 @dataclass
@@ -123,7 +126,7 @@ def prepare(
         if one_pass:
             source_errors, rows = _one_pass(batch, config, metadata)
         else:
-            frames = [batch.errors, flagged]
+            frames = [batch.errors, _made(flagged)]
             if config.transforms:
                 frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
             collected = collect_together(*frames)
@@ -137,9 +140,8 @@ def prepare(
     else:
         from pyspark.sql import functions as F
 
-        assert flagged is not None  # never one pass off the driver
         source_errors = as_error_arrow(batch.errors.toArrow())
-        flagged = flagged.persist()
+        flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
         good = flagged.where(F.col(REASON_COL).isNull()).drop(*drop(flagged.columns))
         bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
@@ -159,6 +161,13 @@ def prepare(
         written=n_written,
         _cached=cached,
     )
+
+
+def _made(flagged: DataFrame | None) -> DataFrame:
+    """The flagged rows of a batch not prepared in one pass (:func:`prepare` makes them then)."""
+    if flagged is None:
+        raise RuntimeError("the batch's flagged rows were not made (prepared in one pass?)")
+    return flagged
 
 
 def _one_pass(batch: Batch, config: PipelineConfig, metadata: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
@@ -220,7 +229,7 @@ def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) 
     return batch.retype(wanted)
 
 
-def table_spark_schema(path: str, s3=None):
+def table_spark_schema(path: str, s3: S3Settings | None = None) -> StructType | None:
     """The table's data columns as a Spark schema (None: no table yet, or no schema).
 
     Columns whose type Spark cannot hold are left out (they keep their inferred type).

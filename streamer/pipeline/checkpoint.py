@@ -185,6 +185,8 @@ def _from_json(text: str, key: str, instant: str, base_path: str) -> Position:
 
 def _check_source_topic(found: StoredCheckpoint, topic: str, base_path: str) -> None:
     position = found.position
+    if position is None:  # a checkpoint read from a commit always holds one
+        raise SourceError(f"the checkpoint of commit {found.instant} in {base_path} holds no position")
     if isinstance(position, KafkaOffsets) and position.topic == topic:
         return
     what = f"topic {position.topic!r}" if isinstance(position, KafkaOffsets) else f"a {position.kind!r} source"

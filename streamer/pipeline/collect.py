@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 
 def _quoted(name: str) -> str:
@@ -57,7 +58,7 @@ def set_rows(column: pa.ChunkedArray) -> pa.Table:
     return pa.Table.from_struct_array(present)
 
 
-def _unnest(column: pa.ChunkedArray, schema) -> pa.Table:
+def _unnest(column: pa.ChunkedArray, schema: StructType) -> pa.Table:
     """:func:`set_rows`, with the nullability of the frame's own columns (``schema``, a
     Spark ``StructType``)."""
     table = set_rows(column)

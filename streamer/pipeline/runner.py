@@ -57,6 +57,7 @@ from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from streamer.pipeline.services import PipelineServices
@@ -403,7 +404,7 @@ class PipelineRunner:
         self._snapshot = result.snapshot
         return result
 
-    def _no_rows(self):
+    def _no_rows(self) -> pa.Table:
         """No rows, in the table's data columns (an existing table's: see :meth:`_commit`)."""
         import pyarrow as pa
 

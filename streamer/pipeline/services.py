@@ -35,13 +35,19 @@ _SERVICES = ("log_compaction", "compaction", "clean", "archive")
 class _Pipeline(Protocol):
     """What :meth:`PipelineServices.for_runner` reads of a runner (its config and sink)."""
 
-    config: PipelineConfig
-    sink: _Sink
+    @property
+    def config(self) -> PipelineConfig: ...
+    @property
+    def sink(self) -> _Sink: ...
 
 
 class _Sink(Protocol):
-    fs: FileSystem
-    path: str
+    """Where the runner writes (:class:`streamer.pipeline.sink.TableSink`)."""
+
+    @property
+    def fs(self) -> FileSystem: ...
+    @property
+    def path(self) -> str: ...
 
 
 class PipelineServices:

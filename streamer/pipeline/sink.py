@@ -12,7 +12,7 @@ re-keying an existing table would scatter its records.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamer.config.pipeline import EngineConfig
 from streamer.config.target import TargetConfig, TimestampKeyGen
@@ -25,6 +25,9 @@ from streamer.table.log_format import LogBlockFormat
 from streamer.table.properties import properties_path
 from streamer.write.config import WriteOptions
 from streamer.write.writer import HudiWriter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def table_config(target: TargetConfig) -> TableConfig:
@@ -129,7 +132,7 @@ class TableSink:
     def exists(self) -> bool:
         return self.fs.exists(properties_path(self.path))
 
-    def writer(self, schema=None) -> HudiWriter:
+    def writer(self, schema: pa.Schema | None = None) -> HudiWriter:
         if self._writer is None:
             if self.exists():
                 # the table's index, or a bucket layout it records none of (adopted)

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sources.base import Source, StreamingSource
 from sources.position import Position
@@ -32,6 +32,8 @@ from streamer.write.lock import pid_alive
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from streamer.pipeline.report import BatchReport
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,9 @@ class Pipeline(Protocol):
 
     config: PipelineConfig
     source: Source
-    reports: Sequence[Any]
+
+    @property
+    def reports(self) -> Sequence[BatchReport]: ...
 
     @property
     def spark(self) -> SparkSession: ...
@@ -56,9 +60,9 @@ class Pipeline(Protocol):
 
     def seed_position(self, start: Position) -> None: ...
 
-    def run_once(self) -> Any: ...
+    def run_once(self) -> BatchReport: ...
 
-    def foreach_batch(self, raw: DataFrame, spark_batch_id: int | None = None) -> Any: ...
+    def foreach_batch(self, raw: DataFrame, spark_batch_id: int | None = None) -> BatchReport: ...
 
 
 class BatchGate:
@@ -142,7 +146,8 @@ def run_stream(runner: Pipeline, stop: threading.Event, max_batches: int | None,
     first = len(runner.reports)
     try:
         while query.isActive and not _done(runner, stop, max_batches, deadline, first):
-            query.awaitTermination(0.25)
+            # seconds; pyspark declares int but takes a float (it waits int(timeout * 1000) ms)
+            query.awaitTermination(0.25)  # type: ignore[arg-type]
     finally:
         if not gate.close(GRACEFUL_STOP_S):
             log.warning("[%s] micro-batch still running after %.0fs; stopping anyway", cfg.name, GRACEFUL_STOP_S)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +42,9 @@ from streamer.table.merge import (
     merge_records,
 )
 from streamer.table.naming import partition_values
+
+if TYPE_CHECKING:
+    from streamer.table.log_format import LogBlock
 
 
 @dataclass(frozen=True)
@@ -112,10 +116,10 @@ def _one_type(columns: list[pa.ChunkedArray]) -> bool:
     return len({str(c.type) for c in columns}) <= 1
 
 
-def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, object]]:
+def _log_blocks(fs: FileSystem, paths: Sequence[str]) -> list[tuple[str, LogBlock]]:
     from streamer.table.log_format import read_log_file
 
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, LogBlock]] = []
     for p in paths:
         # a snapshot needs (nearly) every block's content: one read of the whole file
         # beats a footer read plus column-chunk reads per Parquet block

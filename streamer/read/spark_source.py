@@ -30,7 +30,8 @@ field's metadata (:data:`OPTIONS_METADATA_KEY`) and the reader takes them from t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +41,13 @@ from streamer.fs import FileSystem
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.fsview import FileSlice
 from streamer.table.merge import align_tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    from streamer.integrity import CorruptRead
+    from streamer.read.table import ReadPlan, Table
 
 SHORT_NAME = "morhudi"
 #: Field metadata key holding a catalog table's location and read options (see the module doc).
@@ -55,7 +63,7 @@ _HUDI_SOURCE = "org.apache.hudi.DefaultSource"
 HUDI_SHORT_NAME = "hudi"
 
 
-def register(spark, *, pushdown: bool | None = None, hudi_alias: bool | None = None) -> None:
+def register(spark: SparkSession, *, pushdown: bool | None = None, hudi_alias: bool | None = None) -> None:
     """Make ``format("morhudi")`` available in this session.
 
     ``hudi_alias``: also register the source under Hudi's short name ``hudi``, so that a
@@ -92,11 +100,13 @@ def register(spark, *, pushdown: bool | None = None, hudi_alias: bool | None = N
         spark.dataSource.register(HudiAliasDataSource)
 
 
-def hudi_bundle_present(spark) -> bool | None:
+def hudi_bundle_present(spark: SparkSession) -> bool | None:
     """Whether Apache Hudi's Spark data source (``org.apache.hudi.DefaultSource``) is on
     the session's classpath; None when it cannot be told (no JVM at hand)."""
     try:
         jvm = spark._jvm
+        if jvm is None:  # a stopped session: cannot tell
+            return None
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     except Exception:  # noqa: BLE001 - e.g. Spark Connect: cannot tell
         return None
@@ -107,13 +117,15 @@ def hudi_bundle_present(spark) -> bool | None:
         return False
 
 
-def spark_leaks_pushdown(spark) -> bool:
+def spark_leaks_pushdown(spark: SparkSession) -> bool:
     """Whether this Spark keeps the read planned by a filter pushdown on the shared data
     source object (``PythonDataSourceV2.setReadInfo``), so that a later scan of the same
     relation without pushable filters reuses it (later Spark keeps it per scan). When it
     cannot be told (no JVM at hand, e.g. Spark Connect), assume it does."""
     try:
         jvm = spark._jvm
+        if jvm is None:  # a stopped session: cannot tell
+            return True
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         cls = jvm.java.lang.Class.forName(_PROVIDER, False, loader)
         return any(m.getName() == "setReadInfo" for m in cls.getMethods())
@@ -133,7 +145,7 @@ class SlicePartition(InputPartition):
         self.committed = committed
 
 
-def _committed_ranges(table, slices: list[FileSlice]) -> dict[str, list[tuple[int, int, str]]]:
+def _committed_ranges(table: Table, slices: list[FileSlice]) -> dict[str, list[tuple[int, int, str]]]:
     """The committed byte ranges of the planned slices' log files (driver side, once)."""
     from streamer.integrity import CommittedRegions
 
@@ -142,7 +154,7 @@ def _committed_ranges(table, slices: list[FileSlice]) -> dict[str, list[tuple[in
 
 
 def refuse_corrupt(fslice: FileSlice, committed: dict[str, list[tuple[int, int, str]]] | None,
-                   corrupt: list) -> None:
+                   corrupt: Iterable[CorruptRead]) -> None:
     """Raise :class:`CorruptDataError` when a corrupt block an executor skipped lies in
     committed bytes (or in a log file no active instant names): its rows would be
     missing from the answer. ``allow_corrupt`` (option) reads past it."""
@@ -171,7 +183,8 @@ def _allow_corrupt(options: Mapping[str, str]) -> bool:
     return str(options.get("allow_corrupt", "")).lower() in ("true", "1", "yes")
 
 
-def _plan(options: Mapping[str, str], filter: list[pc.Expression] | None = None):
+def _plan(options: Mapping[str, str],
+          filter: list[pc.Expression] | None = None) -> tuple[FileSystem, ReadPlan, pa.Schema]:
     """``(filesystem, ReadPlan, Arrow schema)`` of a read with these options."""
     from streamer.read.table import Table
 
@@ -202,12 +215,12 @@ class MorHudiDataSource(DataSource):
     def name(cls) -> str:
         return SHORT_NAME
 
-    _reader_class: type = None  # MorHudiPushdownReader, set below
+    _reader_class: ClassVar[type[MorHudiReader]]  # MorHudiPushdownReader, set below
 
-    def _plan(self, options: Mapping[str, str]):
+    def _plan(self, options: Mapping[str, str]) -> tuple[FileSystem, ReadPlan, pa.Schema]:
         return _plan(options)
 
-    def schema(self):
+    def schema(self) -> StructType:
         from pyspark.sql.pandas.types import from_arrow_schema
         from pyspark.sql.types import StructField, StructType
 
@@ -221,7 +234,7 @@ class MorHudiDataSource(DataSource):
         return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, OPTIONS_METADATA_KEY: kept})
                            for f in spark_schema.fields])
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         options = {**_options_from_schema(schema), **{k: v for k, v in self.options.items() if v not in (None, "")}}
         fs, plan, arrow_schema = self._plan(options)
         # the columns Spark expects (a catalog table's, fixed when it was created), in its order
@@ -249,11 +262,11 @@ _READ_OPTIONS = frozenset({
 })
 
 
-def _from_catalog(schema) -> bool:
+def _from_catalog(schema: StructType | None) -> bool:
     return bool(_options_from_schema(schema))
 
 
-def _options_from_schema(schema) -> dict[str, str]:
+def _options_from_schema(schema: StructType | None) -> dict[str, str]:
     for f in getattr(schema, "fields", None) or ():
         kept = (f.metadata or {}).get(OPTIONS_METADATA_KEY)
         if kept:

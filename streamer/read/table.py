@@ -371,7 +371,7 @@ class Table:
                     return True
             cols[name] = arr
         unknown_is_null = schema is not None and _unknown_is_null_safe(expr, values)
-        if unknown_is_null:
+        if unknown_is_null and schema is not None:
             cols.update({f.name: pa.nulls(1, f.type) for f in schema if f.name not in cols})
         try:
             verdict = ds.dataset(pa.table(cols)).to_table(columns={"v": expr}).column(0)[0].as_py()
@@ -408,7 +408,7 @@ class Table:
         stats = ScanStats()
         tables: list[pa.Table] = []
 
-        def one(s: FileSlice):
+        def one(s: FileSlice) -> tuple[pa.Table | None, ScanStats]:
             return read_file_slice(self.fs, s, plan.spec)
 
         if len(plan.slices) > 1 and max_workers > 1:

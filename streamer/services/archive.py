@@ -44,6 +44,7 @@ import fastavro
 
 from streamer.config.policies import ArchivePolicy
 from streamer.read.table import Table
+from streamer.table.avro_schema import as_record
 from streamer.table.instant import Action, Instant, State, format_instant_time, parse_timeline_file
 from streamer.table.log_content import AVRO_BLOCK_VERSION, split_avro_records
 from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
@@ -275,9 +276,10 @@ def upgrade_legacy_archives(table: Table) -> list[str]:
             for datum in split_avro_records(b.content(), st.path):
                 if legacy:
                     raw = fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer)
-                    entries.extend(_legacy_entries(raw, st.path))
+                    entries.extend(_legacy_entries(as_record(raw, st.path), st.path))
                 else:
-                    entries.append(fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer, _PARSED_ENTRY_SCHEMA))
+                    entry = fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer, _PARSED_ENTRY_SCHEMA)
+                    entries.append(as_record(entry, st.path))
         table.fs.write_atomic(st.path, encode_archive_blocks(entries))
         rewritten.append(st.path)
         log.info("%s: rewrote archive %s in Hudi's form (%d entries)", table.base_path, st.name, len(entries))

@@ -173,9 +173,9 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
         # or writer of a retained instant uses
         run_tx = Transaction(table.fs, table.base_path, lock=lock)
         if execute:
-            for inst in [i for i in table.timeline.pending() if i.action == Action.CLEAN]:
-                deleted += _finish(table, inst, run_tx)
-                last = inst.timestamp
+            for pending in [i for i in table.timeline.pending() if i.action == Action.CLEAN]:
+                deleted += _finish(table, pending, run_tx)
+                last = pending.timestamp
         if not schedule:
             return CleanOutcome(last, deleted, None)
         # planned and requested holding the writers' lock, from the timeline as stored: a

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceError re-exported
-from streamer.integrity import Damage, read_damage
+from streamer.integrity import CorruptRead, Damage, read_damage
 from streamer.read.table import Table
 from streamer.table.fsview import FileSlice
 from streamer.table.instant import Action, Instant
@@ -108,7 +108,7 @@ def damage_message(service: str, instant: str, damage: list[Damage], base_path: 
 
 
 def refuse_damage(table: Table, fslice: FileSlice, instant: str, service: str,
-                  corrupt: Iterable[object] = (), *, accept: frozenset[Damage] = frozenset()) -> None:
+                  corrupt: Iterable[CorruptRead] = (), *, accept: frozenset[Damage] = frozenset()) -> None:
     """Refuse to rewrite a slice that lost a committed file or holds a corrupt committed block.
 
     Rewriting it would produce output without those records, and a clean would then

@@ -27,6 +27,7 @@ from streamer.read.table import Table
 from streamer.services.common import DamageRefusedError, GroupId, ServiceError
 from streamer.services.compaction import schedule_compaction_of
 from streamer.services.executor import ExecOutcome, execute, plan_slices
+from streamer.table.fsview import FileSlice
 from streamer.table.naming import parse_log_file_name
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def drop_damaged(table: Table, *, dry_run: bool = False, lock_timeout_s: float =
     return rep
 
 
-def _missing_in(table: Table, s) -> set[str]:
+def _missing_in(table: Table, s: FileSlice) -> set[str]:
     """Paths of files completed instants wrote into slice ``s`` that are gone."""
     from streamer.integrity import missing_files
 

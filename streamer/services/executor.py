@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from streamer import faults
 from streamer.config.policies import LogCompactionPolicy
@@ -38,6 +39,9 @@ from streamer.table.metadata import CommitMetadata
 from streamer.write.lock import PlanLock
 from streamer.write.markers import delete_markers, list_markers
 from streamer.write.transaction import Transaction
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +146,12 @@ class _Run:
         self.tx.publish(self.table.timeline, inst, meta.to_json_bytes())
         faults.step(f"{inst.action} completed")
 
+    def _complete(self, meta: CommitMetadata) -> None:
+        """A compaction's last step (holding the writers' lock): record the damage it
+        dropped, then publish it."""
+        _record_dropped(meta, self.accept_damage)
+        self.publish(meta)
+
     def execute(self, log_policy: LogCompactionPolicy) -> CommitMetadata | None:
         """Run and complete the plan; ``None``: the writers' lock stayed busy, retry later."""
         table, inflight = self.table, self.inflight
@@ -157,7 +167,7 @@ class _Run:
             if inflight.action == Action.COMPACTION:
                 run = execute_compaction(table, inflight, lock_timeout_s=self.lock_timeout_s,
                                          accept_damage=self.accepted)
-                return run.finish(table, lambda m: (_record_dropped(m, self.accept_damage), self.publish(m)))
+                return run.finish(table, self._complete)
             raise ServiceError(f"{inflight} is not a compaction or log compaction")
         except (DamageRefusedError, MissingFileError, CorruptDataError) as e:
             # damage met during the run (after the check above): undo what it wrote, so no
@@ -281,6 +291,16 @@ def pending_plans(table: Table, action: str) -> list[Instant]:
     return [i for i in table.timeline.pending() if i.action == action]
 
 
-def execute_pending(table: Table, action: str, **kw) -> list[ExecOutcome]:
+class ExecOptions(TypedDict, total=False):
+    """The options of :func:`execute`, passed on by :func:`execute_pending`."""
+
+    log_policy: LogCompactionPolicy | None
+    lock_expiry_s: float
+    writer_lock_timeout_s: float
+    owner: str
+    accept_damage: frozenset[Damage]
+
+
+def execute_pending(table: Table, action: str, **kw: Unpack[ExecOptions]) -> list[ExecOutcome]:
     """Try every pending plan of ``action``, oldest first."""
     return [execute(table, i, **kw) for i in pending_plans(table, action)]

@@ -24,7 +24,7 @@ from streamer.errors import StreamerError
 from streamer.fs import resolve
 from streamer.read import Table
 from streamer.services.compaction import schedule_compaction_safely
-from streamer.services.executor import execute, execute_pending
+from streamer.services.executor import ExecOutcome, execute, execute_pending
 from streamer.table.instant import Action
 from streamer.write.repair import repair_table_format
 
@@ -133,7 +133,7 @@ def handover_to_hudi(path: str, *, lock_timeout_s: float = 120.0) -> HandoverRep
     return report
 
 
-def _require_done(outcome, path: str) -> None:
+def _require_done(outcome: ExecOutcome, path: str) -> None:
     if outcome.status not in ("completed", "done-elsewhere"):
         raise HandoverError(
             f"{path}: {outcome.action} {outcome.instant} did not complete ({outcome.status}); "

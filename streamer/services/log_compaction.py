@@ -66,7 +66,7 @@ def find_runs(units: list[Unit], policy: LogCompactionPolicy) -> list[list[Unit]
     """Maximal runs of consecutive small units holding at least ``min_blocks`` units."""
     out: list[list[Unit]] = []
     cur: list[Unit] = []
-    for u in units + [None]:  # type: ignore[list-item]
+    for u in units + [None]:
         if u is not None and u.max_block_size <= policy.small_block_bytes:
             cur.append(u)
             continue

@@ -53,7 +53,8 @@ def partition_day(partition: str) -> dt.date | None:
 
 
 def _bounded(cands: list[Candidate], budget: int) -> list[Candidate]:
-    out, used = [], 0
+    out: list[Candidate] = []
+    used = 0
     for c in cands:
         if out and used + c.io_bytes > budget:
             continue

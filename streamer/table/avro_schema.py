@@ -300,6 +300,14 @@ def min_bytes_for_precision(precision: int) -> int:
 
 
 # -- records ----------------------------------------------------------------------------------
+def as_record(value: object, where: str) -> dict[str, Any]:
+    """A value fastavro decoded with a record schema. fastavro types a decoded value as any
+    Avro value; a record's is a dict, and anything else is refused naming ``where``."""
+    if not isinstance(value, dict):
+        raise SchemaError(f"{where}: expected an Avro record, decoded a {type(value).__name__}")
+    return value
+
+
 def avro_records_to_arrow(records: Iterable[Mapping[str, Any]], pa_schema: pa.Schema) -> pa.Table:
     """Arrow table from records decoded by fastavro (logical types already Python objects).
 

@@ -82,10 +82,10 @@ class _LengthGroup:
     has_tail: np.ndarray | None  # (m,) bool when only some keys have a tail
 
     def take(self, sel: np.ndarray) -> _LengthGroup:
-        def pick(a):
-            return a[sel] if isinstance(a, np.ndarray) else a
-
-        return _LengthGroup(pick(self.idx), pick(self.length), self.kmix[:, sel], pick(self.tail), pick(self.has_tail))
+        length = self.length[sel] if isinstance(self.length, np.ndarray) else self.length
+        tail = None if self.tail is None else self.tail[sel]
+        has_tail = None if self.has_tail is None else self.has_tail[sel]
+        return _LengthGroup(self.idx[sel], length, self.kmix[:, sel], tail, has_tail)
 
 
 def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[int, list[_LengthGroup]]:
@@ -427,7 +427,7 @@ class BloomFilter:
         """Memory the filter may hold: a parsed one keeps its base64 text until decoded."""
         return sum(r.bits.held_bytes for r in self.rows)
 
-    def _test_group(self, g: _LengthGroup, gathers: list[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
+    def _test_group(self, g: _LengthGroup, gathers: Sequence[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
         m = len(g.idx)
         vsize = self.vector_size
         acc = [np.ones(m, dtype=np.uint8) for _ in gathers]  # per row: 1 while every bit so far is set
@@ -443,6 +443,8 @@ class BloomFilter:
             for a, gather in zip(acc, gathers, strict=True):
                 a &= gather(byte) >> shift  # a is 0/1: keeps only the tested bit
                 alive = a if alive is None else (alive | a)
+            if alive is None:  # a filter has at least one bit vector
+                raise ValueError("bloom filter without bit vectors")
             alive = alive.view(bool)
             n_alive = int(np.count_nonzero(alive))
             if n_alive == 0:

@@ -13,13 +13,19 @@ and continues packed.
 from __future__ import annotations
 
 import binascii
+from collections.abc import Sequence
+from types import EllipsisType
 
 import numpy as np
+import numpy.typing as npt
 
 #: The standard base64 alphabet (RFC 4648), the one Java's ``Base64.getEncoder`` uses.
 ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _LUT = np.zeros(256, dtype=np.uint16)
 _LUT[np.frombuffer(ALPHABET, dtype=np.uint8)] = np.arange(64, dtype=np.uint16)
+
+#: What indexes a bit vector, as it indexes a ``bool`` array: a position, positions, a mask, a slice.
+BitIndex = int | slice | EllipsisType | np.ndarray | Sequence[int]
 
 
 class PackedBits:
@@ -40,16 +46,20 @@ class PackedBits:
             packed = np.zeros(nbytes, dtype=np.uint8)
         elif packed.dtype != np.uint8 or packed.shape != (nbytes,):
             raise ValueError(f"{size} bits need {nbytes} packed bytes, got {packed.shape} {packed.dtype}")
-        self._packed = packed
+        #: None only in a :class:`LazyBits` not decoded yet (which overrides ``packed``)
+        self._packed: np.ndarray | None = packed
 
     @property
     def packed(self) -> np.ndarray:
         """The packed bytes (uint8), writable in place."""
-        return self._packed
+        packed = self._packed
+        if packed is None:
+            raise RuntimeError("bit vector without its packed bytes (a LazyBits decodes them)")
+        return packed
 
     def gather(self, byte: np.ndarray) -> np.ndarray:
         """The packed bytes at indices ``byte`` (uint8, known to be in range)."""
-        return self._packed[byte]
+        return self.packed[byte]
 
     @classmethod
     def from_bools(cls, bits: np.ndarray) -> PackedBits:
@@ -76,11 +86,11 @@ class PackedBits:
         """The bits as a new ``bool`` array (one byte per bit)."""
         return np.unpackbits(self.packed, count=self.size, bitorder="little").view(bool)
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         u = self.unpacked()
         return u if dtype is None else u.astype(dtype)
 
-    def _positions(self, idx) -> np.ndarray:
+    def _positions(self, idx: npt.ArrayLike) -> np.ndarray:
         pos = np.asarray(idx)
         if pos.dtype.kind not in "iu":
             raise IndexError(f"bit positions must be integers, got {pos.dtype}")
@@ -106,7 +116,7 @@ class PackedBits:
         else:
             np.bitwise_or.at(self.packed, pos >> 3, np.left_shift(1, pos & 7).astype(np.uint8))
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: BitIndex) -> bool | np.ndarray:
         if isinstance(idx, slice) or idx is Ellipsis:
             return self.unpacked()[idx]
         pos = np.asarray(idx)
@@ -115,7 +125,7 @@ class PackedBits:
         out = self.test(self._positions(pos))
         return bool(out) if out.ndim == 0 else out
 
-    def __setitem__(self, idx, value) -> None:
+    def __setitem__(self, idx: BitIndex, value: npt.ArrayLike) -> None:
         v = np.asarray(value)
         if isinstance(idx, slice) or idx is Ellipsis or np.asarray(idx).dtype == bool or v.ndim:
             u = self.unpacked()
@@ -196,7 +206,7 @@ class LazyBits(PackedBits):
             raise ValueError("bit vector runs past the end of the filter")
         self.size = size
         self._packed = None
-        self._source = source
+        self._source: Base64Text | None = source
         self._start = start
         self._read = 0
 
@@ -205,8 +215,8 @@ class LazyBits(PackedBits):
         packed = self._packed
         if packed is None:
             source = self._source
-            if source is None:  # another thread decoded it meanwhile
-                return self._packed
+            if source is None:  # another thread decoded it meanwhile (set _packed first)
+                return super().packed
             nbytes = (self.size + 7) // 8
             packed = np.frombuffer(source.range(self._start, self._start + nbytes), dtype=np.uint8).copy()
             if self.size & 7:  # the last byte's bits past the vector, cleared as before

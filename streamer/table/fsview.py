@@ -387,7 +387,7 @@ class FileSystemView:
                 out[(g.partition_path, g.file_id)] = served[0].base_instant
         return out
 
-    def _served_slices(self, g, v: _AsOf) -> list[FileSlice]:
+    def _served_slices(self, g: FileGroup, v: _AsOf) -> list[FileSlice]:
         """The slices of a group a snapshot reads, oldest first: the latest alone, or the
         previous one and the latest while the compaction that opens the latest is pending
         (the new slice has no base yet). Empty for a group without slices."""
@@ -413,7 +413,10 @@ class FileSystemView:
         included (a plan that failed or was refused must not turn a loud refusal into a
         short read)."""
         v = self._as_of(as_of)
-        present = {f.path: f for g in self._groups.values() for f in (*g.base_files, *g.log_files)}
+        present: dict[str, BaseFile | LogFile] = {}
+        for g in self._groups.values():
+            present.update((f.path, f) for f in g.base_files)
+            present.update((f.path, f) for f in g.log_files)
         latest = self._served_floor(v)
         tl = self.timeline.as_of(as_of) if as_of else self.timeline
         for inst in tl.completed_writes():

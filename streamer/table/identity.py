@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 from streamer import defaults
 from streamer.errors import ConfigError, CorruptDataError
@@ -114,6 +115,13 @@ class IndexConfig:
     @property
     def is_bucket(self) -> bool:
         return self.type is IndexType.BUCKET
+
+    @property
+    def bucket_count(self) -> int:
+        """``num_buckets`` of a bucket index (always set there); an error for bloom."""
+        if self.num_buckets is None:
+            raise ConfigError("the bloom index has no buckets (num_buckets belongs to the bucket index)")
+        return self.num_buckets
 
     def describe(self) -> str:
         """``bloom`` or ``bucket (4 buckets, hash fields id)``: for errors and ``streamer show``."""
@@ -238,7 +246,7 @@ class TableConfig:
     def is_partitioned(self) -> bool:
         return bool(self.partition_fields)
 
-    def with_changes(self, **changes) -> TableConfig:
+    def with_changes(self, **changes: Any) -> TableConfig:  # any fields' values, checked as at init
         return replace(self, **changes)
 
     # -- hoodie.properties ------------------------------------------------------------

@@ -24,7 +24,7 @@ import decimal
 import io
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 import pyarrow as pa
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from streamer import defaults
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
-from streamer.table.avro_schema import avro_records_to_arrow, avro_to_arrow
+from streamer.table.avro_schema import as_record, avro_records_to_arrow, avro_to_arrow
 from streamer.table.base_file import parquet_bytes
 
 AVRO_BLOCK_VERSION = 3
@@ -169,7 +169,8 @@ def decode_avro_records(
         records = list(fastavro.reader(io.BytesIO(blob), reader_schema=reader_schema))
     except Exception as e:  # fastavro raises assorted errors on malformed datums
         raise SchemaError(f"{where}: undecodable Avro records: {e}") from e
-    return avro_records_to_arrow(records, arrow_schema)
+    # fastavro types each as any Avro value; with a record reader schema each is a dict
+    return avro_records_to_arrow(cast(list[dict[str, Any]], records), arrow_schema)
 
 
 def encode_avro_records(table: pa.Table, avro_schema: Mapping[str, Any]) -> bytes:
@@ -227,6 +228,7 @@ def decode_deletes(content: bytes, where: str) -> pa.Table:
         )
     except Exception as e:
         raise SchemaError(f"{where}: undecodable delete list: {e}") from e
+    decoded = as_record(decoded, f"{where}: delete list")
     recs = decoded["deleteRecordList"]
     keys = [r["recordKey"] for r in recs]
     parts = [r["partitionPath"] for r in recs]
@@ -294,7 +296,7 @@ def _decimal_ordering(values: list[Any]) -> list[Any]:
     than 15 integer digits does not fit and is refused rather than rounded."""
     q = decimal.Decimal(1).scaleb(-15)
     limit = decimal.Decimal(10) ** 15
-    out = []
+    out: list[decimal.Decimal | None] = []
     with decimal.localcontext(decimal.Context(prec=80)):
         for x in values:
             if x is None:

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -65,8 +65,13 @@ class BlockLike(Protocol):
     def compacted_block_times(self) -> Sequence[str] | None: ...
     @property
     def corrupt_reason(self) -> str | None: ...
-    def records(self, columns: Sequence[str] | None = None) -> pa.Table: ...
+    def records(self, columns: list[str] | None = None, *, missing_ok: bool = False) -> pa.Table: ...
     def deletes(self) -> pa.Table: ...
+
+
+#: A block type (:class:`~streamer.table.log_format.LogBlock`, a test's stand-in):
+#: :func:`effective_blocks` gives back the caller's own blocks.
+BlockT = TypeVar("BlockT", bound=BlockLike)
 
 
 def block_type_code(block: BlockLike) -> int:
@@ -121,18 +126,18 @@ class ScanStats:
 
 
 def effective_blocks(
-    blocks: Sequence[tuple[str, BlockLike]], completed: Container[str | None], stats: ScanStats
-) -> list[BlockLike]:
+    blocks: Sequence[tuple[str, BlockT]], completed: Container[str | None], stats: ScanStats
+) -> list[BlockT]:
     """Filter a slice's blocks (``(log path, block)`` in log order) to the ones that count,
     in the order they apply (a log-compacted run where the blocks it replaced were).
 
     ``completed`` answers "did this instant commit": a set of instants, or any container
     (the index's also counts instants older than the active timeline as committed)."""
-    kept: list[tuple[str | None, BlockLike]] = []  # (instant, block)
+    kept: list[tuple[str | None, BlockT]] = []  # (instant, block)
     # Blocks of one log-compacted run (same instant and COMPACTED_BLOCK_TIMES: a split
     # data block, the run's delete block) stay together where the run was.
-    runs: dict[tuple[str | None, tuple[str, ...]], BlockLike] = {}  # run -> its last block
-    compacted_instants: dict[str | None, BlockLike] = {}  # instant -> its last block
+    runs: dict[tuple[str | None, tuple[str, ...]], BlockT] = {}  # run -> its last block
+    compacted_instants: dict[str | None, BlockT] = {}  # instant -> its last block
     for path, b in blocks:
         code = block_type_code(b)
         if code == CORRUPT or getattr(b, "corrupt_reason", None):
@@ -183,7 +188,7 @@ def effective_blocks(
     return final
 
 
-def _after(kept: list[tuple[str | None, BlockLike]], block: BlockLike | None) -> int:
+def _after(kept: Sequence[tuple[str | None, BlockLike]], block: BlockLike | None) -> int:
     """Index just after ``block`` in ``kept`` (the end if absent)."""
     if block is not None:
         for i in range(len(kept) - 1, -1, -1):

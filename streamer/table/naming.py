@@ -199,8 +199,8 @@ def partition_values(
     out: dict[str, str | None] = {}
     if hive_style or all("=" in s for s in segments):
         for seg in segments:
-            k, _, v = seg.partition("=")
-            out[k] = v
+            k, _, value = seg.partition("=")
+            out[k] = value
     elif len(segments) == len(fields):
         out = dict(zip(fields, segments, strict=True))
     elif len(fields) == 1:

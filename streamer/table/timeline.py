@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from streamer.errors import CommitError, MissingFileError, UnsupportedTableVersionError
@@ -101,7 +101,7 @@ class Timeline:
         self._files = files
 
     # ------------------------------------------------------------------ queries
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)
 
     def __len__(self) -> int:

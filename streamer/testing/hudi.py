@@ -130,8 +130,9 @@ class HudiSpark:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             try:
-                proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
-                proc.stdin.flush()
+                stdin, _ = self._pipes(proc)
+                stdin.write(json.dumps({"op": "stop"}) + "\n")
+                stdin.flush()
                 proc.wait(60)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
@@ -152,19 +153,28 @@ class HudiSpark:
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
     # -- channel -----------------------------------------------------------------------
+    def _pipes(self, proc: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
+        """The worker's stdin and stdout (it is always started with both piped)."""
+        if proc.stdin is None or proc.stdout is None:
+            raise HudiOracleError(f"Hudi {self.version} worker has no stdin/stdout pipe")
+        return proc.stdin, proc.stdout
+
     def _receive(self, timeout_s: float) -> dict[str, Any]:
-        assert self._proc is not None and self._proc.stdout is not None
+        proc = self._proc
+        if proc is None:
+            raise HudiOracleError(f"Hudi {self.version} is not running")
+        _, stdout = self._pipes(proc)
         result: list[str] = []
-        reader = threading.Thread(target=lambda: result.append(self._proc.stdout.readline()))
+        reader = threading.Thread(target=lambda: result.append(stdout.readline()))
         reader.daemon = True
         reader.start()
         reader.join(timeout_s)
         if reader.is_alive():
-            self._proc.kill()
+            proc.kill()
             raise HudiOracleError(f"Hudi {self.version} gave no answer in {timeout_s:.0f} s")
         if not result or not result[0]:
             raise HudiOracleError(
-                f"Hudi {self.version} exited (code {self._proc.poll()}):\n{self.log_tail()}"
+                f"Hudi {self.version} exited (code {proc.poll()}):\n{self.log_tail()}"
             )
         return json.loads(result[0])
 
@@ -173,8 +183,9 @@ class HudiSpark:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 raise HudiOracleError(f"Hudi {self.version} is not running")
-            self._proc.stdin.write(json.dumps(req) + "\n")
-            self._proc.stdin.flush()
+            stdin, _ = self._pipes(self._proc)
+            stdin.write(json.dumps(req) + "\n")
+            stdin.flush()
             answer = self._receive(_REQUEST_TIMEOUT_S)
         return _unwrap(self.version, answer)
 

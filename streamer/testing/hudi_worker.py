@@ -31,9 +31,17 @@ import os
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pyspark 3.5 in the Hudi virtualenv; py4j's objects are untyped
+    from py4j.java_gateway import JavaObject
+    from pyspark.sql import DataFrame, SparkSession
+
+#: A request or an answer: a JSON object.
+Json = dict[str, Any]
 
 
-def _session(jar: str):
+def _session(jar: str) -> SparkSession:
     from pyspark.sql import SparkSession
 
     builder = (
@@ -67,10 +75,12 @@ def _session(jar: str):
     return spark
 
 
-def _write_arrow(df, out: str) -> int:
+def _write_arrow(df: DataFrame, out: str) -> int:
     import pyarrow as pa
 
-    table = df._collect_as_arrow()  # list of record batches (pyspark 3.5)
+    # list of record batches; pyspark 3.5's DataFrame (this worker's) has the method, mypy
+    # reads pyspark 4's, where it moved to the classic DataFrame
+    table = df._collect_as_arrow()  # type: ignore[operator]
     schema = None
     if table:
         schema = table[0].schema
@@ -92,7 +102,7 @@ _QUERY_OPTIONS = {
 }
 
 
-def _read(spark, req: dict) -> dict:
+def _read(spark: SparkSession, req: Json) -> Json:
     query = req.get("query", "snapshot")
     options = dict(_QUERY_OPTIONS[query])
     if query == "incremental":
@@ -108,7 +118,7 @@ def _read(spark, req: dict) -> dict:
     return {"rows": _write_arrow(df, req["out"])}
 
 
-def _jvm_pid(spark) -> int | None:
+def _jvm_pid(spark: SparkSession) -> int | None:
     """The driver JVM's pid (pyspark 3.5 started it as the py4j gateway's child)."""
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     return getattr(proc, "pid", None)
@@ -126,11 +136,11 @@ def _cpu_s(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _jobs_since(spark, first_job: int) -> list[dict]:
+def _jobs_since(spark: SparkSession, first_job: int) -> list[Json]:
     """Spark jobs with id >= ``first_job``: Hudi's description and wall seconds (timing only)."""
     try:
         jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # newest first
-        out = []
+        out: list[Json] = []
         for i in range(jobs.size()):
             job = jobs.apply(i)
             if job.jobId() < first_job:
@@ -149,7 +159,7 @@ def _jobs_since(spark, first_job: int) -> list[dict]:
         return []
 
 
-def _next_job_id(spark) -> int:
+def _next_job_id(spark: SparkSession) -> int:
     try:
         jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # newest first
         return jobs.apply(0).jobId() + 1 if jobs.size() else 0
@@ -157,7 +167,7 @@ def _next_job_id(spark) -> int:
         return 0
 
 
-def _write(spark, req: dict) -> dict:
+def _write(spark: SparkSession, req: Json) -> Json:
     df = spark.read.parquet(req["rows"])
     if req.get("columns_sql"):
         df = df.selectExpr(*req["columns_sql"])
@@ -183,7 +193,7 @@ def _write(spark, req: dict) -> dict:
     }
 
 
-def _sql(spark, req: dict) -> dict:
+def _sql(spark: SparkSession, req: Json) -> Json:
     df = spark.sql(req["sql"])
     if req.get("out"):
         return {"rows": _write_arrow(df, req["out"])}
@@ -191,12 +201,12 @@ def _sql(spark, req: dict) -> dict:
     return {}
 
 
-def _java_list(option) -> list[str] | None:
+def _java_list(option: JavaObject) -> list[str] | None:
     """A Hudi ``Option<String[]>`` as a list (``None`` when empty)."""
     return [str(x) for x in option.get()] if option.isPresent() else None
 
 
-def _ordering_fields(cfg) -> list[str]:
+def _ordering_fields(cfg: JavaObject) -> list[str]:
     """The ordering fields through whichever accessor this Hudi has: 1.2's
     ``getOrderingFields``, 1.1's ``getPreCombineFields``, or 0.15/1.0's
     ``getPreCombineField`` (one string, split on ',' as the writer does)."""
@@ -211,10 +221,12 @@ def _ordering_fields(cfg) -> list[str]:
     return [f for f in str(value).split(",") if f] if value is not None else []
 
 
-def _table_config(spark, req: dict) -> dict:
+def _table_config(spark: SparkSession, req: Json) -> Json:
     from py4j.protocol import Py4JError
 
     jvm = spark._jvm
+    if jvm is None:
+        raise RuntimeError("the Spark session has no JVM (stopped?)")
     conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
         spark._jsc.hadoopConfiguration()
     )
@@ -238,7 +250,7 @@ def _table_config(spark, req: dict) -> dict:
     }
 
 
-def _handle(spark, req: dict) -> dict:
+def _handle(spark: SparkSession, req: Json) -> Json:
     op = req.get("op")
     if op == "batch":
         return {"results": [_answer(spark, r) for r in req["requests"]]}
@@ -255,7 +267,7 @@ def _handle(spark, req: dict) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
-def _answer(spark, req: dict) -> dict:
+def _answer(spark: SparkSession, req: Json) -> Json:
     try:
         return {"ok": _handle(spark, req)}
     except Exception as e:  # noqa: BLE001 - every failure goes back to the caller
@@ -268,7 +280,7 @@ def _answer(spark, req: dict) -> dict:
 def _java_causes(e: Exception) -> str | None:
     """The JVM exception and its causes, one line each (py4j's own text says little)."""
     jex = getattr(e, "java_exception", None)
-    causes = []
+    causes: list[str] = []
     while jex is not None and len(causes) < 6:
         causes.append(str(jex.toString()))
         jex = jex.getCause()

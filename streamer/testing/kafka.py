@@ -27,11 +27,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import IO, ClassVar
+from typing import IO, TYPE_CHECKING, ClassVar
 
 from streamer.errors import KafkaBrokerError
 from streamer.jvm import classpath, java_executable
 from streamer.testing.process import ManagedProcess
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +84,13 @@ class KafkaClient:
     bootstrap_servers: str
     timeout_s: float = _ADMIN_TIMEOUT_S
 
-    def _admin(self):
+    def _admin(self) -> AdminClient:
         from confluent_kafka.admin import AdminClient
 
         return AdminClient(
-            {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 5000, **_quiet()}
+            # confluent_kafka declares config values as str/int/float/bool, but librdkafka's
+            # callbacks (``error_cb`` in _quiet) are config values too
+            {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 5000, **_quiet()}  # type: ignore[dict-item]
         )
 
     def _unreachable(self, what: str, cause: object) -> KafkaBrokerError:
@@ -160,7 +166,7 @@ class KafkaClient:
         failures: list[str] = []
         delivered = 0
 
-        def on_delivery(err, _msg) -> None:
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             nonlocal delivered
             if err is not None:
                 failures.append(str(err))
@@ -171,10 +177,11 @@ class KafkaClient:
         sent = 0
         for value in values:
             key = next(key_iter) if key_iter is not None else None
-            kwargs = {"partition": partition} if partition is not None else {}
+            # -1: librdkafka's partitioner picks (produce's default)
+            part = partition if partition is not None else -1
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **kwargs)
+                    producer.produce(topic, value=value, key=key, partition=part, on_delivery=on_delivery)
                     break
                 except BufferError:
                     producer.poll(0.1)

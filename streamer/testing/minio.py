@@ -22,11 +22,15 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
 from streamer.fs_s3 import S3Settings
 from streamer.testing.s3 import REGION, create_buckets, store_environ
+
+if TYPE_CHECKING:
+    from testcontainers.community.minio import MinioContainer
 
 #: A MinIO release that honours ``If-None-Match: *`` on PUT (2024-08 and later).
 DEFAULT_IMAGE = "minio/minio:RELEASE.2025-04-22T22-12-26Z"
@@ -80,7 +84,8 @@ class MinioStore:
                           secret_access_key=SecretStr(self.secret_key), source="MinIO")
 
 
-def minio_container(image: str | None = None, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):
+def minio_container(image: str | None = None, access_key: str = ACCESS_KEY,
+                    secret_key: str = SECRET_KEY) -> MinioContainer:
     """testcontainers' MinioContainer, configured (not started)."""
     from testcontainers.community.minio import MinioContainer
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from streamer.errors import CorruptDataError
+
+if TYPE_CHECKING:
+    from streamer.read.table import Table
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class TableLayout:
 _PLANNED = ("compaction", "logcompaction")
 
 
-def table_layout(table) -> TableLayout:
+def table_layout(table: Table) -> TableLayout:
     """The layout of a :class:`streamer.read.Table` now (one listing of its files)."""
     planned: dict[tuple[str, str], list[str]] = {}
     pending = []

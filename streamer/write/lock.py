@@ -181,7 +181,10 @@ class FileLock:
             st = self.fs.status(path)
         except MissingFileError:
             return False
-        return bool(st.mtime_ns) and time.time() - st.mtime_ns / 1e9 < self.expiry_s
+        mtime_ns = st.mtime_ns
+        if not mtime_ns:  # no modification time known: not fresh
+            return False
+        return time.time() - mtime_ns / 1e9 < self.expiry_s
 
     def try_acquire(self) -> bool:
         """Take the lock if free or stale; never blocks."""

@@ -72,7 +72,7 @@ def _existing_tasks(
     slices: list[FileSlice],
     all_log_versions: dict[tuple[str, str, str], int],
     append_to: Mapping[tuple[str, str], FileSlice] | None,
-):
+) -> Callable[[str, str], int]:
     """``task(partition, file_id) -> task id``: one append task per existing file group,
     added to ``tasks`` on first use (to the pending compaction's new slice if any)."""
     by_group: dict[tuple[str, str], int] = {}
@@ -199,7 +199,7 @@ def _assign_inserts(
         )
         bucket_tids = []
         for b in buckets:
-            if b.is_new:
+            if b.file_id is None:  # b.is_new
                 tid = len(tasks)
                 tasks[tid] = FileGroupTask(
                     task_id=tid, partition=part, file_id=new_file_id(0), is_new=True, base_instant=instant

@@ -7,6 +7,7 @@ size of recent commits (for routing) and the highest log version of every slice
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import pyarrow as pa
@@ -63,7 +64,7 @@ class TableState:
     def first_active(self) -> str | None:
         return self.timeline.instants[0].timestamp if self.timeline.instants else None
 
-    def is_committed(self):
+    def is_committed(self) -> Callable[[str], bool]:
         return is_committed_fn(self.completed, self.first_active)
 
     @cached_property

@@ -94,8 +94,8 @@ def _str(col: Any) -> pa.Array:
 def plan_on_driver(keys: pa.Table, req: PlanRequest) -> Planned:
     """Look ``keys`` up and plan on the driver (the local engine's path)."""
     if req.index.is_bucket:
-        buckets = bucket_ids(keys.column(RECORD_KEY_COL), req.index.num_buckets, req.index.hash_fields)
-        plan = build_bucket_plan(keys, buckets, req.index.num_buckets, req.slices, req.log_versions,
+        buckets = bucket_ids(keys.column(RECORD_KEY_COL), req.index.bucket_count, req.index.hash_fields)
+        plan = build_bucket_plan(keys, buckets, req.index.bucket_count, req.slices, req.log_versions,
                                  req.instant, req.base_path, append_to=req.append_to)
         return Planned(plan, driver_keys=keys.num_rows)
     file_ids = lookup = seeds = None
@@ -119,5 +119,5 @@ def partition_request(req: PlanRequest, partition: str, parallelism: int | None 
 def tag_buckets(rows: pa.Table, index: IndexConfig) -> pa.Table:
     """``rows`` with each row's bucket appended (:data:`BUCKET_COLUMN`): a hash, computed
     wherever the row is (the Spark engine shuffles by partition and bucket)."""
-    buckets = bucket_ids(_str(rows.column(RECORD_KEY_COL)), index.num_buckets, index.hash_fields)
+    buckets = bucket_ids(_str(rows.column(RECORD_KEY_COL)), index.bucket_count, index.hash_fields)
     return rows.append_column(BUCKET_COLUMN, pa.array(buckets, pa.int32()))

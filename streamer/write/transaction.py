@@ -72,9 +72,11 @@ class DeltaWork(Protocol):
     and the steps only the writer knows (preparing, planning and writing its rows)."""
 
     operation: str  # Hudi's operation type (UPSERT, INSERT...)
-    requirements: Sequence[Requirement]
     engine_name: str
     input_rows: int
+
+    @property
+    def requirements(self) -> Sequence[Requirement]: ...
 
     def prepare(self, state: TableState) -> TableState: ...
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -42,7 +42,9 @@ from streamer.index.bucket import bucket_layout, misplaced_key
 from streamer.index.rfc06 import BloomParams
 from streamer.integrity import read_damage
 from streamer.table.avro_schema import arrow_to_avro
+from streamer.table.fsview import FileSlice
 from streamer.table.identity import IndexConfig, TableConfig, table_index
+from streamer.table.merge import CorruptBlock
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata, WriteStat
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
@@ -65,7 +67,7 @@ from streamer.write.result import CommitResult
 from streamer.write.schema import META_COLUMNS, data_schema
 from streamer.write.state import TableState
 from streamer.write.tagging import Planned, PlanRequest
-from streamer.write.transaction import Transaction
+from streamer.write.transaction import Requirement, Transaction
 
 OPERATIONS = {
     "upsert": "UPSERT",
@@ -178,7 +180,7 @@ class HudiWriter:
             return
         if have.is_bucket or not wanted.index.is_bucket:
             wanted.index.check_same(have, self.base_path)
-        n, fields = wanted.index.num_buckets, wanted.index.hash_fields
+        n, fields = wanted.index.bucket_count, wanted.index.hash_fields  # a bucket index from here
         with self._transaction():
             state = TableState.load(self.fs, self.base_path)
             recorded = table_index(state.props.raw)
@@ -263,7 +265,7 @@ class HudiWriter:
         if op != "delete" and cfg.ordering_field:
             required += (cfg.ordering_field,)
         schema = ExpectSchema(_incoming_arrow_schema(data), required, delete=(op == "delete"))
-        requirements = (() if expect is None else (expect,)) + (ExpectIndex(cfg.index), schema)
+        requirements: tuple[Requirement, ...] = (() if expect is None else (expect,)) + (ExpectIndex(cfg.index), schema)
         work = _DeltaCommit(self, op, data, engine, schema, requirements, dict(extra or {}))
         with self._transaction() as tx:
             result = tx.commit(work, self._snapshot, started=started)
@@ -325,7 +327,7 @@ class _DeltaCommit:
     prepare the rows, plan where they go, write them; the transaction does the rest."""
 
     def __init__(self, writer: HudiWriter, op: str, data: Any, engine: Any, schema: ExpectSchema,
-                 requirements: tuple, extra: dict[str, str]) -> None:
+                 requirements: tuple[Requirement, ...], extra: dict[str, str]) -> None:
         self.writer, self.op, self.data, self.engine = writer, op, data, engine
         self.schema_requirement = schema
         self.requirements = requirements
@@ -417,11 +419,11 @@ def _intact(state: TableState) -> TableState:
         return fresh
 
 
-def _refuse_corrupt(state: TableState):
+def _refuse_corrupt(state: TableState) -> Callable[[FileSlice, list[CorruptBlock]], None]:
     """The index's ``on_corrupt``: a corrupt block inside committed bytes stops the write
     (its keys cannot be looked up); a torn tail no instant committed is skipped."""
 
-    def check(fslice, corrupt: list) -> None:
+    def check(fslice: FileSlice, corrupt: list[CorruptBlock]) -> None:
         damage = read_damage(state.fsview, state.timeline, None, corrupt)
         if damage:
             raise CorruptDataError(

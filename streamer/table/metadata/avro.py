@@ -8,6 +8,7 @@ none; our writers embed schemas field-compatible with Hudi's (``org.apache.hudi.
 from __future__ import annotations
 
 import io
+import itertools
 from typing import Any
 
 import fastavro
@@ -34,11 +35,14 @@ def read_avro(data: bytes, path: str = "<avro>") -> tuple[dict[str, Any], dict[s
     try:
         reader = fastavro.reader(io.BytesIO(data))
         schema = reader.writer_schema
-        for record in reader:
-            return schema, record
+        first = list(itertools.islice(reader, 1))
     except Exception as e:  # fastavro raises many types on bad bytes
         raise CorruptDataError(f"unreadable Avro metadata ({e})", path) from e
-    raise CorruptDataError("Avro metadata file holds no record", path)
+    if not first:
+        raise CorruptDataError("Avro metadata file holds no record", path)
+    if not isinstance(schema, dict) or not isinstance(first[0], dict):
+        raise CorruptDataError("Avro metadata is not a record", path)
+    return schema, first[0]
 
 
 def write_avro(schema: dict[str, Any], record: dict[str, Any]) -> bytes:

@@ -64,7 +64,10 @@ def _record_fields(cls: type) -> tuple[tuple[str, str], ...]:
 
 def encode(obj: Any) -> dict[str, Any]:
     """``obj``'s fields that have a key, as a camelCase record in field order."""
-    return {key: _encode_value(getattr(obj, name)) for name, key in _record_fields(type(obj))}
+    cls = type(obj)
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"must be called with a dataclass instance, not {obj!r}")
+    return {key: _encode_value(getattr(obj, name)) for name, key in _record_fields(cls)}
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -86,6 +89,8 @@ def decode(cls: type[T], record: dict[str, Any], **explicit: Any) -> T:
     """A ``cls`` from a camelCase record. ``explicit``: values of the fields the class
     decodes itself (those without a key, or read differently); every other field with a
     key reads that key, a missing or null one as the field's default."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"must be called with a dataclass type, not {cls!r}")
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         key = _key_of(f)

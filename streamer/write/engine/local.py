@@ -111,6 +111,8 @@ class LocalEngine(Engine):
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
         rows: pa.Table = prepared.handle
         a = plan.assignment
+        if a is None:  # the local engine plans on the driver, where the assignment stays
+            raise ValueError("the plan's assignment is not on the driver")
         rows = rows.append_column(TASK_COL, a.column(TASK_COL)).append_column(OP_COL, a.column(OP_COL))
         dropped = pc.equal(rows.column(OP_COL), OP_DROP)
         if pc.any(dropped).as_py():

@@ -38,8 +38,8 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -71,6 +71,10 @@ from streamer.write.tagging import (
     tag_buckets,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
 _STAT = "stat"
 _ROWS = "rows"
 _OUT_SCHEMA = pa.schema([pa.field(_STAT, pa.string()), pa.field(_ROWS, pa.int64())])
@@ -80,7 +84,7 @@ _PIECE = "_mor_rows"  # one Arrow IPC stream: prepared rows of one partition (an
 PACK_ROWS = 200_000
 
 
-def _spark_schema(schema: pa.Schema):
+def _spark_schema(schema: pa.Schema) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
@@ -105,7 +109,7 @@ def _worker_errors() -> Iterator[None]:
         raise
 
 
-def _per_batch(fn):
+def _per_batch(fn: Callable[[pa.Table], pa.Table]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(table) -> table`` as a ``mapInArrow`` function."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -259,7 +263,7 @@ class SparkEngine(Engine):
         self._request: PlanRequest | None = None
         self._planned: Planned | None = None
 
-    def _df(self, data: Any):
+    def _df(self, data: Any) -> DataFrame:
         if is_spark_dataframe(data):
             return data
         # the caller's session (the pipeline's, or one already started); the engine does
@@ -268,9 +272,14 @@ class SparkEngine(Engine):
 
         return SparkSession.builder.getOrCreate().createDataFrame(to_arrow(data))
 
-    def _tasks(self, df) -> int:
+    def _tasks(self, df: DataFrame) -> int:
         """Spark tasks per step: ``buckets``, else the session's shuffle partitions."""
-        return self.buckets or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        if self.buckets:
+            return self.buckets
+        partitions = df.sparkSession.conf.get("spark.sql.shuffle.partitions")
+        if partitions is None:  # Spark always has one (200 by default)
+            raise errors.EnvironmentSetupError("the Spark session has no spark.sql.shuffle.partitions")
+        return int(partitions)
 
     def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
         df = self._df(data)
@@ -314,7 +323,7 @@ class SparkEngine(Engine):
         return [WriteStat.from_dict(json.loads(s)) for s in stat_col.drop_null().to_pylist()]
 
     # ------------------------------------------------------------ keys collected (comparison)
-    def _prepare_collect(self, df, spec: PrepareSpec, out_schema: pa.Schema, combine: bool) -> Prepared:
+    def _prepare_collect(self, df: DataFrame, spec: PrepareSpec, out_schema: pa.Schema, combine: bool) -> Prepared:
         from pyspark.sql import functions as F
 
         rows = df.mapInArrow(_per_batch(lambda t: prepare_rows(t, spec)), _spark_schema(out_schema))
