@@ -105,4 +105,4 @@ bench: setup hudi-env
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) $(HUDI_VENV) .jvm $(STAMPS) $(TOOLS) lake .pytest_cache .cache
+	rm -rf $(VENV) $(HUDI_VENV) .jvm $(STAMPS) $(TOOLS) lake .pytest_cache .mypy_cache .cache
