@@ -3,6 +3,7 @@ so that every phase a campaign claims has a kill meant for it (at the running si
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
@@ -21,8 +22,10 @@ from tests.reliability.streamer_kills import (
 
 CAMPAIGNS = {
     "poison": (test_streamer_poison_kill._plan, test_streamer_poison_kill.PHASES),
-    "shared table": (test_shared_table_kill._plan, test_shared_table_kill.PHASES),
-    "kafka": (test_streamer_kill._plan, test_streamer_kill.PHASES),
+    **{f"shared table {p}": (functools.partial(test_shared_table_kill._plan, phases=phases), phases)
+       for p, phases in test_shared_table_kill.PHASES.items()},
+    **{f"kafka {s}": (functools.partial(test_streamer_kill._plan, phases=phases), phases)
+       for s, phases in test_streamer_kill.PHASES.items()},
 }
 
 

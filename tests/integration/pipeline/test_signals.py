@@ -16,9 +16,9 @@ Each must exit 0 after finishing its batch, the table equal to the model of what
 sent. Two SIGINTs (the second once the first was acknowledged, the process paused
 mid-commit) abandon the batch: exit 130, and the next run repairs the table.
 
-Files: every point and the double Ctrl-C in the default run. Kafka: mid-commit in the
-default run, mid-batch in the ``campaign``'s smoke run; every point and the double Ctrl-C
-at full size.
+The default run: files at start-up, mid-commit and in a service, and the double Ctrl-C;
+Kafka mid-commit. The ``campaign``: Kafka mid-batch at smoke size; at full size every
+point and the double Ctrl-C with Kafka, and files mid-batch and idle.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def _two_ctrl_cs(feed: Feed, tmp_path: Path) -> None:
     assert _table(tmp_path) == {r["id"]: r["v"] for r in FIRST}
 
 
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", ("start-up", "mid-commit", "service"))
 def test_one_ctrl_c_finishes_the_batch_and_exits_0_files(point, tmp_path):
     _one_ctrl_c(point, _files(tmp_path), tmp_path)
 
@@ -251,8 +251,13 @@ def test_one_ctrl_c_finishes_the_batch_and_exits_0_kafka(kafka, tmp_path):
 @pytest.mark.kafka
 @pytest.mark.campaign
 def test_ctrl_c_campaign_kafka(kafka, spark, tmp_path):
-    """Every point with Kafka, and two Ctrl-Cs (smoke: one point the default run does not
-    cover already)."""
+    """Every point with Kafka and two Ctrl-Cs, and the files points the default run leaves
+    out (smoke: one Kafka point the default run does not cover)."""
+    points = sized(smoke=(), full=("mid-batch", "idle"))
+    for point in points:
+        where = tmp_path / f"files-{point}"
+        where.mkdir()
+        _one_ctrl_c(point, _files(where), where)
     points = sized(smoke=("mid-batch",), full=POINTS)
     for point in points:
         where = tmp_path / point

@@ -1,6 +1,6 @@
 """No record, alone or in company, stops a pipeline: batches with no good row at all.
 
-A batch whose only record is 50 MB (over ``source.max_record_bytes``), and one whose
+A batch whose only record is 20 MB (over ``source.max_record_bytes``'s defaults), and one whose
 records are all malformed, each commit the source position and put every record in the
 error table exactly once, and ``streamer run`` exits 0: before the table exists (the
 error table's commit carries the position) and after (an empty data commit does). It
@@ -30,8 +30,9 @@ from streamer.read import Table
 
 pytestmark = [pytest.mark.integration]
 
-#: The runaway record: realistic in size (50 MB on the wire), one of a kind in its batch.
-HUGE_BYTES = 50 * 1024 * 1024
+#: The runaway record: over the default limits of both sources (8 MB files, 16 MB Kafka),
+#: one of a kind in its batch.
+HUGE_BYTES = 20 * 1024 * 1024
 AVRO_SCHEMA = {
     "type": "record",
     "name": "Rec",
@@ -70,7 +71,7 @@ def _kafka_send(kafka, topic: str) -> Callable[[list[bytes]], list[str]]:
     from confluent_kafka import Producer
 
     def send(records: list[bytes]) -> list[str]:
-        # a producer that may send the 50 MB record (the topic allows it too)
+        # a producer that may send the 20 MB record (the topic allows it too)
         producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "message.max.bytes": 64 * 1024 * 1024,
                              "message.timeout.ms": 60_000, "enable.idempotence": True})
         where: list[str] = []
