@@ -38,7 +38,7 @@ def unstamped_error_time() -> Column:
     Why not ``current_timestamp()``: Spark's optimizer folds it into a timestamp literal,
     and generated code inlines such literals, so every micro-batch's plan compiled to new
     classes that the JVM then compiled to machine code again - ~1 s of JVM CPU per
-    100k-record Kafka batch, more than the decode itself (issue 14, benchmarks/RESULTS.md).
+    100k-record Kafka batch, more than the decode itself (benchmarks/RESULTS.md).
     """
     from pyspark.sql import functions as F
 
@@ -74,7 +74,7 @@ class Frames:
     Why lazily: each Spark DataFrame is analysed when it is made, and for a Kafka JSON
     batch the error split's frames took ~0.1 s of JVM CPU per micro-batch to analyse
     (the decode's error explanation is a large expression), wasted on a reader of
-    :attr:`Batch.together`, which needs none of them (issue 14).
+    :attr:`Batch.together`, which needs none of them.
     """
 
     def __init__(self, build: Callable[[], tuple[DataFrame, DataFrame, tuple[DataFrame, ...]]]) -> None:

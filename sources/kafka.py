@@ -165,7 +165,7 @@ class KafkaSource:
         # A batch that starts from "no position" reports the resolved start, so has_new_data works.
         return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end)
 
-    # -- available now (issue 14) -------------------------------------------------------------
+    # -- available now -------------------------------------------------------------------------
 
     def available_now(self, start: Position | None) -> KafkaOffsets:
         """The topic's end offsets now: an ``available_now`` run reads up to them, no further."""
@@ -318,7 +318,7 @@ class KafkaSource:
         start = self._check(start)
         return self._batch(raw.sparkSession, raw, start, None)
 
-    # -- what the pipeline asks a streaming source (issue 14) --------------------------------
+    # -- what the pipeline asks a streaming source --------------------------------------------
 
     def resolve_stream_start(self, start: Position | None) -> KafkaOffsets:
         """Concrete offsets for every partition (``starting_offsets`` without a position);
@@ -636,7 +636,7 @@ def at_or_after(position: KafkaOffsets) -> Column:
     The offsets are one map literal, not an ``offset < N`` comparison per partition:
     generated code inlines integer literals, so each micro-batch's new offsets made Spark
     compile the whole stage again and the JVM compile it to machine code again; a map
-    literal is a reference the code reads, the same code every batch (issue 14).
+    literal is a reference the code reads, the same code every batch.
     """
     from pyspark.sql import functions as F
 

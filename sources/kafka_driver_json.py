@@ -3,7 +3,7 @@
 Why: on the local engine a micro-batch's rows are collected to the driver anyway, and
 Spark's ``from_json`` is most of its JVM work (it runs outside whole-stage code
 generation, a row at a time); the ceiling it is measured against pays the same decode
-and then a Parquet write (issue 14, benchmarks/RESULTS.md). Collecting the raw records
+and then a Parquet write (benchmarks/RESULTS.md). Collecting the raw records
 and parsing them with Arrow's multi-threaded JSON reader halves the batch's JVM time.
 
 Spark stays the definition of a record's value: the driver only decodes a batch in

@@ -52,7 +52,7 @@ def jaas_config(security: KafkaSecurity) -> str:
 #: ends with a fetch the broker holds until this much time passes, as nothing more is
 #: there: at the consumer's default (500 ms) a 20k-record read of a 3-partition topic took
 #: 1.2 s wall on 2 cores (two waves of tasks), at 20 ms 0.3 s, the same JVM CPU
-#: (measured with a local broker, issue 14). A read of a backlog does not wait either way.
+#: (measured with a local broker). A read of a backlog does not wait either way.
 #: The cost of a short wait: an idle consumer asks the broker again sooner; Spark's bounded
 #: reads stop at their end offsets, so it asks a few more times per batch at most.
 FETCH_MAX_WAIT_MS = "20"

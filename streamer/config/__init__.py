@@ -1,4 +1,4 @@
-"""Pipeline definitions: typed, validated models of the YAML in DESIGN.md §3.
+"""Pipeline definitions: typed, validated models of the pipeline YAML (docs/options.md).
 
 Use :func:`load_pipelines` to get models (raises with every problem) or
 :func:`validate_file` to get the problems. Option names and defaults live only in

@@ -7,7 +7,7 @@ kept packed, as serialized: an eighth of a byte per bit, so a 10M-row table's fi
 in ``defaults.FOOTER_CACHE_BYTES``; unpacked, they overflowed it and a warm lookup re-read
 its footers), and its record-key column stay here, least recently used first out,
 bounded in the bytes each entry's loader reports (the arrays' ``nbytes``). Since
-log blocks carry only their own filter (issue 13, ``streamer.index.rfc06``), a lookup
+log blocks carry only their own filter (``streamer.index.rfc06``), a lookup
 probes every block of a slice: this is what keeps that to parsing each footer once.
 
 Keyed by (path, size, modification time) from the listing: a file rolled back and

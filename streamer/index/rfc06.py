@@ -9,7 +9,7 @@ other Hudi readers ignore):
 * for the slice's log blocks so far, their key *range* only, under
   ``mor_streamer.logs.min_record_key`` / ``max_record_key``: two strings.
 
-Why no cumulative filter any more (issue 13): a filter of every log key of the slice,
+Why no cumulative filter: a filter of every log key of the slice,
 rewritten into each new block, costs O(blocks^2) bytes per slice. Measured with
 ``benchmarks/bench_bytes.py`` (a 100k upsert, whose rows are 2.9 MB as plain Parquet):
 the cumulative filters were 0.77 MB of the 5.95 MB it wrote at 1M rows and 9.6 MB of

@@ -50,7 +50,7 @@ class ServicesReport:
     executed: list[ExecOutcome] = field(default_factory=list)
     clean: CleanOutcome | None = None
     archive: ArchiveOutcome | None = None
-    #: Per service step that acted (for metrics and the run's log; issue 15).
+    #: Per service step that acted (for metrics and the run's log).
     timings: list[ServiceTiming] = field(default_factory=list)
 
     def timed(self, action: str, started: float) -> None:

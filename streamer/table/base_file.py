@@ -204,7 +204,7 @@ def plain_columns(table: pa.Table) -> set[str]:
     plus indices are smaller than the plain values (``FallbackValuesWriter
     .isCompressionSatisfying``) and falls back to plain otherwise. Arrow's writer has no
     such check: it dictionary-encodes a column of unique ids or doubles in full, which
-    costs more bytes than plain and a hash of every value. Measured in issue 13 on the
+    costs more bytes than plain and a hash of every value. Measured (benchmarks/RESULTS.md) on the
     benchmark's rows: a 6,250-row log block encodes in 30% less time and 19% fewer bytes
     with its near-unique data columns plain, a 62,500-row base file in 46% less time (the
     sample below costs about a tenth of the block's encoding).

@@ -3,7 +3,7 @@
 Why lazy: a Hudi base file's footer carries its bloom filter as base64 text (~860 KB for
 a 125,000-row file at Hudi's default false-positive rate), and decoding all of it took
 ~4 ms per file - a sixth of a cold 100k-record upsert into a 10M-row table, whose probes
-then read ~30,000 of the filter's ~650,000 bytes (benchmarks/RESULTS.md, issue 13). A
+then read ~30,000 of the filter's ~650,000 bytes (benchmarks/RESULTS.md). A
 parsed footer filter therefore keeps the text and decodes only the bytes a probe reads;
 once its probes have read a quarter as many bytes as the whole vector holds (a long-running
 pipeline probing the same cached filter batch after batch), it decodes everything once
@@ -34,7 +34,7 @@ class PackedBits:
 
     Packed, a parsed filter takes an eighth of the memory of one byte per bit, so the
     process's footer cache (:mod:`streamer.index.footer_cache`) holds eight times the
-    filters (issue 13). Tests gather the byte and shift; adds set bits in place.
+    filters. Tests gather the byte and shift; adds set bits in place.
     """
 
     __slots__ = ("_packed", "size")

@@ -67,8 +67,8 @@ def latest_per_key(table: pa.Table, ordering_field: str | None, *,
     Rows whose record key occurs once are kept as they are; only the rows of repeated
     keys (a few in a micro-batch of upserts) are sorted by (partition, key, ordering,
     arrival), keeping each pair's last: one hash pass over the keys and a small sort
-    instead of sorting the whole batch by string keys (issue 14: ~40 ms of a 100k batch's
-    commit). ``key_fields``: the record key's source fields, when known (see
+    instead of sorting the whole batch by string keys (~40 ms of a 100k batch's commit,
+    benchmarks/RESULTS.md). ``key_fields``: the record key's source fields, when known (see
     :func:`_int_keys_unique`). The result keeps arrival order.
     """
     n = table.num_rows

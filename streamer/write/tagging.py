@@ -7,7 +7,7 @@ once per table partition with the request cut to that partition's slices
 group an update or delete finds, the bin-packing of a partition's inserts, the bucket
 index's file groups - looks no further than the row's partition, so a partition planned
 alone routes each row as the whole batch planned at once does, and the driver receives
-write statistics, never keys (issue 13: the driver then bounds the batch size).
+write statistics, never keys (so the driver's memory does not bound the batch size).
 """
 
 from __future__ import annotations

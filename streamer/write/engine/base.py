@@ -1,6 +1,6 @@
 """The engine seam: where the per-batch and per-file-group functions run.
 
-One core, two engines (DESIGN §2). The core is three plain functions —
+One core, two engines (docs/architecture.md). The core is three plain functions —
 :func:`~streamer.write.prepare.prepare_rows` (keys + schema),
 :func:`~streamer.write.prepare.latest_per_key` (combine) and
 :func:`~streamer.write.filegroup.write_file_group` (one file group's files) — and an

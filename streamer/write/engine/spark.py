@@ -1,7 +1,7 @@
 """Spark engine: the local engine's core, once per table partition, on executors.
 
-The driver sees write statistics, never keys (issue 13), and the batch crosses
-between the JVM and Python twice, with one shuffle (issue 14):
+The driver sees write statistics, never keys, and the batch crosses
+between the JVM and Python twice, with one shuffle:
 
 * ``mapInArrow(Packer)`` builds keys and conforms the schema (with the bucket index it
   also computes each row's bucket), then packs the rows of each table partition (bucket
