@@ -214,14 +214,6 @@ def with_error_ids(errors: pa.Table) -> pa.Table:
     return errors.add_column(0, ERROR_ID, pa.array(ids, pa.string()))
 
 
-def error_counts_by_reason(errors: pa.Table) -> dict[str, int]:
-    """``{reason: count}`` (for logs and tests)."""
-    out: dict[str, int] = {}
-    for r in errors.column("reason").to_pylist():
-        out[r] = out.get(r, 0) + 1
-    return out
-
-
 class ErrorTable:
     """The error table of one pipeline (non-partitioned, keyed by :data:`ERROR_ID`)."""
 

@@ -68,10 +68,6 @@ def parse_instant_time(ts: str) -> _dt.datetime:
     return _dt.datetime.strptime(padded, INSTANT_FORMAT).replace(tzinfo=_dt.timezone.utc)
 
 
-def is_instant_time(ts: str) -> bool:
-    return bool(_INSTANT_RE.match(ts))
-
-
 def wall_clock() -> _dt.datetime:
     """The wall clock (UTC) every new instant time is read from - the test seam.
 

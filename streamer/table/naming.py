@@ -107,14 +107,6 @@ def parse_log_file_name(name: str) -> LogFileName | None:
     )
 
 
-def is_log_file(name: str) -> bool:
-    return parse_log_file_name(name) is not None
-
-
-def is_base_file(name: str) -> bool:
-    return parse_base_file_name(name) is not None
-
-
 # --------------------------------------------------------------------------- partitions
 #: What Hudi's ``PartitionPathEncodeUtils`` (a copy of Hive's ``FileUtils``) escapes in a
 #: partition value when ``hoodie.datasource.write.partitionpath.urlencode`` is on: ASCII

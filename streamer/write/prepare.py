@@ -41,10 +41,6 @@ class PreparedBatch:
     input_rows: int
 
     @property
-    def num_upserts(self) -> int:
-        return self.upserts.num_rows
-
-    @property
     def num_deletes(self) -> int:
         return self.deletes.num_rows
 
