@@ -166,13 +166,21 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 # started lazily as before.
 #
 # A test module is one unit of work, so its module fixtures are built once; Apache Hudi's
-# JVM tier is one unit, so its two JVMs start on one worker only. The units start costliest
+# JVM tier is one unit, so its two JVMs start on one worker only; so are the modules using
+# the Hive metastore (one Derby-backed metastore JVM) and those using the schema registry
+# (one Apicurio JVM), which each worker would otherwise start for itself. The units start costliest
 # first (``LONGEST_FIRST``, then campaigns, slow and server tests): a long unit picked up
 # last would leave one worker running alone at the end.
 #
 # The units are made by the scheduler below rather than by ``xdist_group`` marks: pytest 9
 # keeps a node's id where pytest-xdist 3.8 no longer renames it, so the marks are ignored.
-GROUPS_BY_DIR = {"tests/hudi_jvm/": "hudi_jvm"}
+GROUPS_BY_DIR = {
+    "tests/hudi_jvm/": "hudi_jvm",
+    "tests/integration/catalog/": "hive_metastore",
+    "tests/integration/sources/test_error_only_batches.py": "schema_registry",
+    "tests/integration/sources/test_kafka_avro_pipeline.py": "schema_registry",
+    "tests/integration/sources/test_kafka_avro_registry.py": "schema_registry",
+}
 
 
 def _unit(nodeid: str) -> str:

@@ -119,6 +119,7 @@ def _pipeline_yaml(cluster: LocalSparkCluster, kafka, topic: str, lake: Path, si
                 spark.ui.port: "{ui_port}"
                 spark.port.maxRetries: "0"
                 spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+                spark.executor.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         """)
 
 

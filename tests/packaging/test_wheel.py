@@ -42,8 +42,10 @@ def installed(tmp_path_factory) -> Path:
         assert needed in names, f"{needed} missing from {wheel.name}"
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # --no-compile: pip would byte-compile every module of pyspark, pandas and the rest (half
+    # the install's CPU); the interpreter compiles what the tests import, as it would anyway
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "-q", "--disable-pip-version-check", "install",
-                    str(wheel)], check=True, timeout=900,
+                    "--no-compile", str(wheel)], check=True, timeout=900,
                    cwd=tmp)  # not the checkout: its mor_streamer.egg-info would pass for installed
     return venv
 

@@ -49,8 +49,13 @@ from tests.support.trip_model import (
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.s3, pytest.mark.slow,
               pytest.mark.campaign, pytest.mark.timeout(sized(smoke=900, full=2400))]
 
-#: Fault windows (each at least one injected fault; the kinds rotate: four per request, an outage).
-WINDOWS = sized(smoke=5, full=15)
+#: The fault kinds the windows rotate through, each of which must have injected a fault: all
+#: at full size (four per request, an outage); at smoke size a reply lost after the store
+#: applied the request (the conditional put that must be recognised as ours), a reset and
+#: an outage mid-commit.
+WINDOW_KINDS = sized(smoke=("lost-reply", "reset", OUTAGE), full=(*KINDS, OUTAGE))
+#: Fault windows (each at least one injected fault, the kinds in turn).
+WINDOWS = sized(smoke=3, full=15)
 RECORDS_PER_ROUND = 500
 #: A hang guard per wait, not a speed bound.
 WAIT_S = 300.0
@@ -102,7 +107,7 @@ def test_commits_through_a_throttling_and_failing_store_lose_nothing(kafka, spar
             produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))  # the run is up first
             _wait_committed(sup, kafka, topic, "the first round")
             for i in range(WINDOWS):
-                kind = (*KINDS, OUTAGE)[i % (len(KINDS) + 1)]
+                kind = WINDOW_KINDS[i % len(WINDOW_KINDS)]
                 produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
                 before = proxy.total
                 if kind == OUTAGE:  # mid-commit: the round's first requests are under way
@@ -122,13 +127,13 @@ def test_commits_through_a_throttling_and_failing_store_lose_nothing(kafka, spar
               f"touched {dict(proxy.touched)}; failed runs restarted: {len(sup.failures)} {sup.failures[:3]}")
         assert sup.committed() >= end, f"stopped before catching up; failed runs: {sup.failures}"
         assert sum(windows.values()) >= sized(smoke=3, full=10), f"windows that injected a fault: {windows}"
-        assert_phases_hit((*KINDS, OUTAGE), windows.elements(), what="S3 fault windows")
+        assert_phases_hit(WINDOW_KINDS, windows.elements(), what="S3 fault windows")
         assert_matches_model(path, model.expected())
         assert_each_record_committed_once(path, kafka, topic)
 
 
-#: Kills of the store's process (full: the issue's bar of 10).
-STORE_KILLS = sized(smoke=2, full=10)
+#: Kills of the store's process (full: the bar of 10; smoke: one, mid-commit).
+STORE_KILLS = sized(smoke=1, full=10)
 
 
 def test_a_store_process_killed_and_restarted_mid_commit_loses_nothing(kafka, spark, tmp_path):

@@ -60,7 +60,13 @@ def _done_services(p: str) -> tuple[int, int]:
             sum(1 for i in completed if i.pending_action == Action.LOG_COMPACTION))
 
 
-@pytest.mark.parametrize("storage", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+#: The storages: both at full size; at smoke size S3 (its commits are objects under a
+#: conditional-put lock, the harder case; the local folder's writers and services meet in
+#: the smoke runs of the poison and shared-table campaigns).
+STORAGES = sized(smoke=["s3"], full=["local", "s3"])
+
+
+@pytest.mark.parametrize("storage", [pytest.param(s, marks=[pytest.mark.s3] if s == "s3" else []) for s in STORAGES])
 def test_writer_compactors_and_reader_together(storage, tmp_path, request):
     if storage == "s3":
         request.getfixturevalue("local_s3")  # the AWS variables point here and in the children
