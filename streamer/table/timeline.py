@@ -347,17 +347,20 @@ class Timeline:
             self._replace(requested)
         return requested
 
-    def delete_completed(self, instant: Instant) -> None:
-        """Remove all files of a completed instant (restore/rollback of a commit).
-
-        The completed file goes first so readers never see a completed instant
-        whose plan has vanished.
-        """
+    def unpublish(self, instant: Instant) -> Instant:
+        """``completed`` -> ``inflight``: the first step of rolling back a completed instant
+        (Apache Hudi's ``revertToInflight``, which a rollback of a commit asked for by a
+        user takes before it deletes any file). The completed file goes first, so readers
+        never see a completed instant whose files are being deleted; the instant is then a
+        failed write to every reader. Idempotent: a pending instant is returned as is."""
         self._require_writable()
-        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
-            self.fs.delete_file(self.path_of(instant, state))
-            self._files.pop((instant.timestamp, state), None)
-        self.instants = [i for i in self.instants if i.timestamp != instant.timestamp]
+        if not instant.is_completed:
+            return instant
+        self.fs.delete_file(self.path_of(instant, State.COMPLETED))
+        self._files.pop((instant.timestamp, State.COMPLETED), None)
+        inflight = Instant(instant.timestamp, instant.action, State.INFLIGHT)
+        self._replace(inflight)
+        return inflight
 
     def _write(self, instant: Instant, content: bytes, atomic: bool) -> None:
         name = instant.file_name(1)

@@ -254,13 +254,22 @@ class Transaction:
 
     def resume_rollbacks(self, timeline: Timeline) -> list[RollbackOutcome]:
         """Finish rollbacks a crash interrupted, from their saved plans. Holding the writers'
-        lock, every pending rollback is a dead one: rollbacks run only holding it."""
+        lock, every pending rollback is a dead one: rollbacks run only holding it.
+
+        A plan may target a *completed* instant: Apache Hudi rolls back a commit a user asks
+        it to (its CLI, a restore), and a crash between the plan and Hudi's first step
+        leaves the target completed. That step is taken here as Hudi takes it - the target
+        unpublished before any of its files is deleted - so no reader ever sees a completed
+        instant whose files are gone."""
         out = []
         for rb in [i for i in timeline.pending() if i.action == Action.ROLLBACK]:
             plan = RollbackPlan.from_bytes(timeline.read_plan(rb), timeline.path_of(rb, State.REQUESTED))
             if rb.is_requested:
                 rb = self.start(timeline, rb)
             target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
+            if target.is_completed:
+                target = timeline.unpublish(target)
+                faults.step("rollback unpublished target")
             meta = execute_plan(self.fs, self.base_path, plan, rb.timestamp)
             self._finish_rollback(timeline, target, rb, meta)
             out.append(RollbackOutcome(rb.timestamp, plan.instant_time, meta.total_files_deleted, 0))

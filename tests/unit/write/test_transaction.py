@@ -4,6 +4,7 @@ timeline's transitions, no ``last_*`` state."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import posixpath
 import re
 from pathlib import Path
@@ -12,10 +13,12 @@ import pyarrow as pa
 import pytest
 
 import streamer
+import streamer.read
 from streamer.errors import CommitConflictError, ConfigError
 from streamer.fs import FileSystem
 from streamer.table.identity import IndexConfig, IndexType
 from streamer.table.instant import Action
+from streamer.table.metadata import RollbackPlan, RollbackRequest
 from streamer.table.properties import METAFOLDER
 from streamer.table.snapshot import TableSnapshot
 from streamer.write import HudiWriter, TableConfig
@@ -143,10 +146,65 @@ def test_a_service_transaction_with_a_plan_lock_takes_no_writers_lock(tmp_path):
         plan_lock.release()
 
 
+# ------------------------------------------------------- rollbacks of a completed commit
+def _hudi_style_rollback_requested(w: HudiWriter, target: str) -> list[str]:
+    """What a rollback of the completed ``target`` that Apache Hudi was asked for (its CLI)
+    leaves when it dies right after its plan: a requested rollback listing the files the
+    commit wrote, the target still completed. Returns those files."""
+    tl = TableSnapshot.load(w.fs, w.base_path).timeline
+    meta = json.loads(tl.read_details(tl.get(target)))
+    files = {part: [posixpath.join(w.base_path, s["path"]) for s in stats]
+             for part, stats in meta["partitionToWriteStats"].items()}
+    plan = RollbackPlan(target, "deltacommit", [RollbackRequest(part, files_to_be_deleted=paths)
+                                                for part, paths in files.items()])
+    with Transaction(w.fs, w.base_path) as tx:
+        tx.request(tl, Action.ROLLBACK, plan=plan.to_avro_bytes())
+    return [f for paths in files.values() for f in paths]
+
+
+def test_a_pending_rollback_of_a_completed_commit_unpublishes_it_before_its_files_go(tmp_path):
+    """Resumed, the rollback first takes the commit off the completed timeline (as Hudi
+    does), then deletes its files: the table never holds a completed commit without them,
+    and afterwards reads exactly what it held before that commit."""
+    w = _writer(tmp_path)
+    w.upsert(_rows(range(3)))
+    second = w.upsert(pa.table({"id": ["x", "y"], "city": ["la", "la"], "ts": [1, 1]}))
+    files = _hudi_style_rollback_requested(w, second.instant)
+    assert files and all(w.fs.exists(f) for f in files)
+
+    order: list[str] = []
+    real_delete = w.fs.delete_file
+
+    def watch(path: str, missing_ok: bool = True) -> None:
+        if path.endswith(f"{second.instant}.deltacommit"):
+            order.append("unpublished")
+        elif path in files:
+            order.append("file")
+        real_delete(path, missing_ok)
+
+    w.fs.delete_file = watch  # type: ignore[method-assign]
+    try:
+        outcomes = _resume(w)
+    finally:
+        w.fs.delete_file = real_delete  # type: ignore[method-assign]
+    assert [o.target for o in outcomes] == [second.instant]
+    assert order and order[0] == "unpublished" and "file" in order, order
+    tl = TableSnapshot.load(w.fs, w.base_path).timeline
+    assert tl.get(second.instant) is None
+    assert [i.action for i in tl.completed()][-1] == Action.ROLLBACK and not tl.pending()
+    assert not any(w.fs.exists(f) for f in files)
+    assert sorted(streamer.read.Table.open(w.base_path).read().column("id").to_pylist()) == ["0", "1", "2"]
+
+
+def _resume(w: HudiWriter):
+    with Transaction(w.fs, w.base_path) as tx:
+        return tx.rollback_failed_writes(TableSnapshot.load(w.fs, w.base_path).timeline)
+
+
 # ---------------------------------------------------------------------- structure (grep)
 ROOT = Path(streamer.__file__).parent
 TRANSITIONS = ("create_requested", "transition_to_inflight", "complete", "revert_to_requested",
-               "delete_pending", "delete_completed")
+               "delete_pending", "unpublish")
 
 
 def _sources():
