@@ -19,6 +19,12 @@ JVM_ARCHIVE := .cache/spark-classes.jsa
 
 .PHONY: demo test test-campaigns setup venv jars hudi-env pushgateway lint fast bench clean
 
+# Python writes and reuses its bytecode caches here even where the environment turns them
+# off: a run starts a few hundred interpreters (each `streamer run` of the campaigns, each
+# Spark Python worker, each pytest worker rewriting the test modules' asserts), and without
+# the caches every one of them compiles this project's modules again.
+unexport PYTHONDONTWRITEBYTECODE
+
 demo: venv jars
 	$(BIN)/streamer demo
 
