@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-results", action="store_true", help="replace our section of benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
 
-    from sources import build_source
-    from sources.position import KafkaOffsets
+    from streamer.sources import build_source
+    from streamer.sources.position import KafkaOffsets
     from streamer.spark import get_spark
     from streamer.testing.kafka import LocalKafkaBroker
 

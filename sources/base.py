@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from sources.position import Position
 from streamer.errors import ConfigError
+from streamer.sources.position import Position
 
 if TYPE_CHECKING:
     import pyarrow as pa

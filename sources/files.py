@@ -1,11 +1,11 @@
 """A folder of JSON, CSV, Parquet or Avro files, read incrementally.
 
 Each batch lists the folder, takes files that are new since the stored
-:class:`~sources.position.FileListPosition` (oldest modification time first, at most
+:class:`~streamer.sources.position.FileListPosition` (oldest modification time first, at most
 ``max_files_per_batch``) and reads exactly those files. Hidden (``.x``) and
 ``_x`` files (``_SUCCESS``, in-progress uploads) are never picked up.
 
-JSON Lines and CSV are split into lines on the executors (``sources.lines``) and parsed
+JSON Lines and CSV are split into lines on the executors (``streamer.sources.lines``) and parsed
 with Spark's ``from_json``/``from_csv``, so no bad record fails the batch: each becomes
 one error row under its own position (``file:line``), with its original bytes (base64
 when they are not UTF-8) and a reason naming what is wrong (malformed text, the field
@@ -25,7 +25,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from sources.base import (
+from streamer.config.base import reveal
+from streamer.config.sources import FilesSourceConfig
+from streamer.errors import SourceError
+from streamer.fs import FileStatus, resolve
+from streamer.sources.base import (
     ERROR_COLUMNS,
     RECORD_COLUMN,
     Batch,
@@ -33,12 +37,8 @@ from sources.base import (
     struct_from_ddl,
     unstamped_error_time,
 )
-from sources.lines import LINE_DDL
-from sources.position import FileListPosition, Position
-from streamer.config.base import reveal
-from streamer.config.sources import FilesSourceConfig
-from streamer.errors import SourceError
-from streamer.fs import FileStatus, resolve
+from streamer.sources.lines import LINE_DDL
+from streamer.sources.position import FileListPosition, Position
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -74,7 +74,7 @@ def select_new_files(
 
 
 class FilesSource:
-    """:class:`~sources.base.Source` over a folder; position = watermark + recent files."""
+    """:class:`~streamer.sources.base.Source` over a folder; position = watermark + recent files."""
 
     source_type = "files"
 
@@ -144,7 +144,7 @@ class FilesSource:
 
     @property
     def _line_based(self) -> bool:
-        """JSON Lines and CSV are read line by line (see ``sources.lines``), unless the
+        """JSON Lines and CSV are read line by line (see ``streamer.sources.lines``), unless the
         user asked Spark for records spanning lines (``options: {multiLine: true}``)."""
         multi = {k.lower(): str(v).lower() for k, v in reveal(self.config.options).items()}.get("multiline")
         return self.config.format in ("json", "csv") and multi != "true"
@@ -179,7 +179,7 @@ class FilesSource:
         return retype
 
     def _lines(self, spark: SparkSession, paths: list[str]) -> DataFrame:
-        """The lines of ``paths`` (:data:`~sources.lines.LINE_DDL` + record id), split on the executors."""
+        """The lines of ``paths`` (:data:`~streamer.sources.lines.LINE_DDL` + record id), split on the executors."""
         from pyspark.sql import functions as F
 
         limit = int(self.config.max_record_bytes)
@@ -188,8 +188,8 @@ class FilesSource:
         def split(batches: Iterator) -> Iterator:
             import pyarrow as pa
 
-            from sources.lines import split_lines
             from streamer.fs import resolve as _resolve
+            from streamer.sources.lines import split_lines
 
             fs, _ = _resolve(config_path)
             for b in batches:
@@ -350,7 +350,7 @@ class FilesSource:
         import fastavro
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from sources.avro import spark_arrow_schema
+        from streamer.sources.avro import spark_arrow_schema
         from streamer.table.avro_schema import avro_to_arrow
 
         # Reader schema: the newest file's writer schema (older files resolve into it).
@@ -367,8 +367,8 @@ class FilesSource:
         def decode(batches: Iterator) -> Iterator:
             import fastavro as fa
 
-            from sources.avro import records_to_spark_batch
             from streamer.fs import resolve as _resolve
+            from streamer.sources.avro import records_to_spark_batch
 
             fs, _ = _resolve(config_path)
             for b in batches:

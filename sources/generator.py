@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from sources.base import Batch, empty_errors
-from sources.position import GeneratorPosition, Position
 from streamer.config.sources import GeneratorSourceConfig
 from streamer.errors import SourceError
+from streamer.sources.base import Batch, empty_errors
+from streamer.sources.position import GeneratorPosition, Position
 from streamer.table import meta_fields
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def generate_arrow(config: GeneratorSourceConfig, batch_index: int) -> pa.Table:
 
 
 class GeneratorSource:
-    """:class:`~sources.base.Source` over :func:`generate_arrow`; position = next batch index."""
+    """:class:`~streamer.sources.base.Source` over :func:`generate_arrow`; position = next batch index."""
 
     source_type = "generator"
 

@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from sources.base import (
+from streamer.config.sources import KafkaSourceConfig
+from streamer.errors import SourceError
+from streamer.sources.base import (
     ERROR_SCHEMA_DDL,
     SOURCE_ERROR_COL,
     Batch,
@@ -34,12 +36,10 @@ from sources.base import (
     RecordIdentity,
     struct_from_ddl,
 )
-from sources.kafka_client import KafkaSourceClient
-from sources.kafka_options import plan_end, resolve_start, spark_kafka_options
-from sources.kafka_records import METADATA_COLUMNS, error_columns, kafka_errors
-from sources.position import KafkaOffsets, Position
-from streamer.config.sources import KafkaSourceConfig
-from streamer.errors import SourceError
+from streamer.sources.kafka_client import KafkaSourceClient
+from streamer.sources.kafka_options import plan_end, resolve_start, spark_kafka_options
+from streamer.sources.kafka_records import METADATA_COLUMNS, error_columns, kafka_errors
+from streamer.sources.position import KafkaOffsets, Position
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,12 +54,12 @@ RAW_KAFKA_DDL = (
     "key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
 )
-#: After the driver declined a batch (:mod:`sources.kafka_driver_json`), this many go
+#: After the driver declined a batch (:mod:`streamer.sources.kafka_driver_json`), this many go
 #: straight to Spark's decode: a declined batch reads its records twice, and a topic with
 #: a bad record in every batch must not pay that every time.
 DRIVER_RETRY_AFTER = 8
 class KafkaSource:
-    """:class:`~sources.base.StreamingSource` over one topic; position = :class:`KafkaOffsets`."""
+    """:class:`~streamer.sources.base.StreamingSource` over one topic; position = :class:`KafkaOffsets`."""
 
     source_type = "kafka"
 
@@ -74,7 +74,7 @@ class KafkaSource:
         #: the position the consumer group was last set to by this process (None: not yet)
         self._mirrored: KafkaOffsets | None = None
         if config.format == "avro":
-            from sources.kafka_avro import AvroDecoder
+            from streamer.sources.kafka_avro import AvroDecoder
 
             self._avro = AvroDecoder.from_config(config)
 
@@ -254,8 +254,8 @@ class KafkaSource:
 
     def _driver_rows(self, raw: DataFrame) -> Callable[[], pa.Table | None] | None:
         """``Batch.driver_rows`` of a declared-schema JSON batch whose field types the
-        driver decodes as Spark does (:mod:`sources.kafka_driver_json`), else None."""
-        from sources import kafka_driver_json
+        driver decodes as Spark does (:mod:`streamer.sources.kafka_driver_json`), else None."""
+        from streamer.sources import kafka_driver_json
 
         assert self.config.schema_ddl is not None  # ``together`` is made for a declared schema only
         if self._driver_fields is False:  # once per source: parsing the DDL asks the JVM
@@ -414,7 +414,7 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     frames()[2][1].cache()  # the flagged rows: df and errors both read them
 
     def redecode(types: StructType) -> Frames:
-        from sources.files import prefer_types
+        from streamer.sources.files import prefer_types
 
         exprs2 = _json_expressions(prefer_types(schema, types), config)
         parsed2 = base.select("topic", "partition", "offset", "timestamp", "_raw", "_valid",
@@ -491,7 +491,7 @@ class _JsonExpressions:
 
     A Spark ``Column`` is an unresolved expression, not bound to a DataFrame, so one set
     serves every micro-batch; building them anew cost ~100 py4j calls per batch (most of
-    them in :func:`~sources.files.explain`), a visible share of a small batch's latency.
+    them in :func:`~streamer.sources.files.explain`), a visible share of a small batch's latency.
     """
 
     parse: Column
@@ -532,7 +532,7 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from sources.files import explain
+    from streamer.sources.files import explain
 
     full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}

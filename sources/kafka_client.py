@@ -6,7 +6,7 @@ new client per call would pay a connection (and a coordinator lookup) each time.
 
 Why quiet: librdkafka prints every failed connection attempt to stderr (hundreds of
 ``Connect … failed`` lines a minute when the broker is down). Its log lines and error
-events go to the ``sources.kafka.librdkafka`` logger at DEBUG instead; the last error
+events go to the ``streamer.sources.kafka.librdkafka`` logger at DEBUG instead; the last error
 is kept, so the one :class:`~streamer.errors.SourceError` a caller sees can say why.
 """
 
@@ -18,16 +18,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from sources.base import PartitionLag
-from sources.kafka_options import librdkafka_config
-from sources.position import KafkaOffsets
 from streamer.errors import SourceError
+from streamer.sources.base import PartitionLag
+from streamer.sources.kafka_options import librdkafka_config
+from streamer.sources.position import KafkaOffsets
 
 if TYPE_CHECKING:
     from streamer.config.sources import KafkaSourceConfig
 
 log = logging.getLogger(__name__)
-client_log = logging.getLogger("sources.kafka.librdkafka")
+client_log = logging.getLogger("streamer.sources.kafka.librdkafka")
 
 #: Lag is an observation taken after every batch: never wait long for it.
 LAG_TIMEOUT_S = 5.0
@@ -173,7 +173,7 @@ class KafkaSourceClient:
 
         An observation: any failure (broker down, topic gone) gives ``[]``, never an error.
         """
-        from sources.kafka_options import resolve_start
+        from streamer.sources.kafka_options import resolve_start
 
         timeout = min(LAG_TIMEOUT_S, self.config.metadata_timeout.total_seconds())
         try:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sources.position import KafkaOffsets
 from streamer.config.base import is_secret_key, reveal
 from streamer.config.sources import KafkaSecurity, KafkaSourceConfig
 from streamer.errors import SourceError
+from streamer.sources.position import KafkaOffsets
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

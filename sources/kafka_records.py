@@ -1,6 +1,6 @@
 """What a Kafka record carries besides its value: its metadata columns and error rows.
 
-Shared by the JSON and the Avro decoding (:mod:`sources.kafka`, :mod:`sources.kafka_avro`):
+Shared by the JSON and the Avro decoding (:mod:`streamer.sources.kafka`, :mod:`streamer.sources.kafka_avro`):
 a record's topic, partition and offset identify it in the table's metadata columns and in
 the error table alike, so a bad record's error row names exactly where to find it.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sources.base import ERROR_COLUMNS, unstamped_error_time
+from streamer.sources.base import ERROR_COLUMNS, unstamped_error_time
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -24,7 +24,7 @@ METADATA_COLUMNS = {
 
 
 def kafka_errors(rows: DataFrame, payload: Column, encoding: str | Column, reason: Column) -> DataFrame:
-    """Error rows in :data:`~sources.base.ERROR_COLUMNS` layout from raw Kafka rows."""
+    """Error rows in :data:`~streamer.sources.base.ERROR_COLUMNS` layout from raw Kafka rows."""
     return rows.select(*error_columns(payload, encoding, reason))
 
 

@@ -5,9 +5,10 @@ URL away. The Python workers are pinned to the running interpreter: a worker on
 another Python would import another pyarrow/pyspark and fail in confusing ways.
 
 On a cluster (any master but ``local``/``local[...]``) the executors must import this
-project's code (``streamer``, ``sources``, ``transforms``): by default the session ships
-it, zipped from the running installation, with ``SparkContext.addPyFile`` (executors
-then run exactly the driver's version). ``spark.morstreamer.shipPackage: "false"``
+project's code (the ``streamer`` package, ``streamer.sources`` and
+``streamer.transforms`` included): by default the session ships it, zipped from the
+running installation, with ``SparkContext.addPyFile`` (executors then run exactly the
+driver's version). ``spark.morstreamer.shipPackage: "false"``
 relies on an installation on every node instead. docs/cluster.md has both.
 """
 
@@ -62,8 +63,8 @@ _LOCAL_DRIVER_CONF: dict[str, str] = {
 #: Our setting (``true``/``false``/``auto``, the default): ship this project's code to the
 #: executors as a zip (``auto``: unless the master is ``local``/``local[...]``).
 SHIP_PACKAGE_CONF = "spark.morstreamer.shipPackage"
-#: The packages executors import (the top-level packages of the ``mor-streamer`` distribution).
-SHIPPED_PACKAGES = ("streamer", "sources", "transforms")
+#: The packages executors import: the one top-level package of the ``mor-streamer`` distribution.
+SHIPPED_PACKAGES = ("streamer",)
 
 
 def is_local_master(master: str) -> bool:
@@ -151,8 +152,10 @@ def ships_package(conf: Mapping[str, str]) -> bool:
 
 
 def package_zip(out_dir: str | os.PathLike[str] | None = None) -> Path:
-    """A zip of the running installation's ``streamer``, ``sources`` and ``transforms``
-    (code and package data, no caches), for ``addPyFile`` / ``spark.submit.pyFiles``.
+    """A zip of the running installation's ``streamer`` package (code and package data, no
+    caches), for ``addPyFile`` / ``spark.submit.pyFiles``. In a checkout ``streamer/sources``
+    and ``streamer/transforms`` are links to the top-level folders: they are followed, so the
+    zip holds their files under ``streamer/sources/...`` as the wheel does.
 
     Named by a hash of its contents (an edited checkout gives a new zip; an unchanged one
     reuses it) and written atomically into ``out_dir`` (default: a folder in the temp dir).
@@ -164,10 +167,13 @@ def package_zip(out_dir: str | os.PathLike[str] | None = None) -> Path:
     files: list[tuple[str, Path]] = []
     for name in SHIPPED_PACKAGES:
         root = Path(importlib.import_module(name).__file__ or "").parent
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root.parent)
-            if path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo"):
-                files.append((rel.as_posix(), path))
+        for here, dirs, names in os.walk(root, followlinks=True):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for file_name in names:
+                path = Path(here) / file_name
+                if path.is_file() and path.suffix not in (".pyc", ".pyo"):
+                    files.append((path.relative_to(root.parent).as_posix(), path))
+    files.sort()
     digest = hashlib.sha256()
     for arcname, path in files:
         digest.update(arcname.encode() + b"\0" + path.read_bytes() + b"\0")

@@ -20,16 +20,16 @@ from streamer.config.transforms import (
     SqlTransformConfig,
     TransformConfig,
 )
-from transforms.base import Transform, TransformError
-from transforms.columns import (
+from streamer.transforms.base import Transform, TransformError
+from streamer.transforms.columns import (
     CastTransform,
     DeriveTransform,
     DropTransform,
     FilterTransform,
     RenameTransform,
 )
-from transforms.flatten import FlattenTransform
-from transforms.sql import SqlTransform
+from streamer.transforms.flatten import FlattenTransform
+from streamer.transforms.sql import SqlTransform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

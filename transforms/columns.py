@@ -11,7 +11,7 @@ from streamer.config.transforms import (
     FilterTransformConfig,
     RenameTransformConfig,
 )
-from transforms.base import quote, require_columns
+from streamer.transforms.base import quote, require_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamer.config.transforms import FlattenTransformConfig
-from transforms.base import quote
+from streamer.transforms.base import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

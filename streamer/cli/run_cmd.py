@@ -187,9 +187,9 @@ def _cancel_spark_jobs() -> None:
 def _preflight(configs: list[PipelineConfig]) -> None:
     """Before any JVM starts: a missing source folder or an unreachable broker is one
     clear error now, not "no new data" forever or a failure after Spark's start-up."""
-    from sources import build_source
-    from sources.base import Preflight
     from streamer.config.preflight import require_source_folders
+    from streamer.sources import build_source
+    from streamer.sources.base import Preflight
 
     require_source_folders(configs)
     for c in configs:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.config.pipeline import PipelineConfig
 from streamer.pipeline.collect import collect_together, set_rows
 from streamer.pipeline.errors_table import (
@@ -30,7 +29,8 @@ from streamer.pipeline.errors_table import (
     with_no_reasons,
     with_originals,
 )
-from transforms import apply_transforms
+from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
+from streamer.transforms import apply_transforms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -22,20 +22,20 @@ from collections.abc import Iterator
 
 from pydantic import ValidationError
 
-from sources.position import (
+from streamer.errors import SourceError
+from streamer.fs import FileSystem
+from streamer.sources.position import (
     CheckpointFormatError,
     KafkaOffsets,
     Position,
     position_from_json,
     position_to_json,
 )
-from streamer.errors import SourceError
-from streamer.fs import FileSystem
 from streamer.table.metadata import CHECKPOINT_KEY
 from streamer.table.properties import properties_path
 from streamer.table.snapshot import TableSnapshot
 
-#: Extra-metadata key holding our own position (JSON, see ``sources.position``).
+#: Extra-metadata key holding our own position (JSON, see ``streamer.sources.position``).
 STREAMER_CHECKPOINT_KEY = "mor.streamer.checkpoint"
 #: Extra-metadata key holding the Spark micro-batch id that produced a commit.
 BATCH_ID_KEY = "mor.streamer.batch.id"

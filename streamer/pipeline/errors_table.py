@@ -7,7 +7,7 @@ table keyed by a hash of the record's identity (source position, reason, payload
 so a replayed batch upserts the same error rows instead of duplicating them.
 
 Why a record's position is its own (a streamed record's ``topic/partition/offset``,
-``sources.base.RecordIdentity``) and not the batch's end position: after a crash,
+``streamer.sources.base.RecordIdentity``) and not the batch's end position: after a crash,
 continuous mode may cut the same records into different micro-batches, and the id must
 not depend on where a batch happened to end.
 """
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sources.base import ERROR_COLUMNS
 from streamer.config.pipeline import EngineConfig
 from streamer.config.target import TargetConfig
 from streamer.pipeline.sink import TableSink
+from streamer.sources.base import ERROR_COLUMNS
 from streamer.write.result import CommitResult
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ ERROR_ID = "error_id"
 REASON_COL = "_mor_reason"
 PAYLOAD_COL = "_mor_payload"
 
-#: The error table's columns as Arrow types (the same as ``sources.base.ERROR_SCHEMA_DDL``).
+#: The error table's columns as Arrow types (the same as ``streamer.sources.base.ERROR_SCHEMA_DDL``).
 ERROR_ARROW_SCHEMA = pa.schema(
     [
         ("source_type", pa.string()),
@@ -184,7 +184,7 @@ def with_originals(rows: pa.Table, keys: pa.Table, originals: Callable[[pa.Table
 def as_error_arrow(errors: pa.Table) -> pa.Table:
     """Error rows from a source (Spark's ``toArrow``) in :data:`ERROR_ARROW_SCHEMA`,
     ``error_time`` stamped here (now, UTC) where the source left it null: sources
-    build it in Spark as null (:func:`sources.base.unstamped_error_time` says why)."""
+    build it in Spark as null (:func:`streamer.sources.base.unstamped_error_time` says why)."""
     rows = errors.select(list(ERROR_COLUMNS)).cast(ERROR_ARROW_SCHEMA)
     at = rows.column_names.index("error_time")
     times = rows.column(at)

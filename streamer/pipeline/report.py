@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sources.base import PartitionLag
+from streamer.sources.base import PartitionLag
 from streamer.table.layout import TableLayout
 
 

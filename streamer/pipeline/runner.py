@@ -18,20 +18,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sources import build_source
-from sources.base import (
-    Batch,
-    NotifiedOfCommits,
-    PartitionLag,
-    ReadsAvailableNow,
-    RecordIdentity,
-    ReportsLag,
-    Source,
-    StreamingSource,
-    WarmsUp,
-    record_identity,
-)
-from sources.position import Position, position_to_json
 from streamer import faults
 from streamer.catalog.hook import catalog_hook
 from streamer.config.base import reveal
@@ -52,6 +38,20 @@ from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
 from streamer.pipeline.sink import TableSink
 from streamer.pipeline.stream import run_polling, run_stream
+from streamer.sources import build_source
+from streamer.sources.base import (
+    Batch,
+    NotifiedOfCommits,
+    PartitionLag,
+    ReadsAvailableNow,
+    RecordIdentity,
+    ReportsLag,
+    Source,
+    StreamingSource,
+    WarmsUp,
+    record_identity,
+)
+from streamer.sources.position import Position, position_to_json
 from streamer.table.layout import TableLayout, table_layout
 from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
@@ -200,7 +200,7 @@ class PipelineRunner:
     def run_available_now(self, stop: threading.Event | None = None) -> list[BatchReport]:
         """Everything available when called, in capped batches, then return (``available_now``).
 
-        The end is fixed first (:class:`~sources.base.ReadsAvailableNow`), so records
+        The end is fixed first (:class:`~streamer.sources.base.ReadsAvailableNow`), so records
         arriving meanwhile are left to the next run and the loop ends however fast
         producers write. Each batch moves the position forward; the loop ends at the first
         batch with nothing new (its report is kept only if it is the run's only one, so
@@ -239,7 +239,7 @@ class PipelineRunner:
     ) -> None:
         """Run until ``stop`` is set, ``max_batches`` batches ran, or ``timeout_s`` passed.
 
-        A :class:`~sources.base.StreamingSource` runs as Spark Structured Streaming
+        A :class:`~streamer.sources.base.StreamingSource` runs as Spark Structured Streaming
         (``foreachBatch``) unless ``trigger.read`` is ``poll``; other sources poll with
         one :meth:`run_once` per interval.
         """

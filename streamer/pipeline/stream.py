@@ -24,10 +24,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from sources.base import Source, StreamingSource
-from sources.position import Position
 from streamer.config.pipeline import PipelineConfig
 from streamer.errors import StreamerError
+from streamer.sources.base import Source, StreamingSource
+from streamer.sources.position import Position
 from streamer.write.lock import pid_alive
 
 if TYPE_CHECKING:

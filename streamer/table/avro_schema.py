@@ -39,7 +39,7 @@ Other unions (two or more non-null branches) are refused with a :class:`SchemaEr
 recursive types. Named types may be referenced by short or full name, and fastavro's parsed
 schemas (full names, ``__fastavro_*`` keys) are accepted as well as plain JSON.
 Where Spark cannot carry one of these types (millisecond timestamps, times, fixed-size
-binary), ``sources.avro.spark_arrow_schema`` maps it for Spark the way Spark's own Avro
+binary), ``streamer.sources.avro.spark_arrow_schema`` maps it for Spark the way Spark's own Avro
 reader does; that is a Spark representation, not a second Avro mapping.
 """
 

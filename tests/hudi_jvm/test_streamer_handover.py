@@ -15,12 +15,12 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from sources.position import KafkaOffsets
 from streamer.config import parse_pipelines
 from streamer.fs import resolve
 from streamer.pipeline.checkpoint import STREAMER_CHECKPOINT_KEY
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
+from streamer.sources.position import KafkaOffsets
 from streamer.table.metadata import CHECKPOINT_KEY, CommitMetadata
 from streamer.table.properties import load_properties
 from streamer.table.timeline import Timeline

@@ -22,24 +22,30 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow]
 
 
+#: The folders of the checkout the wheel installs, and the package each installs as:
+#: ``sources/`` and ``transforms/`` are reached through the links ``streamer/sources`` and
+#: ``streamer/transforms``; nothing installs as a generic top-level name.
+INSTALLED_AS = {"streamer": "streamer", "sources": "streamer/sources", "transforms": "streamer/transforms"}
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
+def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in ("streamer", "sources", "transforms"):
-        shutil.copytree(REPO / name, src / name, ignore=junk)
+    for name in INSTALLED_AS:
+        shutil.copytree(REPO / name, src / name, ignore=junk, symlinks=True)  # the links as links
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp / "dist"), str(src)], check=True, timeout=600)
-    (wheel,) = (tmp / "dist").glob("mor_streamer-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("streamer/py.typed", "streamer/resources/log4j2.properties", "streamer/resources/demo.yaml",
-                   "streamer/resources/maven/pom.xml", "streamer/resources/maven/jvm/spark-kafka/pom.xml",
-                   "streamer/resources/maven/jvm/kafka-broker/pom.xml", "sources/__init__.py",
-                   "transforms/__init__.py"):
-        assert needed in names, f"{needed} missing from {wheel.name}"
+    (built,) = (tmp / "dist").glob("mor_streamer-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel) -> Path:
+    tmp = wheel.parent.parent
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     # --no-compile: pip would byte-compile every module of pyspark, pandas and the rest (half
@@ -48,6 +54,44 @@ def installed(tmp_path_factory) -> Path:
                     "--no-compile", str(wheel)], check=True, timeout=900,
                    cwd=tmp)  # not the checkout: its mor_streamer.egg-info would pass for installed
     return venv
+
+
+def test_the_wheel_holds_one_top_level_package_with_every_subpackage(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("streamer/py.typed", "streamer/resources/log4j2.properties", "streamer/resources/demo.yaml",
+                   "streamer/resources/maven/pom.xml", "streamer/resources/maven/jvm/spark-kafka/pom.xml",
+                   "streamer/resources/maven/jvm/kafka-broker/pom.xml"):
+        assert needed in names, f"{needed} missing from {wheel.name}"
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"streamer"}, f"top-level names in {wheel.name}: {sorted(top)}"
+    packages = ["/".join((INSTALLED_AS[folder], *init.parent.relative_to(REPO / folder).parts, "__init__.py"))
+                for folder in INSTALLED_AS for init in (REPO / folder).rglob("__init__.py")
+                if not any((REPO / d).is_symlink() for d in init.relative_to(REPO).parents)]
+    assert "streamer/sources/__init__.py" in packages and "streamer/transforms/__init__.py" in packages
+    missing = sorted(p for p in packages if p not in names)
+    assert not missing, f"packages missing from {wheel.name}: {missing}"
+
+
+def test_the_installed_distribution_is_streamer_alone_without_test_extras(installed, tmp_path):
+    """The acceptance of issue 28: a fresh virtualenv gets no generic top-level package (a
+    user's own ``sources`` does not collide) and not testcontainers, a test-only extra."""
+    code = """
+import importlib.metadata as md, importlib.util as u
+dist = md.distribution("mor-streamer")
+print("top_level", sorted((dist.read_text("top_level.txt") or "streamer").split()))
+print("record", sorted({str(f).split("/")[0] for f in dist.files if not str(f).startswith("..")
+                        and ".dist-info" not in str(f).split("/")[0]}))
+for name in ("testcontainers", "sources", "transforms", "streamer.sources", "streamer.transforms"):
+    print("spec", name, u.find_spec(name) is not None)
+"""
+    done = _python(installed, code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "top_level ['streamer']" in lines
+    assert "record ['streamer']" in lines
+    assert "spec testcontainers False" in lines
+    assert "spec sources False" in lines and "spec transforms False" in lines
+    assert "spec streamer.sources True" in lines and "spec streamer.transforms True" in lines
 
 
 def _script(venv: Path, args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from sources.position import FileListPosition
 from streamer.faults import ENV_KILL_AT, ENV_KILL_AT_LABEL, ENV_TRACE
+from streamer.sources.position import FileListPosition
 
 STREAMER = str(Path(sys.executable).with_name("streamer"))
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

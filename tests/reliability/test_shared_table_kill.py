@@ -33,12 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from sources.position import FileListPosition
 from streamer.config import parse_pipelines
 from streamer.fs import resolve
 from streamer.pipeline.checkpoint import PIPELINE_KEY, stored_checkpoint
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
+from streamer.sources.position import FileListPosition
 from streamer.table.snapshot import TableSnapshot
 from tests.reliability.streamer_kills import (
     BETWEEN,

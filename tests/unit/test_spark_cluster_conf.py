@@ -53,8 +53,8 @@ def test_the_package_zip_holds_our_code_and_data_and_is_reused_while_unchanged(t
     first = package_zip(tmp_path)
     assert package_zip(tmp_path) == first  # same contents, same name: built once
     names = zipfile.ZipFile(first).namelist()
-    for needed in ("streamer/__init__.py", "streamer/write/filegroup.py", "sources/__init__.py",
-                   "transforms/__init__.py", "streamer/resources/log4j2.properties"):
+    for needed in ("streamer/__init__.py", "streamer/write/filegroup.py", "streamer/sources/__init__.py",
+                   "streamer/transforms/__init__.py", "streamer/resources/log4j2.properties"):
         assert needed in names, needed
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temp file left

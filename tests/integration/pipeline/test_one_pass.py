@@ -11,9 +11,9 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from sources import build_source
 from streamer.config import parse_pipelines
 from streamer.pipeline.batch import prepare
+from streamer.sources import build_source
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

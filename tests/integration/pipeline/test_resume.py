@@ -143,8 +143,8 @@ def test_replayed_micro_batch_writes_nothing_twice(kafka, spark, tmp_path):
     first_end = kafka.end_offsets(topic)
 
     def raw_upto(ends: dict[int, int]):
-        from sources.kafka import KafkaSource
-        from sources.position import KafkaOffsets
+        from streamer.sources.kafka import KafkaSource
+        from streamer.sources.position import KafkaOffsets
 
         src = KafkaSource(config.source)
         begin = KafkaOffsets(topic=topic, partitions={p: 0 for p in ends})

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from sources.base import StreamingSource, WarmsUp
 from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
+from streamer.sources.base import StreamingSource, WarmsUp
 from tests.support.trip_model import TripModel, kafka_pipeline_yaml, produce_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sources.files import FilesSource
-from sources.generator import GeneratorSource, generate_arrow
-from sources.position import FileListPosition, GeneratorPosition
 from streamer.config import load_pipelines
 from streamer.config.sources import FilesSourceConfig, GeneratorSourceConfig
-from transforms import apply_transforms
+from streamer.sources.files import FilesSource
+from streamer.sources.generator import GeneratorSource, generate_arrow
+from streamer.sources.position import FileListPosition, GeneratorPosition
+from streamer.transforms import apply_transforms
 
 pytestmark = pytest.mark.integration
 

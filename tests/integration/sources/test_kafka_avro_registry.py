@@ -24,10 +24,10 @@ from typing import Any
 import fastavro
 import pytest
 
-from sources import build_source
-from sources.kafka_avro import confluent_frame
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import StreamerError
+from streamer.sources import build_source
+from streamer.sources.kafka_avro import confluent_frame
 from streamer.testing.kafka import free_port
 from streamer.testing.registry import RegistryClient, SchemaRegistryError
 

@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
-from sources.base import PartitionLag
-from sources.position import KafkaOffsets
 from streamer.config import parse_pipelines
 from streamer.pipeline.checkpoint import checkpoint_history
 from streamer.pipeline.runner import PipelineRunner
+from streamer.sources.base import PartitionLag
+from streamer.sources.position import KafkaOffsets
 from tests.support.trip_model import (
     TripModel,
     kafka_pipeline_yaml,

@@ -20,11 +20,11 @@ import math
 import pyarrow as pa
 import pytest
 
-from sources import build_source
-from sources.kafka import RAW_KAFKA_DDL
-from sources.position import KafkaOffsets
 from streamer.config.loader import parse_pipelines
 from streamer.pipeline.batch import prepare
+from streamer.sources import build_source
+from streamer.sources.kafka import RAW_KAFKA_DDL
+from streamer.sources.position import KafkaOffsets
 from tests.support.trip_model import kafka_pipeline_yaml
 
 pytestmark = [pytest.mark.integration]
@@ -189,7 +189,7 @@ def test_a_record_spark_flags_keeps_the_batch_on_spark_with_its_error_row(spark,
 def test_after_a_declined_batch_the_next_ones_go_straight_to_spark(spark, tmp_path):
     """A declined batch reads its records twice: the following DRIVER_RETRY_AFTER batches
     of the source skip the driver, then it tries again."""
-    from sources.kafka import DRIVER_RETRY_AFTER
+    from streamer.sources.kafka import DRIVER_RETRY_AFTER
 
     config = _config(tmp_path, include_metadata=True)
     source = build_source(config.source)

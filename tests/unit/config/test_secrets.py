@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 import streamer.config as config_pkg
-from sources.kafka_options import librdkafka_config, spark_kafka_options
 from streamer.config import parse_pipelines
+from streamer.sources.kafka_options import librdkafka_config, spark_kafka_options
 
 SECRET = "s3cr3t-hunter2"
 

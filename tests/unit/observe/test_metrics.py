@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from sources.base import PartitionLag
 from streamer.errors import ConfigError
 from streamer.observe.metrics import PipelineMetrics, Pusher, serve
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
+from streamer.sources.base import PartitionLag
 from streamer.table.layout import TableLayout
 from tests.unit.observe.pushgateway import get, running_pushgateway
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from sources.base import PartitionLag
 from streamer.observe.progress import ProgressWriter, progress_event
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
+from streamer.sources.base import PartitionLag
 
 REPORT = BatchReport(
     "trips", 7, 10, 8, 1, 1, "20240101000000001", "20240101000000000", 1.25,

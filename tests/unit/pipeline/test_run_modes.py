@@ -55,7 +55,7 @@ def test_an_unknown_trigger_mode_is_reported_with_its_line():
 
 
 def test_the_pipeline_package_names_no_source():
-    """Issue 14: what is particular to a source sits behind ``sources.base``'s protocol."""
+    """Issue 14: what is particular to a source sits behind ``streamer.sources.base``'s protocol."""
     import pathlib
     import re
 

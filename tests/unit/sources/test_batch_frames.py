@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from sources.base import Batch, Frames
-from sources.position import KafkaOffsets
+from streamer.sources.base import Batch, Frames
+from streamer.sources.position import KafkaOffsets
 
 
 class FakeFrame:

@@ -6,18 +6,18 @@ import pyarrow.compute as pc
 import pytest
 from pydantic import ValidationError
 
-from sources.files import select_new_files
-from sources.generator import GeneratorSource, generate_arrow
-from sources.position import (
+from streamer.config.sources import GeneratorSourceConfig
+from streamer.errors import SourceError
+from streamer.fs import FileStatus
+from streamer.sources.files import select_new_files
+from streamer.sources.generator import GeneratorSource, generate_arrow
+from streamer.sources.position import (
     FileListPosition,
     GeneratorPosition,
     KafkaOffsets,
     position_from_json,
     position_to_json,
 )
-from streamer.config.sources import GeneratorSourceConfig
-from streamer.errors import SourceError
-from streamer.fs import FileStatus
 
 
 def gen(**kw) -> GeneratorSourceConfig:

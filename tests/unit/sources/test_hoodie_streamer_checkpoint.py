@@ -8,14 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sources.position import (
-    CheckpointFormatError,
-    FileListPosition,
-    GeneratorPosition,
-    KafkaOffsets,
-    position_from_json,
-    position_to_json,
-)
 from streamer.errors import SourceError
 from streamer.fs import resolve
 from streamer.pipeline.checkpoint import (
@@ -25,6 +17,14 @@ from streamer.pipeline.checkpoint import (
     checkpoint_history,
     checkpoint_metadata,
     stored_checkpoint,
+)
+from streamer.sources.position import (
+    CheckpointFormatError,
+    FileListPosition,
+    GeneratorPosition,
+    KafkaOffsets,
+    position_from_json,
+    position_to_json,
 )
 from tests.support import block_tables as tg
 

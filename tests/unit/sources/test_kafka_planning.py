@@ -8,11 +8,16 @@ import json
 import fastavro
 import pytest
 
-from sources.kafka_avro import _decode_one, confluent_frame
-from sources.kafka_options import FETCH_MAX_WAIT_MS, plan_end, resolve_start, spark_kafka_options
-from sources.position import KafkaOffsets
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
+from streamer.sources.kafka_avro import _decode_one, confluent_frame
+from streamer.sources.kafka_options import (
+    FETCH_MAX_WAIT_MS,
+    plan_end,
+    resolve_start,
+    spark_kafka_options,
+)
+from streamer.sources.position import KafkaOffsets
 
 
 def cfg(**kw) -> KafkaSourceConfig:

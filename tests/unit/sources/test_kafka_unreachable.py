@@ -11,11 +11,11 @@ import logging
 
 import pytest
 
-from sources.kafka import KafkaSource
-from sources.kafka_client import fetch_watermarks
-from sources.position import KafkaOffsets
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
+from streamer.sources.kafka import KafkaSource
+from streamer.sources.kafka_client import fetch_watermarks
+from streamer.sources.position import KafkaOffsets
 from streamer.testing.kafka import free_port
 
 #: At most this many lines of client output for a failed first contact.
@@ -51,7 +51,7 @@ def test_lag_is_empty_and_a_group_commit_only_warns(dead_config, capfd, caplog):
     source = KafkaSource(dead_config)
     assert source.lag(None) == []
     assert source.lag(KafkaOffsets(topic="trips", partitions={0: 5})) == []
-    with caplog.at_level(logging.WARNING, logger="sources.kafka"):
+    with caplog.at_level(logging.WARNING, logger="streamer.sources.kafka"):
         source.on_table_commit(KafkaOffsets(topic="trips", partitions={0: 5}), "20260101000000000")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "the table has the position" in warnings[0].getMessage()
@@ -61,7 +61,7 @@ def test_lag_is_empty_and_a_group_commit_only_warns(dead_config, capfd, caplog):
 
 def test_commits_can_be_switched_off(dead_config, caplog):
     source = KafkaSource(dead_config.model_copy(update={"commit_offsets": False}))
-    with caplog.at_level(logging.WARNING, logger="sources.kafka"):
+    with caplog.at_level(logging.WARNING, logger="streamer.sources.kafka"):
         source.on_table_commit(KafkaOffsets(topic="trips", partitions={0: 5}), "20260101000000000")
     assert not caplog.records  # not even tried
     source.close()

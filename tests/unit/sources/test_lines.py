@@ -1,4 +1,4 @@
-"""``sources.lines.split_lines``: every line with its number and exact bytes, bounded memory."""
+"""``streamer.sources.lines.split_lines``: every line with its number and exact bytes, bounded memory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 import pyarrow as pa
 import pytest
 
-from sources.lines import LINE_SCHEMA, split_lines
+from streamer.sources.lines import LINE_SCHEMA, split_lines
 
 
 def _split(data: bytes, limit: int = 1 << 20, keep: int = 1 << 20, chunk: int = 8 << 20) -> list[tuple]:

@@ -12,7 +12,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sources.files import prefer_types
+from streamer.sources.files import prefer_types
 
 
 def _struct(**fields) -> StructType:

@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sources.kafka_avro import RegistrySchemas
 from streamer.config.sources import SchemaRegistry
+from streamer.sources.kafka_avro import RegistrySchemas
 
 SCHEMA = json.dumps({"type": "record", "name": "T", "fields": [{"name": "a", "type": "int"}]})
 

@@ -1,4 +1,5 @@
-"""The import graph of ``streamer``, ``sources`` and ``transforms``: no cycle, no upward edge.
+"""The import graph of ``streamer`` (``streamer.sources`` and ``streamer.transforms`` included):
+no cycle, no upward edge.
 
 Every import counts, the ones inside functions too (``TYPE_CHECKING`` blocks excluded):
 a function-level import defers the cost of loading a module, but it is a dependency all
@@ -19,15 +20,32 @@ import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-PACKAGES = ("streamer", "sources", "transforms")
+#: Folder of the checkout -> the package its files are installed as. ``sources/`` and
+#: ``transforms/`` are reached from ``streamer/`` through links (``streamer/sources`` ->
+#: ``../sources``): each file is one module, named as installed, and scanned once.
+PACKAGES = {"streamer": "streamer", "sources": "streamer.sources", "transforms": "streamer.transforms"}
+#: Names that must never be imported: the folders' files are modules of ``streamer`` only
+#: (imported as ``sources.x`` too, a file would be two module objects with two states).
+TOP_LEVEL_FOLDERS = ("sources", "transforms")
 
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(REPO).with_suffix("")
-    parts = list(rel.parts)
+    parts = [*PACKAGES[rel.parts[0]].split("."), *rel.parts[1:]]
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
+
+
+def project_files() -> dict[str, Path]:
+    """Module name -> file, every ``.py`` of the three folders once (links not followed)."""
+    out: dict[str, Path] = {}
+    for folder in PACKAGES:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if any((REPO / d).is_symlink() for d in path.relative_to(REPO).parents):
+                continue  # streamer/sources/...: the same file as sources/...
+            out[_module_name(path)] = path
+    return out
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -64,7 +82,7 @@ def _imports(tree: ast.Module, module: str, is_pkg: bool, modules: set[str]) -> 
 
 @functools.cache
 def import_graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
+    files = project_files()
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
@@ -117,7 +135,7 @@ def test_no_import_cycles():
 
 
 #: The layers, lowest first. A package is ``streamer.<name>`` (a subpackage or a
-#: top-level module) or a top-level project folder.
+#: top-level module).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("streamer", "streamer.errors", "streamer.defaults", "streamer.resources"),
     ("streamer.fs_s3",),
@@ -128,7 +146,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("streamer.integrity",),  # damage checks: files, blocks, metadata and the indexes
     ("streamer.read", "streamer.write"),
     ("streamer.services", "streamer.catalog", "streamer.spark"),
-    ("sources", "transforms"),
+    ("streamer.sources", "streamer.transforms"),
     ("streamer.pipeline",),
     ("streamer.observe",),
     ("streamer.testing",),
@@ -139,7 +157,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 def package_of(module: str) -> str:
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "streamer" and len(parts) > 1 else parts[0]
+    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
 
 
 def layer_of(package: str) -> int:
@@ -179,4 +197,29 @@ def test_function_level_imports_are_counted():
     """The graph sees an import inside a function (the cycles hidden there are cycles)."""
     tree = ast.parse("def f():\n    from streamer.cli import main\n")
     assert _imports(tree, "streamer.table.x", False, {"streamer.cli"}) == {"streamer.cli"}
+
+
+
+def _raw_imports(path: Path, module: str) -> set[str]:
+    """Every module ``path`` names in an import, project or not, at any depth."""
+    tree = ast.parse(path.read_text(), str(path))
+    return _imports(tree, module, path.name == "__init__.py", set())
+
+
+def test_project_files_are_scanned_once_under_their_installed_names():
+    files = project_files()
+    assert len({p.resolve() for p in files.values()}) == len(files)
+    assert "streamer.sources.base" in files and "streamer.transforms" in files
+    assert not [m for m in files if m.split(".")[0] != "streamer"]
+
+
+def test_nothing_imports_the_folders_as_top_level_packages():
+    """``sources``/``transforms`` are installed only as ``streamer.sources``/``streamer.transforms``:
+    the product, the tests and the benchmarks import them by that name alone."""
+    scanned = list(project_files().items())
+    scanned += [(".".join(p.relative_to(REPO).with_suffix("").parts), p)
+                for folder in ("tests", "benchmarks") for p in sorted((REPO / folder).rglob("*.py"))]
+    wrong = [f"{p.relative_to(REPO)}: {dep}" for m, p in scanned for dep in sorted(_raw_imports(p, m))
+             if dep.split(".")[0] in TOP_LEVEL_FOLDERS]
+    assert not wrong, "imports of a top-level sources/transforms:\n" + "\n".join(wrong)
 

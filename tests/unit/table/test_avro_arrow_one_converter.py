@@ -21,15 +21,15 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from sources.avro import spark_arrow_schema
-from sources.kafka_avro import (
+from streamer.errors import SchemaError
+from streamer.sources.avro import spark_arrow_schema
+from streamer.sources.kafka_avro import (
     ERROR_FIELD,
     META_FIELDS,
     _value_schema,
     confluent_frame,
     make_decoder,
 )
-from streamer.errors import SchemaError
 from streamer.table.avro_schema import arrow_to_avro, avro_records_to_arrow, avro_to_arrow
 from streamer.table.log_content import AVRO_BLOCK_VERSION, decode_avro_records, encode_avro_records
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from streamer.config.transforms import TransformConfig
-from transforms import TransformError, apply_transforms
+from streamer.transforms import TransformError, apply_transforms
 
 pytestmark = pytest.mark.integration
 
