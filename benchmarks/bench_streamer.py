@@ -151,7 +151,7 @@ def ceiling(kafka, spark, cpu: CpuClock, topic: str, lake: str, batch: int, trig
     """Plain Spark: same source and decoding, ``df.write.parquet`` in ``foreachBatch``.
 
     ``fetch_wait_ms``: the consumers' ``kafka.fetch.max.wait.ms`` (None: Kafka's default,
-    as a plain job has it; our source sets :data:`~streamer.sources.kafka_options.FETCH_MAX_WAIT_MS`,
+    as a plain job has it; our source sets :data:`~streamer.sources.kafka.settings.FETCH_MAX_WAIT_MS`,
     so the ceiling is run both ways and the faster one is the ceiling)."""
     from pyspark.sql import functions as F
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warm-up ({r['pipeline']}): {r['rps_sustained']:,.0f} rec/s", flush=True)
 
         if "ceiling" not in skip:
-            from streamer.sources.kafka_options import FETCH_MAX_WAIT_MS
+            from streamer.sources.kafka.settings import FETCH_MAX_WAIT_MS
 
             for wait in (None, FETCH_MAX_WAIT_MS):
                 warm_up(ceiling, args.batch, args.throughput_trigger, wait)

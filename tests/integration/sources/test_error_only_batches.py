@@ -108,7 +108,7 @@ def _kafka_avro_feed(kafka, registry, tmp_path: Path) -> Feed:
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    from streamer.sources.kafka_avro import confluent_frame
+    from streamer.sources.kafka.avro import confluent_frame
 
     topic = _topic(kafka, "alone-avro")
     client = SchemaRegistryClient({"url": registry.url, "timeout": 10})

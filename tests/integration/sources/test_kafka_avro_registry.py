@@ -27,7 +27,7 @@ import pytest
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import StreamerError
 from streamer.sources import build_source
-from streamer.sources.kafka_avro import confluent_frame
+from streamer.sources.kafka.avro import confluent_frame
 from streamer.testing.kafka import free_port
 from streamer.testing.registry import RegistryClient, SchemaRegistryError
 

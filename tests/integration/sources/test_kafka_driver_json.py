@@ -1,5 +1,5 @@
 """The driver's decode of a Kafka JSON batch against Spark's, the oracle
-(``sources/kafka_driver_json.py``, ``Batch.driver_rows``).
+(``sources/kafka/driver_json.py``, ``Batch.driver_rows``).
 
 Each payload below is prepared twice from the same raw Kafka rows: through
 :func:`streamer.pipeline.batch.prepare` as the pipeline runs it (the driver decodes a

@@ -13,7 +13,7 @@ import pytest
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
 from streamer.sources.kafka import KafkaSource
-from streamer.sources.kafka_avro import confluent_frame
+from streamer.sources.kafka.avro import confluent_frame
 from streamer.sources.position import KafkaOffsets, position_from_json, position_to_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

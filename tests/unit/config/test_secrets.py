@@ -11,7 +11,7 @@ from pydantic import BaseModel, SecretStr
 
 import streamer.config as config_pkg
 from streamer.config import parse_pipelines
-from streamer.sources.kafka_options import librdkafka_config, spark_kafka_options
+from streamer.sources.kafka.settings import librdkafka_config, spark_kafka_options
 
 SECRET = "s3cr3t-hunter2"
 

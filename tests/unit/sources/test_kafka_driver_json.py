@@ -1,4 +1,4 @@
-"""``streamer.sources.kafka_driver_json.decode`` without Spark: what it declines, and that it
+"""``streamer.sources.kafka.driver_json.decode`` without Spark: what it declines, and that it
 never hands Arrow's reader a record that crashes it (a bare top-level ``null``). Its
 agreement with Spark's ``from_json`` is tested in
 ``tests/integration/sources/test_kafka_driver_json.py``."""
@@ -10,7 +10,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from streamer.sources.kafka_driver_json import decode
+from streamer.sources.kafka.driver_json import decode
 
 FIELDS = [pa.field("id", pa.string()), pa.field("ts", pa.int64()), pa.field("fare", pa.float64())]
 META = {"_kafka_partition": "partition", "_kafka_offset": "offset"}

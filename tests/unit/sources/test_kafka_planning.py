@@ -10,13 +10,9 @@ import pytest
 
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
-from streamer.sources.kafka_avro import _decode_one, confluent_frame
-from streamer.sources.kafka_options import (
-    FETCH_MAX_WAIT_MS,
-    plan_end,
-    resolve_start,
-    spark_kafka_options,
-)
+from streamer.sources.kafka.avro import _decode_one, confluent_frame
+from streamer.sources.kafka.offsets import plan_end, resolve_start
+from streamer.sources.kafka.settings import FETCH_MAX_WAIT_MS, spark_kafka_options
 from streamer.sources.position import KafkaOffsets
 
 

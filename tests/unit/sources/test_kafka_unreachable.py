@@ -14,7 +14,7 @@ import pytest
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
 from streamer.sources.kafka import KafkaSource
-from streamer.sources.kafka_client import fetch_watermarks
+from streamer.sources.kafka.client import fetch_watermarks
 from streamer.sources.position import KafkaOffsets
 from streamer.testing.kafka import free_port
 

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from streamer.config.sources import SchemaRegistry
-from streamer.sources.kafka_avro import RegistrySchemas
+from streamer.sources.kafka.avro import RegistrySchemas
 
 SCHEMA = json.dumps({"type": "record", "name": "T", "fields": [{"name": "a", "type": "int"}]})
 

@@ -23,7 +23,7 @@ import pytest
 
 from streamer.errors import SchemaError
 from streamer.sources.avro import spark_arrow_schema
-from streamer.sources.kafka_avro import (
+from streamer.sources.kafka.avro import (
     ERROR_FIELD,
     META_FIELDS,
     _value_schema,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamer.errors import SourceError
 from streamer.sources.base import PartitionLag
-from streamer.sources.kafka_options import librdkafka_config
+from streamer.sources.kafka.settings import librdkafka_config
 from streamer.sources.position import KafkaOffsets
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class KafkaSourceClient:
 
         An observation: any failure (broker down, topic gone) gives ``[]``, never an error.
         """
-        from streamer.sources.kafka_options import resolve_start
+        from streamer.sources.kafka.offsets import resolve_start
 
         timeout = min(LAG_TIMEOUT_S, self.config.metadata_timeout.total_seconds())
         try:

@@ -23,7 +23,7 @@ import pyarrow as pa
 from streamer.config.sources import KafkaSourceConfig, SchemaRegistry
 from streamer.errors import SourceError
 from streamer.sources.avro import parse_avro_schema, records_to_spark_batch, spark_arrow_schema
-from streamer.sources.kafka_records import METADATA_COLUMNS, kafka_errors
+from streamer.sources.kafka.records import METADATA_COLUMNS, kafka_errors
 from streamer.table.avro_schema import avro_to_arrow
 
 if TYPE_CHECKING:

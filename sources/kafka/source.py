@@ -36,9 +36,10 @@ from streamer.sources.base import (
     RecordIdentity,
     struct_from_ddl,
 )
-from streamer.sources.kafka_client import KafkaSourceClient
-from streamer.sources.kafka_options import plan_end, resolve_start, spark_kafka_options
-from streamer.sources.kafka_records import METADATA_COLUMNS, error_columns, kafka_errors
+from streamer.sources.kafka.client import KafkaSourceClient
+from streamer.sources.kafka.offsets import plan_end, resolve_start
+from streamer.sources.kafka.records import METADATA_COLUMNS, error_columns, kafka_errors
+from streamer.sources.kafka.settings import spark_kafka_options
 from streamer.sources.position import KafkaOffsets, Position
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ RAW_KAFKA_DDL = (
     "key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
 )
-#: After the driver declined a batch (:mod:`streamer.sources.kafka_driver_json`), this many go
+#: After the driver declined a batch (:mod:`streamer.sources.kafka.driver_json`), this many go
 #: straight to Spark's decode: a declined batch reads its records twice, and a topic with
 #: a bad record in every batch must not pay that every time.
 DRIVER_RETRY_AFTER = 8
@@ -74,7 +75,7 @@ class KafkaSource:
         #: the position the consumer group was last set to by this process (None: not yet)
         self._mirrored: KafkaOffsets | None = None
         if config.format == "avro":
-            from streamer.sources.kafka_avro import AvroDecoder
+            from streamer.sources.kafka.avro import AvroDecoder
 
             self._avro = AvroDecoder.from_config(config)
 
@@ -254,12 +255,12 @@ class KafkaSource:
 
     def _driver_rows(self, raw: DataFrame) -> Callable[[], pa.Table | None] | None:
         """``Batch.driver_rows`` of a declared-schema JSON batch whose field types the
-        driver decodes as Spark does (:mod:`streamer.sources.kafka_driver_json`), else None."""
-        from streamer.sources import kafka_driver_json
+        driver decodes as Spark does (:mod:`streamer.sources.kafka.driver_json`), else None."""
+        from streamer.sources.kafka import driver_json
 
         assert self.config.schema_ddl is not None  # ``together`` is made for a declared schema only
         if self._driver_fields is False:  # once per source: parsing the DDL asks the JVM
-            self._driver_fields = kafka_driver_json.arrow_fields(struct_from_ddl(self.config.schema_ddl))
+            self._driver_fields = driver_json.arrow_fields(struct_from_ddl(self.config.schema_ddl))
         fields = self._driver_fields
         if fields is None:
             return None
@@ -270,7 +271,7 @@ class KafkaSource:
         limit = None if self.config.max_record_bytes is None else int(self.config.max_record_bytes)
 
         def rows() -> pa.Table | None:
-            got = kafka_driver_json.decode(kafka_driver_json.collect_raw(raw), fields, metadata, limit)
+            got = driver_json.decode(driver_json.collect_raw(raw), fields, metadata, limit)
             if got is None:
                 self._driver_skip = DRIVER_RETRY_AFTER
             return got

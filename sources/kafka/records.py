@@ -1,6 +1,6 @@
 """What a Kafka record carries besides its value: its metadata columns and error rows.
 
-Shared by the JSON and the Avro decoding (:mod:`streamer.sources.kafka`, :mod:`streamer.sources.kafka_avro`):
+Shared by the JSON and the Avro decoding (:mod:`streamer.sources.kafka.source`, :mod:`streamer.sources.kafka.avro`):
 a record's topic, partition and offset identify it in the table's metadata columns and in
 the error table alike, so a bad record's error row names exactly where to find it.
 """
