@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-results", action="store_true", help="replace our section of benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
 
+    from streamer.local.kafka import LocalKafkaBroker
     from streamer.sources import build_source
     from streamer.sources.position import KafkaOffsets
     from streamer.spark import get_spark
-    from streamer.testing.kafka import LocalKafkaBroker
 
     rows: list[tuple[str, float, float, float]] = []
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="bench-decode-") as tmp:

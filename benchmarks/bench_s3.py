@@ -2,7 +2,7 @@
 
 One run, the same generated batches (``bench_write``'s: 30% updates, 70% inserts) upserted
 by our writer into a table on local disk and into one on ``s3://lake-bucket/...`` served by
-s3proxy on loopback (``streamer.testing.s3.LocalS3``, objects in the server's memory). What the S3 row adds is the object-store path: every file a PUT over HTTP
+s3proxy on loopback (``streamer.local.s3.LocalS3``, objects in the server's memory). What the S3 row adds is the object-store path: every file a PUT over HTTP
 (multipart for large ones), no rename, the lock a conditional PUT confirmed by a read-back,
 listings and footers over HTTP. It is not AWS: no network latency, but a JVM server
 sharing the two cores. Measures, never asserts. Replaces the "Write: upsert throughput,
@@ -48,7 +48,7 @@ def _row(size: int, sink: str, samples: list[dict]) -> dict:
 
 
 def run(sizes: list[int], n_batches: int, seed: int = 42) -> list[dict]:
-    from streamer.testing.s3 import LocalS3
+    from streamer.local.s3 import LocalS3
 
     rows = []
     with LocalS3() as server:

@@ -329,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
 
+    from streamer.local.kafka import KafkaClient, LocalKafkaBroker
     from streamer.spark import get_spark
-    from streamer.testing.kafka import KafkaClient, LocalKafkaBroker
 
     runs: list[dict] = []
     avail = None

@@ -4,7 +4,7 @@ One run, same generated data for every sink: an initial load, then upsert batche
 10k and 1M records with 30% updates (keys already in the table) and 70% inserts. The
 sinks: our writer (local engine, in this process), plain Parquet append, a delta-rs
 MERGE, and Apache Hudi 0.15's Spark MOR upsert (bloom index, ``local[2]``) in the
-child process of :mod:`streamer.testing.hudi` when the Hudi environment exists
+child process of :mod:`tests.support.hudi` when the Hudi environment exists
 (``make hudi-env`` + ``make jars``; else the Hudi rows are skipped with the reason).
 
 Per sink and batch size: wall time of each upsert commit (median over the batches) and
@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.results import machine_line, write_section
-from streamer.testing.hudi import HudiOracleError
 from streamer.write import HudiWriter, TableConfig, WriteOptions
+from tests.support.hudi import HudiOracleError
 
 HEADING = "## Write: upsert throughput"
 CITIES = np.array(["sf", "nyc", "chennai", "oslo", "lima", "pune", "rome", "oslo2"])
@@ -183,7 +183,7 @@ def bench_hudi_spark(root: Path, batches: list[pa.Table], session, options: dict
 
 def start_hudi():
     """A running Hudi 0.15 session, or None (and why, printed)."""
-    from streamer.testing import hudi
+    from tests.support import hudi
 
     why = hudi.available()
     if why is not None:
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
     print(after, flush=True)
     hudi_note = None
     if not args.no_hudi and not any(r["sink"] == HUDI for r in rows):
-        from streamer.testing import hudi
+        from tests.support import hudi
 
         hudi_note = f"Hudi 0.15 Spark: not measured ({hudi.available() or 'see the run output'})."
     if not args.no_write:

@@ -42,7 +42,7 @@ def spark():
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[object]:
     """A real Kafka broker: $KAFKA_BOOTSTRAP_SERVERS, else testcontainers, else local KRaft."""
-    from streamer.testing.kafka import kafka_for_tests
+    from tests.support.kafka import kafka_for_tests
 
     with kafka_for_tests() as broker:
         yield broker
@@ -57,7 +57,7 @@ def local_s3() -> Iterator[object]:
     import os
     from unittest import mock
 
-    from streamer.testing.s3 import LocalS3
+    from streamer.local.s3 import LocalS3
 
     with LocalS3() as server, mock.patch.dict(os.environ, server.environ()):
         yield server
@@ -67,7 +67,7 @@ def local_s3() -> Iterator[object]:
 def minio() -> Iterator[object]:
     """MinIO through testcontainers (bucket ``lake-bucket``), one per session; skipped,
     with the reason, where no Docker engine answers."""
-    from streamer.testing.minio import docker_unavailable, minio_for_tests
+    from tests.support.minio import docker_unavailable, minio_for_tests
 
     reason = docker_unavailable()
     if reason is not None:

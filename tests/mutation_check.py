@@ -9,7 +9,7 @@ the copy is patched, and each test group runs there with ``cwd`` and ``PYTHONPAT
 copy (the virtualenv's editable install of the checkout comes after ``PYTHONPATH``; a
 check outside pytest asserts that ``streamer`` and ``tests`` import from the copy and
 that the imported module carries the mutation). ``.venv-hudi`` and ``.jvm`` are
-symlinked into the copy (``streamer.testing.hudi`` finds them next to its package) and
+symlinked into the copy (``tests.support.hudi`` finds them in the checkout it is in) and
 ``../shared`` (the Hudi fixtures) next to it. Nothing in the checkout changes.
 
 Mutants:

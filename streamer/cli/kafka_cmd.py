@@ -1,6 +1,6 @@
 """``streamer kafka-local``: the project's own Kafka broker, for trying the Kafka configs.
 
-The same single-node KRaft broker the tests use (``streamer.testing.kafka``, from the
+The same single-node KRaft broker the tests use (``streamer.local.kafka``, from the
 Maven jars in ``.jvm/kafka``), optionally with the same schema registry (Apicurio,
 Confluent-compatible API), in the foreground on 127.0.0.1: it prints the addresses
 and how to point ``configs/kafka_json.yaml`` at them, and stops both on Ctrl-C (or
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from streamer.errors import ConfigError, KafkaBrokerError
 
 if TYPE_CHECKING:
-    from streamer.testing.kafka import LocalKafkaBroker
-    from streamer.testing.registry import LocalSchemaRegistry
+    from streamer.local.kafka import LocalKafkaBroker
+    from streamer.local.registry import LocalSchemaRegistry
 
 DEFAULT_PORT = 9092
 DEFAULT_REGISTRY_PORT = 8081
@@ -78,7 +78,7 @@ def choose_port(asked: int | None, default: int, what: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamer.testing.kafka import LocalKafkaBroker
+    from streamer.local.kafka import LocalKafkaBroker
 
     stop = threading.Event()
     port = choose_port(args.port, DEFAULT_PORT, "broker")
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_registry(asked: int | None) -> LocalSchemaRegistry:
-    from streamer.testing.registry import LocalSchemaRegistry
+    from streamer.local.registry import LocalSchemaRegistry
 
     port = choose_port(asked, DEFAULT_REGISTRY_PORT, "registry")
     print("starting the schema registry (Apicurio, Confluent-compatible API) ...", flush=True)

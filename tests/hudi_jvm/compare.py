@@ -1,7 +1,7 @@
 """Reading one table through every reader and judging each by an independent answer.
 
 Readers: ours (:class:`streamer.read.Table`), hudi-rs (the ``hudi`` package) and
-Apache Hudi 0.15 / 1.0 (Spark, through :mod:`streamer.testing.hudi`). None of them is
+Apache Hudi 0.15 / 1.0 (Spark, through :mod:`tests.support.hudi`). None of them is
 the reference: every answer is compared with an :class:`Expected` answer built without
 any reader - a model of the data written (:class:`tests.support.write_model.History`
 for snapshot, time travel and incremental queries) and, for the read-optimized query,
@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 
 from streamer.errors import StreamerError
 from streamer.read import Table
-from streamer.testing.hudi import HudiOracleError, HudiSpark
 from tests.support.gaps import Gap
+from tests.support.hudi import HudiOracleError, HudiSpark
 from tests.support.write_model import History, latest_base_files
 
 DROPPED = ("_hoodie_commit_seqno", "_hoodie_file_name")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamer.testing import hudi as oracle
+from tests.support import hudi as oracle
 
 
 def pytest_collection_modifyitems(items):

@@ -19,9 +19,9 @@ import pytest
 from streamer.index.bucket import bucket_ids, bucket_of_file_id
 from streamer.read import Table
 from streamer.table.identity import IndexConfig, IndexType
-from streamer.testing.hudi import HudiOracleError, HudiSpark
 from streamer.write import HudiWriter, TableConfig
 from tests.support import block_tables as tg
+from tests.support.hudi import HudiOracleError, HudiSpark
 from tests.support.hudi_options import HUDI_WRITE, V6
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]

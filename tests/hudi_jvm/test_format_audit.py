@@ -44,9 +44,9 @@ from streamer.services.log_compaction import schedule_log_compaction
 from streamer.table.log_content import split_avro_records
 from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
 from streamer.table.properties import load_properties
-from streamer.testing.hudi import HudiOracleError
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
+from tests.support.hudi import HudiOracleError
 from tests.support.hudi_options import HUDI_WRITE as HUDI_CONTINUE
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]

@@ -20,11 +20,11 @@ from streamer.table.properties import (
     load_properties,
     write_properties,
 )
-from streamer.testing.hudi import HudiOracleError
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import Expected, assert_readers_match, canon, canon_rows
 from tests.hudi_jvm.tables import Recorder
 from tests.support import block_tables as tg
+from tests.support.hudi import HudiOracleError
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
@@ -105,7 +105,7 @@ def test_empty_clean_inflight_breaks_hudis_archiver_until_repaired(tmp_path, hud
                                     "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1",
                                     "hoodie.index.type": "BLOOM"})
     from streamer.services.handover import handover_to_hudi
-    from streamer.testing.hudi import HudiOracleError
+    from tests.support.hudi import HudiOracleError
 
     assert cli(["show", path, "--limit", "0"]) == 0
     assert "clean.inflight is empty" in capsys.readouterr().err

@@ -25,10 +25,10 @@ import pytest
 from streamer.fs import FileSystem
 from streamer.table.properties import load_properties
 from streamer.table.table_keys import TS_OUTPUT_FMT, TS_TYPE
-from streamer.testing.hudi import HudiOracleError, HudiSpark
 from streamer.write import HudiWriter, TableConfig
 from tests.support import block_tables as tg
 from tests.support.fixture_tables import FIXTURE_NAMES, fixture_table_path
+from tests.support.hudi import HudiOracleError, HudiSpark
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamer.errors import KafkaBrokerError
-from streamer.testing.kafka import LocalKafkaBroker
+from streamer.local.kafka import LocalKafkaBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

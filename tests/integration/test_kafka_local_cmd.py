@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from streamer.testing.kafka import KafkaClient, free_port
+from streamer.local.kafka import KafkaClient, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

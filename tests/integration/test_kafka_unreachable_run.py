@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from streamer.testing.kafka import free_port
+from streamer.local.kafka import free_port
 
 pytestmark = [pytest.mark.integration]
 

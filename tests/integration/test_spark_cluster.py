@@ -1,7 +1,7 @@
 """A continuous Kafka pipeline on a real Spark standalone cluster loses a worker mid-batch.
 
 The cluster (a master and two workers with one core each) starts from pyspark's own
-distribution (:class:`streamer.testing.spark_cluster.LocalSparkCluster`); the pipeline is a
+distribution (:class:`tests.support.spark_cluster.LocalSparkCluster`); the pipeline is a
 real ``streamer run FILE`` process whose driver points at it (``spark.master``) with the
 spark engine, so tagging and file-group writes run in the executors' JVMs and Python
 workers, not in the driver. It runs once with each way a continuous Kafka pipeline reads
@@ -38,10 +38,10 @@ from typing import Any
 import pytest
 
 from streamer.fs import resolve
+from streamer.local.kafka import free_port
 from streamer.pipeline.checkpoint import checkpoint_history
-from streamer.testing.kafka import free_port
-from streamer.testing.spark_cluster import LocalSparkCluster, is_running
 from tests.support.campaign import sized
+from tests.support.spark_cluster import LocalSparkCluster, is_running
 from tests.support.trip_model import (
     SCHEMA_DDL,
     TripModel,

@@ -10,6 +10,7 @@ another folder, so nothing can be found beside the repository by accident.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,10 @@ def test_the_wheel_holds_one_top_level_package_with_every_subpackage(wheel):
     assert "streamer/sources/__init__.py" in packages and "streamer/transforms/__init__.py" in packages
     missing = sorted(p for p in packages if p not in names)
     assert not missing, f"packages missing from {wheel.name}: {missing}"
+    with zipfile.ZipFile(wheel) as zf:  # testcontainers is a test extra: no shipped module uses it
+        users = [n for n in sorted(names) if n.endswith(".py")
+                 and re.search(rb"^\s*(from|import) testcontainers\b", zf.read(n), re.M)]
+    assert not users, f"modules of {wheel.name} importing testcontainers: {users}"
 
 
 def test_the_installed_distribution_is_streamer_alone_without_test_extras(installed, tmp_path):

@@ -30,8 +30,8 @@ from collections import Counter
 import pytest
 
 from streamer.config import parse_pipelines
+from streamer.local.kafka import LocalKafkaBroker
 from streamer.pipeline.runner import PipelineRunner
-from streamer.testing.kafka import LocalKafkaBroker
 from tests.support.campaign import assert_phases_hit, seeded, sized
 from tests.support.supervisor import Supervisor
 from tests.support.trip_model import (

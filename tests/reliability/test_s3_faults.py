@@ -18,7 +18,7 @@ run; smoke size in ``make test``, full size (at least 10 windows, every fault ki
 A restart of the store is an outage of the endpoint: every open connection reset, the
 port refusing for a while, then answering again with the objects kept. The s3proxy
 process itself is not killed: it keeps objects in memory (its filesystem backend lists
-inconsistently while written, see ``streamer.testing.s3``), so a restart would lose the
+inconsistently while written, see ``streamer.local.s3``), so a restart would lose the
 bucket, which no real store does.
 """
 
@@ -143,7 +143,7 @@ def test_a_store_process_killed_and_restarted_mid_commit_loses_nothing(kafka, sp
     import os
     from unittest import mock
 
-    from streamer.testing.s3 import LocalS3
+    from streamer.local.s3 import LocalS3
 
     (tmp_path / "store").mkdir()
     with seeded(20_261_130) as seed, LocalS3(backend="filesystem-nio2", workdir=tmp_path / "store",

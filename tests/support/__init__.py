@@ -16,5 +16,14 @@ one another:
 * :mod:`tests.support.java_hash` - Hadoop's MurmurHash and Hudi's bloom positions in
   scalar Python, the reference the vectorised bloom hashing is checked against;
 * :mod:`tests.support.hudi_options` - the write options a Hudi user passes to continue
-  one of our tables.
+  one of our tables;
+* :mod:`tests.support.kafka` - a Kafka broker and schema registry for the tests (an
+  existing one, testcontainers', or :mod:`streamer.local`'s);
+* :mod:`tests.support.minio` - MinIO through testcontainers, where Docker answers;
+* :mod:`tests.support.hudi` (with :mod:`tests.support.hudi_worker`) - Apache Hudi's own
+  Spark bundles as an oracle, in the ``.venv-hudi`` interpreter;
+* :mod:`tests.support.spark_cluster` - a local Spark standalone cluster.
+
+The servers a user starts too (Kafka, the schema registry, S3, the Hive metastore) are in
+:mod:`streamer.local`; what is here is test-only and not in the wheel.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import uuid
 
-from streamer.testing import kafka
+from streamer.local import kafka
 
 
 def test_a_drawn_cluster_id_never_starts_with_a_dash(monkeypatch):

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-import streamer.testing.minio as minio_mod
-from streamer.testing.minio import (
+import tests.support.minio as minio_mod
+from tests.support.minio import (
     DEFAULT_IMAGE,
     IMAGE_ENV,
     MinioStore,

@@ -9,8 +9,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def hive_metastore() -> Iterator[object]:
-    """Hive's standalone metastore 3.1.3 with embedded Derby (streamer/testing/hive.py)."""
-    from streamer.testing.hive import LocalHiveMetastore
+    """Hive's standalone metastore 3.1.3 with embedded Derby (streamer/local/hive.py)."""
+    from streamer.local.hive import LocalHiveMetastore
 
     with LocalHiveMetastore() as hms:
         yield hms

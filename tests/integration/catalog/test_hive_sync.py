@@ -14,11 +14,11 @@ import pytest
 from streamer.catalog.hudi_layout import INPUT_FORMAT_RO, INPUT_FORMAT_RT, OUTPUT_FORMAT, SERDE
 from streamer.catalog.metastore import Metastore
 from streamer.config import parse_pipelines
+from streamer.local.hive import LocalHiveMetastore
+from streamer.local.kafka import free_port
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.table.snapshot import TableSnapshot
-from streamer.testing.hive import LocalHiveMetastore
-from streamer.testing.kafka import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamer.testing import hudi as oracle
 from tests.integration.catalog.synced_table import model, write_synced_table
+from tests.support import hudi as oracle
 
 pytestmark = [pytest.mark.integration, pytest.mark.hudi_jvm]
 

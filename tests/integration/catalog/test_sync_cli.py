@@ -44,7 +44,7 @@ def test_sync_an_existing_table_once_then_nothing_to_do(tmp_path, hive_metastore
 
 
 def test_sync_names_the_unreachable_metastore_and_fails(tmp_path, capsys):
-    from streamer.testing.kafka import free_port
+    from streamer.local.kafka import free_port
 
     path = str(tmp_path / "rides")
     _table(path)

@@ -66,7 +66,7 @@ pipelines:
 @pytest.fixture(scope="module")
 def canary_s3():
     """A local S3 server accepting only the canary secret."""
-    from streamer.testing.s3 import LocalS3
+    from streamer.local.s3 import LocalS3
 
     with LocalS3(access_key="canary-identity", secret_key=CANARY, heap="256m") as server:
         yield server

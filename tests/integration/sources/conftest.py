@@ -14,7 +14,7 @@ import pytest
 @pytest.fixture(scope="session")
 def schema_registry() -> Iterator[object]:
     """A real Confluent-compatible registry: $SCHEMA_REGISTRY_URL, else local Apicurio."""
-    from streamer.testing.registry import schema_registry_for_tests
+    from tests.support.kafka import schema_registry_for_tests
 
     with schema_registry_for_tests() as registry:
         yield registry

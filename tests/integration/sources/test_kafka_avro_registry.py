@@ -26,10 +26,10 @@ import pytest
 
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import StreamerError
+from streamer.local.kafka import free_port
+from streamer.local.registry import RegistryClient, SchemaRegistryError
 from streamer.sources import build_source
 from streamer.sources.kafka.avro import confluent_frame
-from streamer.testing.kafka import free_port
-from streamer.testing.registry import RegistryClient, SchemaRegistryError
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -203,7 +203,7 @@ def _body(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
 
 def test_registry_that_cannot_start_fails_with_its_log_tail(tmp_path):
     """A broken install exits at once: the error names the URL and quotes the log."""
-    from streamer.testing.registry import LocalSchemaRegistry
+    from streamer.local.registry import LocalSchemaRegistry
 
     home = tmp_path / "apicurio"
     home.mkdir()

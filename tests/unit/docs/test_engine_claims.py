@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from streamer.testing import hudi as oracle
+from tests.support import hudi as oracle
 
 REPO = Path(__file__).resolve().parents[3]
 
 #: engine (as the README's table names it) -> what in its test files shows it reads with it
 TESTED: dict[str, tuple[str, ...]] = {
-    # Apache Hudi's own Spark reader, per version the Hudi tier runs (streamer.testing.hudi)
+    # Apache Hudi's own Spark reader, per version the Hudi tier runs (tests.support.hudi)
     "Apache Hudi {versions} (Spark)": (r"hudi_sessions|HudiSpark",),
     "hudi-rs": (r"HudiTableBuilder|read_hudi_rs|hudi\.HudiTable",),
     "Spark (`morhudi` data source)": (r"format\(\"morhudi\"\)",),

@@ -13,10 +13,10 @@ import pytest
 
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
+from streamer.local.kafka import free_port
 from streamer.sources.kafka import KafkaSource
 from streamer.sources.kafka.client import fetch_watermarks
 from streamer.sources.position import KafkaOffsets
-from streamer.testing.kafka import free_port
 
 #: At most this many lines of client output for a failed first contact.
 FEW_LINES = 3

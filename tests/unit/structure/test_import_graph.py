@@ -149,7 +149,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("streamer.sources", "streamer.transforms"),
     ("streamer.pipeline",),
     ("streamer.observe",),
-    ("streamer.testing",),
+    ("streamer.local",),
     ("streamer.cli",),
     ("streamer.__main__",),
 )
@@ -223,3 +223,10 @@ def test_nothing_imports_the_folders_as_top_level_packages():
              if dep.split(".")[0] in TOP_LEVEL_FOLDERS]
     assert not wrong, "imports of a top-level sources/transforms:\n" + "\n".join(wrong)
 
+
+
+def test_the_product_never_imports_testcontainers():
+    """testcontainers is a test-only extra: an installed ``streamer`` never needs it."""
+    wrong = [f"{p.relative_to(REPO)}: {dep}" for m, p in project_files().items()
+             for dep in sorted(_raw_imports(p, m)) if dep.split(".")[0] == "testcontainers"]
+    assert not wrong, "\n".join(wrong)

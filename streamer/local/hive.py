@@ -31,8 +31,8 @@ from xml.sax.saxutils import escape
 
 from streamer.errors import StreamerError
 from streamer.jvm import classpath, java_executable
-from streamer.testing.kafka import free_port
-from streamer.testing.process import ManagedProcess
+from streamer.local.kafka import free_port
+from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 

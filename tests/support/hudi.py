@@ -4,7 +4,7 @@ The reference implementation decides what our tables mean: a table is only a Hud
 table if Hudi's own Spark bundle reads it as we do and can continue writing it.
 The bundles need Spark 3.5 (Scala 2.12) while this project runs PySpark 4.x, so each
 Hudi version runs in its own long-lived child: the ``.venv-hudi`` interpreter
-(pyspark 3.5.x, made by ``make hudi-env``) running :mod:`streamer.testing.hudi_worker`
+(pyspark 3.5.x, made by ``make hudi-env``) running :mod:`tests.support.hudi_worker`
 with one bundle from ``.jvm/hudi-<version>/`` (resolved by ``make jars``).
 
 One child per Hudi version per test session; requests may be batched into one round
@@ -34,9 +34,12 @@ import pyarrow.parquet as pq
 
 from streamer.errors import StreamerError
 
+#: The checkout these tests run from: ``make hudi-env`` and ``make jars`` put the Hudi
+#: interpreter and bundles beside it (this module is test code: it lives in the checkout).
 REPO = Path(__file__).resolve().parents[2]
 #: The Hudi versions the project is tested against, by the folder their bundle is in.
 VERSIONS = ("0.15", "1.0")
+#: The worker script, next to this file (run by path with the Hudi interpreter).
 _WORKER = Path(__file__).with_name("hudi_worker.py")
 _START_TIMEOUT_S = 240.0
 _REQUEST_TIMEOUT_S = 600.0

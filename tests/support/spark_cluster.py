@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streamer.errors import StreamerError
-from streamer.testing.kafka import free_port
+from streamer.local.kafka import free_port
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from pydantic import SecretStr
 from streamer.errors import StreamerError
 from streamer.fs_s3 import S3Settings
 from streamer.jvm import classpath, java_executable
-from streamer.testing.kafka import free_port
-from streamer.testing.process import ManagedProcess
+from streamer.local.kafka import free_port
+from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
@@ -190,13 +190,13 @@ class LocalS3(ManagedProcess):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m streamer.testing.s3``: the local S3 server in the foreground, for the
+    """``python -m streamer.local.s3``: the local S3 server in the foreground, for the
     demo against S3 (``configs/demo_s3.yaml``) or any pipeline; Ctrl-C stops it."""
     import argparse
     import signal
     import threading
 
-    parser = argparse.ArgumentParser(prog="python -m streamer.testing.s3", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m streamer.local.s3", description=main.__doc__)
     parser.add_argument("--port", type=int, default=9000, help="loopback port (default 9000; 0 = any free one)")
     parser.add_argument("--bucket", action="append", help="bucket to create (repeatable; default lake-bucket)")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")

@@ -1,6 +1,6 @@
 """MinIO through testcontainers, where a Docker engine answers: a second real S3 store.
 
-s3proxy (:mod:`streamer.testing.s3`) runs everywhere Java does; MinIO is the store many
+s3proxy (:mod:`streamer.local.s3`) runs everywhere Java does; MinIO is the store many
 users run, and it decides conditional PUTs (``If-None-Match: *``, ``If-Match``)
 atomically where s3proxy checks then writes. The object-storage tests run over both
 (the ``s3_store`` fixture of tests/conftest.py); without Docker the MinIO variants skip
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from streamer.fs_s3 import S3Settings
-from streamer.testing.s3 import REGION, create_buckets, store_environ
+from streamer.local.s3 import REGION, create_buckets, store_environ
 
 if TYPE_CHECKING:
     from testcontainers.community.minio import MinioContainer

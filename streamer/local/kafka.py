@@ -1,12 +1,12 @@
-"""A real, single-node Apache Kafka broker (KRaft) for tests and the demo.
+"""A real, single-node Apache Kafka broker (KRaft) for trying the project out and for tests.
 
 Why not a mock: the streamer's exactly-once story rests on real offsets, real
 partitions and real consumer behaviour, so the tests talk to a real broker. The
 broker runs from the Maven-resolved jars in ``.jvm/kafka`` (its own classpath,
 never Spark's) on a free 127.0.0.1 port, with its data in a temp folder.
 
-Order of preference (:func:`kafka_for_tests`): ``KAFKA_BOOTSTRAP_SERVERS`` if set;
-testcontainers' Kafka when a Docker engine answers; else the local broker.
+``streamer kafka-local`` starts it; the tests choose between it, an existing broker and
+testcontainers' Kafka in ``tests/support/kafka.py``.
 
 Every wait here is bounded: a broker that stops answering produces a
 :class:`~streamer.errors.KafkaBrokerError` naming the address, never a hang.
@@ -15,7 +15,6 @@ Every wait here is bounded: a broker that stops answering produces a
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 import os
 import socket
@@ -23,7 +22,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import IO, TYPE_CHECKING, ClassVar
 
 from streamer.errors import KafkaBrokerError
 from streamer.jvm import classpath, java_executable
-from streamer.testing.process import ManagedProcess
+from streamer.local.process import ManagedProcess
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
@@ -380,36 +379,3 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
             f"last error: {last}; log tail:\n{tail}"
         )
 
-
-def docker_available(timeout_s: float = 3.0) -> bool:
-    """True when a Docker engine answers (testcontainers can then run Kafka)."""
-    try:
-        import docker  # testcontainers depends on it
-
-        client = docker.from_env(timeout=timeout_s)
-        client.ping()
-        return True
-    except Exception:
-        return False
-
-
-@contextlib.contextmanager
-def kafka_for_tests(prefer: Sequence[str] = ("env", "docker", "local")) -> Iterator[KafkaClient]:
-    """Yield a client for a real broker, choosing the first available of ``prefer``."""
-    for kind in prefer:
-        if kind == "env" and os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-            client = KafkaClient(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
-            client.ping()
-            yield client
-            return
-        if kind == "docker" and docker_available():
-            from testcontainers.kafka import KafkaContainer
-
-            with KafkaContainer() as container:
-                yield KafkaClient(container.get_bootstrap_server())
-            return
-        if kind == "local":
-            with LocalKafkaBroker() as broker:
-                yield broker
-            return
-    raise KafkaBrokerError(f"no Kafka broker available (tried {', '.join(prefer)})")

@@ -1,4 +1,4 @@
-"""A real Confluent-compatible schema registry (Apicurio Registry) for tests and the demo.
+"""A real Confluent-compatible schema registry (Apicurio Registry) for trying the project out and for tests.
 
 Why not a fake HTTP server: the Kafka Avro source must work against what producers
 really do — ``confluent_kafka``'s ``AvroSerializer`` registering schema versions under
@@ -11,8 +11,8 @@ into ``.jvm/apicurio``) and runs with the machine's Java on a free 127.0.0.1 por
 with in-memory H2 storage (nothing survives a stop), small heap, quiet logs, auth and
 multitenancy off — nothing in it calls out of the machine.
 
-Order of preference (:func:`schema_registry_for_tests`): ``SCHEMA_REGISTRY_URL`` if
-set (the ccompat base URL clients use), else the local registry.
+``streamer kafka-local --registry`` starts it; the tests use ``SCHEMA_REGISTRY_URL`` if
+set, else this registry (``tests/support/kafka.py``).
 
 Every wait is bounded: a registry that does not answer raises
 :class:`SchemaRegistryError` naming the URL and the tail of its log, never a hang.
@@ -20,22 +20,20 @@ Every wait is bounded: a registry that does not answer raises
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from streamer.errors import EnvironmentSetupError, StreamerError
 from streamer.jvm import java_executable, jvm_dir
-from streamer.testing.kafka import free_port
-from streamer.testing.process import ManagedProcess
+from streamer.local.kafka import free_port
+from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
@@ -258,18 +256,3 @@ def _hint(log_tail: str) -> str:
         return " — its port was taken between choosing and binding it; retry"
     return ""
 
-
-@contextlib.contextmanager
-def schema_registry_for_tests(prefer: Sequence[str] = ("env", "local")) -> Iterator[RegistryClient]:
-    """Yield a client for a real registry, choosing the first available of ``prefer``."""
-    for kind in prefer:
-        if kind == "env" and os.environ.get("SCHEMA_REGISTRY_URL"):
-            client = RegistryClient(os.environ["SCHEMA_REGISTRY_URL"].rstrip("/"))
-            client.ping()
-            yield client
-            return
-        if kind == "local":
-            with LocalSchemaRegistry() as registry:
-                yield registry
-            return
-    raise SchemaRegistryError(f"no schema registry available (tried {', '.join(prefer)})")

@@ -1,6 +1,6 @@
 """A long-lived Apache Hudi (JVM) Spark session that answers requests on stdin.
 
-Run by :mod:`streamer.testing.hudi` with the *Hudi* virtualenv's interpreter
+Run by :mod:`tests.support.hudi` with the *Hudi* virtualenv's interpreter
 (``.venv-hudi``: pyspark 3.5.x) and one Hudi Spark bundle on ``spark.jars``. It imports
 nothing from this project on purpose: the project runs on PySpark 4.x, Hudi's bundles
 on Spark 3.5, and the two never share an interpreter or a JVM.

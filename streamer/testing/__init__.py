@@ -1,1 +1,0 @@
-"""Test support that users may also run: a real Kafka broker for local pipelines."""
