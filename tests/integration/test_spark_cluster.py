@@ -161,7 +161,7 @@ def _check_executor_python(site: Path, env: dict[str, str], cwd: Path) -> None:
     but can from the zip the session ships (so the pipeline below can only run from it)."""
     from streamer.spark import package_zip
 
-    probe = "import streamer, sources, transforms; print(streamer.__file__)"
+    probe = "import streamer.sources, streamer.transforms; print(streamer.__file__)"
     run_env = {**env, "PYTHONPATH": str(site)}
     hidden = subprocess.run([sys.executable, "-c", probe], env=run_env, cwd=cwd, capture_output=True,
                             text=True, timeout=60)

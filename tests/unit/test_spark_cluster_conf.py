@@ -68,7 +68,8 @@ def test_an_interpreter_imports_our_packages_from_the_zip_alone(tmp_path):
 
     site_packages = str(Path(pyarrow.__file__).parent.parent)
     code = (f"import sys; sys.path.append({site_packages!r}); sys.path.insert(0, {str(shipped)!r}); "
-            "import streamer.write.filegroup, sources, transforms; print(streamer.__file__)")
+            "import streamer.write.filegroup, streamer.sources.kafka, streamer.transforms; "
+            "print(streamer.__file__, streamer.sources.kafka.__file__, streamer.transforms.__file__)")
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().startswith(str(shipped))
+    assert all(path.startswith(str(shipped)) for path in out.stdout.split()), out.stdout
