@@ -78,7 +78,7 @@ def test_the_wheel_holds_one_top_level_package_with_every_subpackage(wheel):
 
 
 def test_the_installed_distribution_is_streamer_alone_without_test_extras(installed, tmp_path):
-    """The acceptance of issue 28: a fresh virtualenv gets no generic top-level package (a
+    """A fresh virtualenv gets no generic top-level package (a
     user's own ``sources`` does not collide) and not testcontainers, a test-only extra."""
     code = """
 import importlib.metadata as md, importlib.util as u
