@@ -1,17 +1,14 @@
 """Our ``hoodie.properties`` reader against Apache Hudi's own: ``HoodieTableConfig``.
 
-For every fixture table Hudi can open (0.15: table version 6; 1.0: versions 6 and 8),
-for a table our writer made, and for a table each Hudi wrote with its
-``CustomKeyGenerator`` (typed partition fields ``city:SIMPLE,ts:TIMESTAMP``; Hudi 1.0
-keeps the types in ``hoodie.table.partition.fields``), Hudi's ``HoodieTableMetaClient``
-reports the ordering fields, record key fields, partition fields and key generator
-class, and :class:`TableProperties` must report the same. All tables are asked in one
-batch per Hudi session.
-
-Hudi 1.2 is not in the jar set yet (another change adds its bundle); until then the
-version 9 fixtures and the ``hoodie.table.ordering.fields`` rule are checked against
-the values Hudi wrote and Hudi's source rule in
-``tests/unit/table/test_properties_registry.py``.
+For every fixture table Hudi can open (0.15: table version 6; 1.0: versions 6 and 8;
+1.2: versions 6, 8 and 9), for a table our writer made, and for a table each Hudi wrote
+with its ``CustomKeyGenerator`` (typed partition fields ``city:SIMPLE,ts:TIMESTAMP``; Hudi
+1.0 and 1.2 keep the types in ``hoodie.table.partition.fields``; 1.2 writes table version 9
+and its ordering fields as ``hoodie.table.ordering.fields``), Hudi's
+``HoodieTableMetaClient`` reports the ordering fields, record key fields, partition fields
+and key generator class, and :class:`TableProperties` must report the same. All tables
+are asked in one batch per Hudi session. Hudi opens the tables as they are: asking
+upgrades nothing (only a write does).
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ from tests.support.hudi import HudiOracleError, HudiSpark
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
 #: The table versions each Hudi bundle opens.
-OPENS = {"0.15": {6}, "1.0": {6, 8}}
+OPENS = {"0.15": {6}, "1.0": {6, 8}, "1.2": {6, 8, 9}}
 
 ROWS = pa.table({
     "id": pa.array([1, 2, 3], pa.int64()),
@@ -82,25 +79,27 @@ def _reported_by_hudi(answer: dict) -> dict:
             "partition_fields": answer["partition_fields"] or []}
 
 
-def test_hudi_table_config_reports_what_we_parse(hudi015: HudiSpark, hudi10: HudiSpark,
+def test_hudi_table_config_reports_what_we_parse(hudi015: HudiSpark, hudi10: HudiSpark, hudi12: HudiSpark,
                                                  hudi_fixtures_dir, tmp_path):
+    sessions = (hudi015, hudi10, hudi12)
     tables: dict[str, str] = {}
     for name in FIXTURE_NAMES:
         dst = tmp_path / "fixtures" / name
         shutil.copytree(fixture_table_path(hudi_fixtures_dir, name), dst)
         tables[name] = str(dst)
     tables["ours"] = _ours(tmp_path / "ours")
-    for session in (hudi015, hudi10):
+    for session in sessions:
         path = str(tmp_path / f"custom_keygen_hudi_{session.version}")
         session.write(path, ROWS, CUSTOM_KEYGEN_WRITE)
         tables[f"custom_keygen_hudi_{session.version}"] = path
     ours = {name: _reported_by_us(path) for name, path in tables.items()}
     # the custom key generator keeps the partition types in the table from version 8 on
-    typed = load_properties(FileSystem(), tables["custom_keygen_hudi_1.0"]).typed_partition_fields
-    assert typed == (("city", "SIMPLE"), ("ts", "TIMESTAMP"))
+    for version in ("1.0", "1.2"):
+        typed = load_properties(FileSystem(), tables[f"custom_keygen_hudi_{version}"]).typed_partition_fields
+        assert typed == (("city", "SIMPLE"), ("ts", "TIMESTAMP")), version
 
     mismatches, hudi = [], {}
-    for session in (hudi015, hudi10):
+    for session in sessions:
         names = [n for n in tables if ours[n]["version"] in OPENS[session.version]]
         answers = session.table_configs([tables[n] for n in names])
         for name, answer in zip(names, answers, strict=True):
@@ -110,11 +109,14 @@ def test_hudi_table_config_reports_what_we_parse(hudi015: HudiSpark, hudi10: Hud
             elif _reported_by_hudi(answer) != ours[name]:
                 mismatches.append(f"Hudi {session.version}, {name}: Hudi {answer} != ours {ours[name]}")
     assert not mismatches, "\n".join(mismatches)
-    # every version 6 table by both Hudis, the version 8 tables by 1.0
+    # every version 6 table by the three Hudis, the version 8 tables by 1.0 and 1.2, the
+    # version 9 tables (the fixtures and 1.2's own write) by 1.2
     versions = [ours[n]["version"] for n in tables]
-    assert len(hudi) == 2 * versions.count(6) + versions.count(8)
-    # and what Hudi 1.0 made of its own typed partition fields: the bare names
-    custom = hudi["1.0", "custom_keygen_hudi_1.0"]
-    assert (custom["version"], custom["partition_fields"], custom["ordering_fields"]) == (
-        8, ["city", "ts"], ["seq"])
-    assert custom["keygen_class"] == "org.apache.hudi.keygen.CustomKeyGenerator"
+    assert versions.count(9) >= 2, versions
+    assert len(hudi) == 3 * versions.count(6) + 2 * versions.count(8) + versions.count(9)
+    # and what Hudi 1.0 and 1.2 made of their own typed partition fields: the bare names
+    for version, table_version in (("1.0", 8), ("1.2", 9)):
+        custom = hudi[version, f"custom_keygen_hudi_{version}"]
+        assert (custom["version"], custom["partition_fields"], custom["ordering_fields"]) == (
+            table_version, ["city", "ts"], ["seq"]), version
+        assert custom["keygen_class"] == "org.apache.hudi.keygen.CustomKeyGenerator"

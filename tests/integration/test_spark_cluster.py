@@ -11,8 +11,9 @@ mor-streamer (a ``sitecustomize`` lets our packages import from a zip only, as o
 where the project was never installed): they can only run our code from the zip the
 session ships.
 
-Once the pipeline has committed and an executor is running a file-group write, its worker
-is SIGKILLed with everything it started (a machine gone). The remaining worker finishes the
+Once the pipeline has committed and an executor is running a file-group write (held at its
+first log-file write by a pause armed on that worker only), its worker is SIGKILLed with
+everything it started (a machine gone). The remaining worker finishes the
 backlog and more records produced after the kill; the process then stops gracefully and
 the table equals the model in our reader and in hudi-rs, and every row was committed by
 the one commit whose offsets cover it (exactly once).
@@ -37,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from streamer.faults import ENV_PAUSE_AT, ENV_PAUSE_FILE
 from streamer.fs import resolve
 from streamer.local.kafka import free_port
 from streamer.pipeline.checkpoint import checkpoint_history
@@ -63,6 +65,10 @@ TOTAL_LIMIT_S = 300.0
 WRITE_PATIENCE_S = 45.0
 #: Kills of worker 0 tried before giving up on hitting a running task.
 KILL_ATTEMPTS = 3
+#: Worker 0's pause (see the ``cluster`` fixture): the step label it pauses at, and the file
+#: (in the cluster's folder) that names the step while it waits.
+PAUSE_AT = "markers "
+PAUSE = "worker-0-paused"
 
 #: The executors' ``sitecustomize``: this node has the third-party packages but not
 #: mor-streamer - its packages import from a shipped zip on the path or not at all, however
@@ -191,9 +197,15 @@ def _executors_on(cluster: LocalSparkCluster, worker: int, app_id: str) -> list[
     return [str(e["id"]) for e in cluster.worker_state(worker)["executors"] if e["appid"] == app_id]
 
 
-def _wait_for_victim_task(driver: Driver, ui: str, app_id: str, victim: str, table: str) -> str:
-    """Return as soon as executor ``victim`` runs a task, preferably during a file-group write;
+def _wait_for_victim_task(driver: Driver, ui: str, app_id: str, victim: str, table: str,
+                          pause_file: Path) -> str:
+    """Return as soon as executor ``victim`` runs a task: paused at its first log-file
+    write (see the ``cluster`` fixture), else during any file-group write, else any task;
     says which it waited for."""
+    def paused() -> bool:
+        driver.check_alive()
+        return pause_file.is_file()
+
     def victim_busy() -> bool:
         driver.check_alive()
         try:
@@ -202,6 +214,10 @@ def _wait_for_victim_task(driver: Driver, ui: str, app_id: str, victim: str, tab
             return False
         return executors.get(victim, {}).get("activeTasks", 0) > 0
 
+    with contextlib.suppress(AssertionError):
+        wait_until(paused, WRITE_PATIENCE_S, "worker 0's executor to pause in a log-file write", poll_s=0.05)
+        wait_until(victim_busy, 30, "the paused write to show as a running task", poll_s=0.1)
+        return f"a log-file write (paused at {pause_file.read_text()!r})"
     try:
         wait_until(lambda: _writing(table) and victim_busy(), WRITE_PATIENCE_S,
                    "a file-group write on worker 0's executor", poll_s=0.02)
@@ -226,9 +242,16 @@ def _removed_executor(driver: Driver, ui: str, app_id: str, victim: str) -> dict
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[LocalSparkCluster]:
-    """Two one-core workers; a test that killed one starts it again for the next."""
-    with LocalSparkCluster(workers=2, worker_cores=1, worker_memory="1g",
-                           workdir=tmp_path_factory.mktemp("spark-cluster")) as running:
+    """Two one-core workers; a test that killed one starts it again for the next.
+
+    Worker 0 is the victim: its executors' Python workers pause at their first log-file
+    write (``MOR_STREAMER_PAUSE_AT_LABEL``, ``streamer/faults.py``) until :data:`PAUSE`'s
+    file goes, so the kill lands inside a file-group write by construction, not by timing
+    (the first batch only creates base files: it commits before any pause)."""
+    workdir = tmp_path_factory.mktemp("spark-cluster")
+    pause = {ENV_PAUSE_AT: PAUSE_AT, ENV_PAUSE_FILE: str(workdir / PAUSE)}
+    with LocalSparkCluster(workers=2, worker_cores=1, worker_memory="1g", workdir=workdir,
+                           worker_env={0: pause}) as running:
         yield running
 
 
@@ -277,11 +300,12 @@ def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(k
         assert driver.proc.pid not in processes[0]["executor"] + processes[1]["executor"]
 
         # 2. kill worker 0 (with its executor JVM and Python workers) while its executor runs a
-        #    task - preferably a file-group write (the batch's instant has markers), else any
-        #    task. Tasks here last a fraction of a second, so a kill can land just after one
-        #    ended; the driver's record of the removed executor says whether one was running
-        #    (its counts stay as they were at its removal, and a lost task counts as failed).
-        #    A miss restarts the worker, gives the pipeline more work and tries again.
+        #    task: a log-file write it is paused in (the ``cluster`` fixture), else - should
+        #    no pause come - any file-group write or task. Tasks here last a fraction of a
+        #    second, so an unpaused kill can land just after one ended; the driver's record of
+        #    the removed executor says whether one was running (its counts stay as they were
+        #    at its removal, and a lost task counts as failed). A miss restarts the worker,
+        #    gives the pipeline more work and tries again.
         misses: list[str] = []
         for attempt in range(1, KILL_ATTEMPTS + 1):
             if attempt > 1:
@@ -291,9 +315,11 @@ def test_a_pipeline_on_a_standalone_cluster_survives_a_worker_killed_mid_batch(k
                 produce_records(kafka, topic, model.records(6 * BATCH))
             victim = _executors_on(cluster, 0, app_id)[0]
             victim_jvms = cluster.executor_processes(0)["executor"]
-            phase = _wait_for_victim_task(driver, ui, app_id, victim, table)
+            pause_file = cluster.workdir / PAUSE
+            phase = _wait_for_victim_task(driver, ui, app_id, victim, table, pause_file)
             commits_at_kill = driver.commits
             killed = cluster.kill_worker(0)
+            pause_file.unlink(missing_ok=True)  # its pauser is gone; a restarted worker pauses anew
             offsets_at_kill = _committed_offsets(table)
             assert set(victim_jvms) <= set(killed), (victim_jvms, killed)
             assert not [p for p in killed if is_running(p)], f"survivors of the kill: {killed}"

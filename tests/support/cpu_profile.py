@@ -9,6 +9,7 @@ children used: on two shared cores, CPU seconds say what wall time cannot.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ENV = "MOR_TEST_CPU"
+_PR_SET_CHILD_SUBREAPER = 36
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -68,4 +70,8 @@ def register(config) -> None:
     if not prefix:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    # A subreaper: the JVM of a killed ``streamer run`` (or a server whose parent died) is
+    # re-parented here instead of to init, so its CPU is still counted below this process
+    # (a zombie's /proc entry keeps its final times until it is reaped).
+    ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     config.pluginmanager.register(CpuProfile(Path(f"{prefix}.{worker}.tsv")), "mor-cpu-profile")

@@ -39,6 +39,10 @@ from streamer.errors import StreamerError
 REPO = Path(__file__).resolve().parents[2]
 #: The Hudi versions the project is tested against, by the folder their bundle is in.
 VERSIONS = ("0.15", "1.0")
+#: Hudi 1.2: writes table version 9 and upgrades any table it writes to, so it only reads
+#: ours so far (what it reports of a table's properties); its bundle is set up with the others.
+LATEST = "1.2"
+BUNDLES = (*VERSIONS, LATEST)
 #: The worker script, next to this file (run by path with the Hudi interpreter).
 _WORKER = Path(__file__).with_name("hudi_worker.py")
 _START_TIMEOUT_S = 240.0
@@ -58,7 +62,7 @@ def hudi_python() -> Path:
 
 
 def bundle_jar(version: str) -> Path:
-    """The Hudi Spark bundle of ``version`` (``0.15`` or ``1.0``)."""
+    """The Hudi Spark bundle of ``version`` (one of :data:`BUNDLES`)."""
     folder = Path(os.environ.get("MOR_HUDI_JAR_DIR", REPO / ".jvm")) / f"hudi-{version}"
     jars = sorted(folder.glob("hudi-spark*-bundle_*.jar"))
     if not jars:
@@ -72,7 +76,7 @@ def available() -> str | None:
     """``None`` when the Hudi tier can run here, else why not."""
     if not hudi_python().exists():
         return f"{hudi_python()} is missing (run `make hudi-env`)"
-    for v in VERSIONS:
+    for v in BUNDLES:
         try:
             bundle_jar(v)
         except HudiOracleError as e:

@@ -129,6 +129,8 @@ class LocalSparkCluster:
     Each worker offers ``worker_cores`` cores and ``worker_memory`` to executors. Point a
     session at :attr:`master_url`; give executors at most ``worker_memory`` each
     (``spark.executor.memory``). Daemons run with ``daemon_memory`` of heap.
+    ``worker_env`` adds variables to worker ``i``'s environment, which its executors and
+    their Python workers inherit (one machine's settings, e.g. a pause armed on it only).
     """
 
     workers: int = 2
@@ -136,6 +138,7 @@ class LocalSparkCluster:
     worker_memory: str = "1g"
     daemon_memory: str = "256m"
     workdir: Path | None = None
+    worker_env: dict[int, dict[str, str]] = field(default_factory=dict)
     _master: _Daemon | None = field(default=None, repr=False)
     _workers: list[_Daemon] = field(default_factory=list, repr=False)
     _owns_workdir: bool = field(default=False, repr=False)
@@ -187,11 +190,12 @@ class LocalSparkCluster:
             f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
             ["--cores", str(self.worker_cores), "--memory", self.worker_memory,
              "--work-dir", str(work), self.master_url],
+            self.worker_env.get(i, {}),
         )
         daemon.workdir = work
         return daemon
 
-    def _spawn(self, name: str, main: str, args: list[str]) -> _Daemon:
+    def _spawn(self, name: str, main: str, args: list[str], extra_env: dict[str, str] | None = None) -> _Daemon:
         assert self.workdir is not None
         home = spark_home()
         port, webui = free_port(), free_port()
@@ -208,6 +212,7 @@ class LocalSparkCluster:
             "SPARK_DAEMON_JAVA_OPTS": java_opts,
             "SPARK_LOG_DIR": str(self.workdir),
             "SPARK_NO_DAEMONIZE": "1",
+            **(extra_env or {}),
         }
         from streamer.jvm import java_executable
 
