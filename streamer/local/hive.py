@@ -33,9 +33,6 @@ from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
-# Start-up is ~6 s on an idle 2-core machine (Derby schema creation included); more when
-# other JVMs compete.
-_START_TIMEOUT_S = 120.0
 
 _MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 
@@ -69,6 +66,9 @@ class LocalHiveMetastore(ManagedProcess):
     heap: str = "512m"
 
     LOG_NAME: ClassVar[str] = "metastore.log"
+    #: Start-up is ~6 s on an idle 2-core machine (Derby schema creation included); more when
+    #: other JVMs compete.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
 
     @property
     def uri(self) -> str:
@@ -99,9 +99,7 @@ class LocalHiveMetastore(ManagedProcess):
         }
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalHiveMetastore:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         jars = classpath("hive-metastore")
         workdir = self._own_workdir("mor-hms-")
         conf = workdir / "conf"
@@ -120,7 +118,3 @@ class LocalHiveMetastore(ManagedProcess):
         self._spawn(cmd, cwd=workdir)
         self._wait_for_port(self.port, timeout_s, LocalHiveMetastoreError)
         log.info("local Hive metastore ready at %s in %.1fs", self.uri, time.monotonic() - started)
-        return self
-
-    def __enter__(self) -> LocalHiveMetastore:
-        return self.start()

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_START_TIMEOUT_S = 90.0
 _ADMIN_TIMEOUT_S = 15.0
 
 
@@ -235,6 +234,7 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
     heap: str = "512m"
 
     LOG_NAME: ClassVar[str] = "broker.log"
+    START_TIMEOUT_S: ClassVar[float] = 90.0
     #: SIGTERM is a controlled shutdown, given longer than the default.
     STOP_TIMEOUT_S: ClassVar[float] = 20.0
 
@@ -242,9 +242,7 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         return f"Kafka broker at {self.bootstrap_servers}"
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         self._own_workdir("mor-kafka-")
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
@@ -254,17 +252,13 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         self._spawn(self._java_cmd("kafka.Kafka", str(props)))
         self._wait_until_ready(timeout_s)
         log.info("Kafka broker ready at %s (data in %s)", self.bootstrap_servers, self.workdir)
-        return self
 
-    def restart(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
+    def restart(self, timeout_s: float | None = None) -> LocalKafkaBroker:
         """Start a crashed broker again on the same ports and log dir (same cluster id), as
         a supervisor restarts a node: clients see the same address come back with the
         records and consumer-group offsets it had written to its log before the kill."""
         self.crash()
         return self.start(timeout_s)
-
-    def __enter__(self) -> LocalKafkaBroker:
-        return self.start()
 
     def ping(self) -> None:
         code = self.exit_code()
@@ -368,4 +362,3 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
             f"Kafka broker on 127.0.0.1:{self.port} did not answer within {timeout_s:.0f}s; "
             f"last error: {last}; log tail:\n{tail}"
         )
-

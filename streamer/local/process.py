@@ -15,11 +15,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, TypeVar
 
 from streamer.errors import StreamerError
 
 log = logging.getLogger(__name__)
+
+_P = TypeVar("_P", bound="ManagedProcess")
 
 
 @dataclass
@@ -31,6 +33,8 @@ class ManagedProcess:
 
     #: Log file name inside ``workdir``.
     LOG_NAME: ClassVar[str] = "process.log"
+    #: How long :meth:`start` waits for the server to answer.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
     #: How long :meth:`stop` waits for a clean exit before it kills the server.
     STOP_TIMEOUT_S: ClassVar[float] = 15.0
 
@@ -43,6 +47,20 @@ class ManagedProcess:
     def describe(self) -> str:
         """How error and log messages name this process (e.g. its address)."""
         return type(self).__name__
+
+    def start(self: _P, timeout_s: float | None = None) -> _P:
+        """Start the server unless it runs, and wait up to ``timeout_s`` (by default
+        :attr:`START_TIMEOUT_S`) until it answers; a server that does not is stopped."""
+        if self._proc is None:
+            self._launch(self.START_TIMEOUT_S if timeout_s is None else timeout_s)
+        return self
+
+    def _launch(self, timeout_s: float) -> None:
+        """Each server's own start: its configuration, :meth:`_spawn`, then its wait."""
+        raise NotImplementedError
+
+    def __enter__(self: _P) -> _P:
+        return self.start()
 
     def _own_workdir(self, prefix: str) -> Path:
         """The work folder: the one given, else a new temp folder that stop removes."""

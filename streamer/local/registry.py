@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 #: Path of the Confluent-compatible API under the registry's root.
 CCOMPAT_PATH = "/apis/ccompat/v7"
 
-# Cold start is ~7 s on an idle 2-core machine, 10-15 s when other JVMs compete for it.
-_START_TIMEOUT_S = 120.0
 _HTTP_TIMEOUT_S = 5.0
 
 
@@ -115,6 +113,8 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
     heap: str = "256m"
 
     LOG_NAME: ClassVar[str] = "registry.log"
+    #: Cold start is ~7 s on an idle 2-core machine, 10-15 s when other JVMs compete for it.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
     #: SIGTERM lets Quarkus shut down (storage is in memory: nothing survives a stop).
     STOP_TIMEOUT_S: ClassVar[float] = 20.0
 
@@ -122,9 +122,7 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
         return f"schema registry at {self.url}"
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalSchemaRegistry:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         jar = _runner_jar(self.home or apicurio_home())
         workdir = self._own_workdir("mor-registry-")
         self.port = self.port or free_port()
@@ -133,10 +131,6 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
         self._spawn(self._java_cmd(jar), cwd=workdir, env=self._env())
         self._wait_until_ready(timeout_s)
         log.info("schema registry ready at %s in %.1fs", self.url, time.monotonic() - started)
-        return self
-
-    def __enter__(self) -> LocalSchemaRegistry:
-        return self.start()
 
     def ping(self) -> None:
         code = self.exit_code()
@@ -237,11 +231,9 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
         )
 
 
-
 def _hint(log_tail: str) -> str:
     if "UnsupportedClassVersionError" in log_tail:
         return " — this Apicurio build needs a newer Java than the one on PATH/JAVA_HOME"
     if "Port already bound" in log_tail or "Address already in use" in log_tail:
         return " — its port was taken between choosing and binding it; retry"
     return ""
-

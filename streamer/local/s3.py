@@ -32,8 +32,6 @@ from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
-# Start-up is ~6-10 s on an idle 2-core machine; more when other JVMs compete.
-_START_TIMEOUT_S = 120.0
 
 ACCESS_KEY = "local-identity"
 SECRET_KEY = "local-credential"
@@ -98,6 +96,8 @@ class LocalS3(ManagedProcess):
     heap: str = "768m"  # the transient backend holds every object
 
     LOG_NAME: ClassVar[str] = "s3proxy.log"
+    #: Start-up is ~6-10 s on an idle 2-core machine; more when other JVMs compete.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
 
     @property
     def endpoint(self) -> str:
@@ -116,9 +116,7 @@ class LocalS3(ManagedProcess):
                           secret_access_key=SecretStr(self.secret_key), source="the local S3 server")
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalS3:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         jars = classpath("s3proxy")
         workdir = self._own_workdir("mor-s3-")
         data = workdir / "data"
@@ -147,10 +145,6 @@ class LocalS3(ManagedProcess):
         self._wait_for_port(self.port, timeout_s, LocalS3Error)
         self._create_buckets()
         log.info("local S3 ready at %s in %.1fs", self.endpoint, time.monotonic() - started)
-        return self
-
-    def __enter__(self) -> LocalS3:
-        return self.start()
 
     def _create_buckets(self) -> None:
         create_buckets(self.endpoint, self.access_key, self.secret_key, self.buckets)
