@@ -59,6 +59,7 @@ class QueryOptions(TypedDict, total=False):
     filter: pc.Expression | Sequence[pc.Expression] | None
     allow_corrupt: bool
 
+
 #: Functions whose result is null when an input is null, so a null standing for an
 #: unknown data column keeps meaning "unknown" (comparisons, and/or/not print infix).
 _NULL_PROPAGATING = frozenset({
