@@ -17,21 +17,15 @@ import json
 import pyarrow as pa
 
 from streamer.errors import ConfigError
+from streamer.table.avro_schema import primitive_name
 
 
 def _scalar(t: pa.DataType) -> str | None:
     """The kind of a scalar Arrow type, as both catalogs name it apart from spelling
     (``None``: a nested type, or one neither has)."""
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_integer(t):
-        return "long" if t.bit_width == 64 or (pa.types.is_unsigned_integer(t) and t.bit_width == 32) else "int"
-    if pa.types.is_float16(t) or pa.types.is_float32(t):
-        return "float"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
+    primitive = primitive_name(t)
+    if primitive is not None:
+        return primitive
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return "binary"
     if pa.types.is_decimal(t):

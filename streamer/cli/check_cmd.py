@@ -16,10 +16,12 @@ import argparse
 import json
 import sys
 
+from streamer.cli.arguments import add_table_path
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="verify a table (timeline, files, log blocks, base files) and report damage")
-    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+    add_table_path(p)
     p.add_argument("--quick", action="store_true",
                    help="footers and block headers only (skip decoding every page and block)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")

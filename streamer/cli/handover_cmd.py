@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 
+from streamer.cli.arguments import add_lock_timeout, add_table_path, documented_parser
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "handover",
-        help="compact so Apache Hudi's writers (bloom/simple index) can continue the table without duplicates",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+    p = documented_parser(
+        sub, "handover", doc=__doc__,
+        help="compact so Apache Hudi's writers (bloom/simple index) can continue the table without duplicates")
+    add_table_path(p)
     p.add_argument("--check", action="store_true",
                    help="only report file groups whose keys a base-file index cannot see")
-    p.add_argument("--lock-timeout", type=float, default=120.0,
-                   help="seconds to wait for the table's writer lock (default 120)")
+    add_lock_timeout(p, default_s=120.0)
     p.set_defaults(func=run)
 
 

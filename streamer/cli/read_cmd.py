@@ -21,6 +21,7 @@ from typing import IO
 
 import pyarrow as pa
 
+from streamer.cli.arguments import add_table_path
 from streamer.errors import QueryError
 
 #: Rows the text table shows by default (Spark's ``DataFrame.show()`` shows 20 too).
@@ -29,7 +30,7 @@ DEFAULT_TABLE_ROWS = 20
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("read", help="query a Hudi table (snapshot, read-optimized, incremental)")
-    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+    add_table_path(p)
     p.add_argument("--query", choices=("snapshot", "read_optimized", "incremental"), default="snapshot")
     p.add_argument("--as-of", dest="as_of", help="time travel: the table as of this instant")
     p.add_argument("--begin", help="incremental: changes after this instant (exclusive)")

@@ -20,24 +20,22 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from streamer.cli.arguments import add_lock_timeout, add_table_path, documented_parser
+
 if TYPE_CHECKING:
     from streamer.fs import FileSystem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "repair",
-        help="fix hoodie.properties of a table written by an earlier mor-streamer (Hudi compatibility)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+    p = documented_parser(
+        sub, "repair", doc=__doc__,
+        help="fix hoodie.properties of a table written by an earlier mor-streamer (Hudi compatibility)")
+    add_table_path(p)
     p.add_argument("--dry-run", action="store_true", help="only report what would be repaired")
     p.add_argument("--drop-damaged", dest="drop_damaged", action="store_true",
                    help="compact damaged file groups WITHOUT the rows of their missing committed log files "
                         "and corrupt committed log blocks (loss made permanent; reports what was dropped)")
-    p.add_argument("--lock-timeout", type=float, default=30.0,
-                   help="seconds to wait for the table's writer lock (default 30)")
+    add_lock_timeout(p, default_s=30.0)
     p.set_defaults(func=run)
 
 

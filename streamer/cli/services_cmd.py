@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from streamer.cli.arguments import add_table_path
 from streamer.config.policies import PoliciesConfig
 from streamer.errors import ConfigError
 
@@ -67,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name in SERVICES:
         short, long = _DOCS[name]
         p = sub.add_parser(name, help=short, description=f"{long} {_POLICY_HELP}")
-        p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+        add_table_path(p)
         if name != "archive":
             p.add_argument("--schedule", action="store_true", help="only write a plan")
             p.add_argument("--run", action="store_true", help="only execute pending plans")

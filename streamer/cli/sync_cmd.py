@@ -22,14 +22,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from streamer.cli.arguments import documented_parser
+
 if TYPE_CHECKING:
     from streamer.catalog.sync import HiveSync
     from streamer.fs import FileSystem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sync", help="register/update tables in a Hive metastore (one-off Hive sync)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = documented_parser(sub, "sync", help="register/update tables in a Hive metastore (one-off Hive sync)", doc=__doc__)
     p.add_argument("config", nargs="?", metavar="FILE_OR_DIR", help="pipeline YAML (uses target.catalog)")
     p.add_argument("--pipeline", help="only this pipeline of the YAML")
     p.add_argument("--path", help="a table's path or URI (instead of a YAML)")

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from streamer.cli.arguments import add_table_path
 from streamer.errors import StreamerError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("timeline", help="show pending and completed instants, table services included")
-    p.add_argument("path", help="table path or URI (/abs, relative, file:/abs, s3://bucket/key)")
+    add_table_path(p)
     p.add_argument("--pending", action="store_true", help="only pending instants")
     p.add_argument("--limit", type=int, help="only the newest N instants")
     p.add_argument("--format", choices=("table", "jsonl"), default="table")

@@ -18,10 +18,11 @@ import argparse
 import json
 import sys
 
+from streamer.cli.arguments import documented_parser
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check pipeline YAML files (all problems at once)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = documented_parser(sub, "validate", help="check pipeline YAML files (all problems at once)", doc=__doc__)
     p.add_argument("path", metavar="FILE_OR_DIR", help="a pipeline YAML file, or a folder of them")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-spark", dest="no_spark", action="store_true",

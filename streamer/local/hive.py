@@ -20,13 +20,10 @@ Every wait is bounded, and a failed start quotes the server's log.
 from __future__ import annotations
 
 import logging
-import socket
-import subprocess
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, ClassVar
+from typing import ClassVar
 from xml.sax.saxutils import escape
 
 from streamer.errors import StreamerError
@@ -36,10 +33,6 @@ from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
-# Start-up is ~6 s on an idle 2-core machine (Derby schema creation included); more when
-# other JVMs compete.
-_START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 15.0
 
 _MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 
@@ -70,13 +63,12 @@ class LocalHiveMetastore(ManagedProcess):
     """Hive's standalone metastore (thrift, embedded Derby); a context manager."""
 
     port: int = 0
-    workdir: Path | None = None
     heap: str = "512m"
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    _owns_workdir: bool = field(default=False, repr=False)
-    _log_file: IO[bytes] | None = field(default=None, repr=False)
 
     LOG_NAME: ClassVar[str] = "metastore.log"
+    #: Start-up is ~6 s on an idle 2-core machine (Derby schema creation included); more when
+    #: other JVMs compete.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
 
     @property
     def uri(self) -> str:
@@ -107,14 +99,10 @@ class LocalHiveMetastore(ManagedProcess):
         }
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalHiveMetastore:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         jars = classpath("hive-metastore")
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="mor-hms-"))
-            self._owns_workdir = True
-        conf = self.workdir / "conf"
+        workdir = self._own_workdir("mor-hms-")
+        conf = workdir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(parents=True, exist_ok=True)
         (conf / "metastore-site.xml").write_text(_site_xml(self.settings()))
@@ -123,36 +111,10 @@ class LocalHiveMetastore(ManagedProcess):
         cmd = [
             java_executable(), f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
-            f"-Djava.io.tmpdir={self.workdir}", f"-Dderby.system.home={self.workdir}",
+            f"-Djava.io.tmpdir={workdir}", f"-Dderby.system.home={workdir}",
             "-cp", ":".join([str(conf), *jars]), _MAIN, "-p", str(self.port),
         ]
         started = time.monotonic()
-        self._spawn(cmd, cwd=self.workdir)
-        self._wait_until_ready(timeout_s)
+        self._spawn(cmd, cwd=workdir)
+        self._wait_for_port(self.port, timeout_s, LocalHiveMetastoreError)
         log.info("local Hive metastore ready at %s in %.1fs", self.uri, time.monotonic() - started)
-        return self
-
-    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
-        self._shutdown(timeout_s)
-
-    def __enter__(self) -> LocalHiveMetastore:
-        return self.start()
-
-    def _wait_until_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            code = self.exit_code()
-            if code is not None:
-                tail = self.log_tail()
-                self.stop()
-                raise LocalHiveMetastoreError(
-                    f"{self.describe()} exited during start-up (code {code}); log tail:\n{tail}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        tail = self.log_tail()
-        self.stop()
-        raise LocalHiveMetastoreError(
-            f"{self.describe()} did not accept connections within {timeout_s:.0f}s; log tail:\n{tail}")

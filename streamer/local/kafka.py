@@ -19,14 +19,13 @@ import logging
 import os
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from streamer.errors import KafkaBrokerError
 from streamer.jvm import classpath, java_executable
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_START_TIMEOUT_S = 90.0
-_STOP_TIMEOUT_S = 20.0
 _ADMIN_TIMEOUT_S = 15.0
 
 
@@ -234,24 +231,19 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
     bootstrap_servers: str = ""
     port: int = 0
     controller_port: int = 0
-    workdir: Path | None = None
     heap: str = "512m"
-    _proc: subprocess.Popen | None = field(default=None, repr=False)
-    _owns_workdir: bool = field(default=False, repr=False)
-    _log_file: IO[bytes] | None = field(default=None, repr=False)
 
     LOG_NAME: ClassVar[str] = "broker.log"
+    START_TIMEOUT_S: ClassVar[float] = 90.0
+    #: SIGTERM is a controlled shutdown, given longer than the default.
+    STOP_TIMEOUT_S: ClassVar[float] = 20.0
 
     def describe(self) -> str:
         return f"Kafka broker at {self.bootstrap_servers}"
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
-        if self._proc is not None:
-            return self
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="mor-kafka-"))
-            self._owns_workdir = True
+    def _launch(self, timeout_s: float) -> None:
+        self._own_workdir("mor-kafka-")
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
         self.bootstrap_servers = f"127.0.0.1:{self.port}"
@@ -260,21 +252,13 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         self._spawn(self._java_cmd("kafka.Kafka", str(props)))
         self._wait_until_ready(timeout_s)
         log.info("Kafka broker ready at %s (data in %s)", self.bootstrap_servers, self.workdir)
-        return self
 
-    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
-        """Stop cleanly (SIGTERM, controlled shutdown); SIGKILL if it overruns."""
-        self._shutdown(timeout_s)
-
-    def restart(self, timeout_s: float = _START_TIMEOUT_S) -> LocalKafkaBroker:
+    def restart(self, timeout_s: float | None = None) -> LocalKafkaBroker:
         """Start a crashed broker again on the same ports and log dir (same cluster id), as
         a supervisor restarts a node: clients see the same address come back with the
         records and consumer-group offsets it had written to its log before the kill."""
         self.crash()
         return self.start(timeout_s)
-
-    def __enter__(self) -> LocalKafkaBroker:
-        return self.start()
 
     def ping(self) -> None:
         code = self.exit_code()
@@ -378,4 +362,3 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
             f"Kafka broker on 127.0.0.1:{self.port} did not answer within {timeout_s:.0f}s; "
             f"last error: {last}; log tail:\n{tail}"
         )
-

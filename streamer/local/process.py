@@ -1,35 +1,73 @@
-"""The lifecycle the local broker and the local schema registry share.
+"""The lifecycle the local servers (broker, schema registry, metastore, S3) share.
 
-Both are one child JVM with a log file in a temp folder: spawned in its own session
-(so a test can kill the whole group), stopped with SIGTERM then SIGKILL after a
-bounded wait, and able to quote its log when something goes wrong.
+Each is one child JVM with a log file in a work folder (a temp one unless given):
+spawned in its own session (so a test can kill the whole group), stopped with SIGTERM
+then SIGKILL after a bounded wait, and able to quote its log when something goes wrong.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, TypeVar
+
+from streamer.errors import StreamerError
 
 log = logging.getLogger(__name__)
 
+_P = TypeVar("_P", bound="ManagedProcess")
 
+
+@dataclass
 class ManagedProcess:
-    """Mixin for dataclasses with ``workdir``, ``_proc``, ``_log_file``, ``_owns_workdir``."""
+    """Base of the local servers' dataclasses: the work folder and the process's state.
+
+    The fields are keyword-only, so a server's own fields keep their positions.
+    """
 
     #: Log file name inside ``workdir``.
     LOG_NAME: ClassVar[str] = "process.log"
+    #: How long :meth:`start` waits for the server to answer.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
+    #: How long :meth:`stop` waits for a clean exit before it kills the server.
+    STOP_TIMEOUT_S: ClassVar[float] = 15.0
 
-    workdir: Path | None
-    _proc: subprocess.Popen[bytes] | None
-    _log_file: IO[bytes] | None
-    _owns_workdir: bool
+    #: Where the server keeps its files and log (``None``: a temp folder, removed on stop).
+    workdir: Path | None = field(default=None, kw_only=True)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, kw_only=True)
+    _owns_workdir: bool = field(default=False, repr=False, kw_only=True)
+    _log_file: IO[bytes] | None = field(default=None, repr=False, kw_only=True)
 
     def describe(self) -> str:
         """How error and log messages name this process (e.g. its address)."""
         return type(self).__name__
+
+    def start(self: _P, timeout_s: float | None = None) -> _P:
+        """Start the server unless it runs, and wait up to ``timeout_s`` (by default
+        :attr:`START_TIMEOUT_S`) until it answers; a server that does not is stopped."""
+        if self._proc is None:
+            self._launch(self.START_TIMEOUT_S if timeout_s is None else timeout_s)
+        return self
+
+    def _launch(self, timeout_s: float) -> None:
+        """Each server's own start: its configuration, :meth:`_spawn`, then its wait."""
+        raise NotImplementedError
+
+    def __enter__(self: _P) -> _P:
+        return self.start()
+
+    def _own_workdir(self, prefix: str) -> Path:
+        """The work folder: the one given, else a new temp folder that stop removes."""
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=prefix))
+            self._owns_workdir = True
+        return self.workdir
 
     def _spawn(self, cmd: list[str], **popen: Any) -> None:
         assert self.workdir is not None
@@ -43,8 +81,10 @@ class ManagedProcess:
             **popen,
         )
 
-    def _shutdown(self, timeout_s: float) -> None:
-        """SIGTERM and wait; SIGKILL if it overruns; then drop the log handle and temp folder."""
+    def stop(self, timeout_s: float | None = None) -> None:
+        """SIGTERM and wait (the server shuts down cleanly) up to ``timeout_s``, by default
+        :attr:`STOP_TIMEOUT_S`; SIGKILL if it overruns; then drop the log handle and temp folder."""
+        timeout_s = self.STOP_TIMEOUT_S if timeout_s is None else timeout_s
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()
@@ -60,6 +100,26 @@ class ManagedProcess:
         if self._owns_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+    def _wait_for_port(self, port: int, timeout_s: float, error: type[StreamerError]) -> None:
+        """Until the server accepts connections on ``port``; else stop it and raise ``error``
+        quoting its log (a server that died during start-up is not waited for)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.exit_code()
+            if code is not None:
+                tail = self.log_tail()
+                self.stop()
+                raise error(f"{self.describe()} exited during start-up (code {code}); log tail:\n{tail}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        tail = self.log_tail()
+        self.stop()
+        raise error(f"{self.describe()} did not accept connections within {timeout_s:.0f}s; "
+                    f"log tail:\n{tail}")
 
     def kill(self) -> None:
         """SIGKILL, keeping the work folder and log (for fault tests)."""
@@ -95,4 +155,4 @@ class ManagedProcess:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()  # type: ignore[attr-defined]
+        self.stop()

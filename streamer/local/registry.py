@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 from streamer.errors import EnvironmentSetupError, StreamerError
 from streamer.jvm import java_executable, jvm_dir
@@ -40,9 +38,6 @@ log = logging.getLogger(__name__)
 #: Path of the Confluent-compatible API under the registry's root.
 CCOMPAT_PATH = "/apis/ccompat/v7"
 
-# Cold start is ~7 s on an idle 2-core machine, 10-15 s when other JVMs compete for it.
-_START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 20.0
 _HTTP_TIMEOUT_S = 5.0
 
 
@@ -115,39 +110,27 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
     url: str = ""
     port: int = 0
     home: Path | None = None
-    workdir: Path | None = None
     heap: str = "256m"
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    _owns_workdir: bool = field(default=False, repr=False)
-    _log_file: IO[bytes] | None = field(default=None, repr=False)
 
     LOG_NAME: ClassVar[str] = "registry.log"
+    #: Cold start is ~7 s on an idle 2-core machine, 10-15 s when other JVMs compete for it.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
+    #: SIGTERM lets Quarkus shut down (storage is in memory: nothing survives a stop).
+    STOP_TIMEOUT_S: ClassVar[float] = 20.0
 
     def describe(self) -> str:
         return f"schema registry at {self.url}"
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalSchemaRegistry:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         jar = _runner_jar(self.home or apicurio_home())
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="mor-registry-"))
-            self._owns_workdir = True
+        workdir = self._own_workdir("mor-registry-")
         self.port = self.port or free_port()
         self.url = f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
         started = time.monotonic()
-        self._spawn(self._java_cmd(jar), cwd=self.workdir, env=self._env())
+        self._spawn(self._java_cmd(jar), cwd=workdir, env=self._env())
         self._wait_until_ready(timeout_s)
         log.info("schema registry ready at %s in %.1fs", self.url, time.monotonic() - started)
-        return self
-
-    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
-        """Stop (SIGTERM, Quarkus shuts down); SIGKILL if it overruns. Storage is in memory."""
-        self._shutdown(timeout_s)
-
-    def __enter__(self) -> LocalSchemaRegistry:
-        return self.start()
 
     def ping(self) -> None:
         code = self.exit_code()
@@ -248,11 +231,9 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
         )
 
 
-
 def _hint(log_tail: str) -> str:
     if "UnsupportedClassVersionError" in log_tail:
         return " — this Apicurio build needs a newer Java than the one on PATH/JAVA_HOME"
     if "Port already bound" in log_tail or "Address already in use" in log_tail:
         return " — its port was taken between choosing and binding it; retry"
     return ""
-

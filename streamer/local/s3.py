@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, ClassVar
+from typing import ClassVar
 
 from pydantic import SecretStr
 
@@ -36,9 +32,6 @@ from streamer.local.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 
-# Start-up is ~6-10 s on an idle 2-core machine; more when other JVMs compete.
-_START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 15.0
 
 ACCESS_KEY = "local-identity"
 SECRET_KEY = "local-credential"
@@ -100,13 +93,11 @@ class LocalS3(ManagedProcess):
     access_key: str = ACCESS_KEY
     secret_key: str = field(default=SECRET_KEY, repr=False)
     port: int = 0
-    workdir: Path | None = None
     heap: str = "768m"  # the transient backend holds every object
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    _owns_workdir: bool = field(default=False, repr=False)
-    _log_file: IO[bytes] | None = field(default=None, repr=False)
 
     LOG_NAME: ClassVar[str] = "s3proxy.log"
+    #: Start-up is ~6-10 s on an idle 2-core machine; more when other JVMs compete.
+    START_TIMEOUT_S: ClassVar[float] = 120.0
 
     @property
     def endpoint(self) -> str:
@@ -125,17 +116,13 @@ class LocalS3(ManagedProcess):
                           secret_access_key=SecretStr(self.secret_key), source="the local S3 server")
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> LocalS3:
-        if self._proc is not None:
-            return self
+    def _launch(self, timeout_s: float) -> None:
         jars = classpath("s3proxy")
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="mor-s3-"))
-            self._owns_workdir = True
-        data = self.workdir / "data"
+        workdir = self._own_workdir("mor-s3-")
+        data = workdir / "data"
         data.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
-        conf = self.workdir / "s3proxy.conf"
+        conf = workdir / "s3proxy.conf"
         conf.write_text("\n".join([
             f"s3proxy.endpoint={self.endpoint}",
             "s3proxy.authorization=aws-v2-or-v4",
@@ -146,47 +133,21 @@ class LocalS3(ManagedProcess):
             f"jclouds.credential={self.secret_key}",
             f"jclouds.filesystem.basedir={data}",
         ]) + "\n")
-        logback = self.workdir / "logback.xml"
+        logback = workdir / "logback.xml"
         logback.write_text(_LOGBACK)
         cmd = [
             java_executable(), f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Dlogback.configurationFile={logback}", f"-Djava.io.tmpdir={self.workdir}",
+            f"-Dlogback.configurationFile={logback}", f"-Djava.io.tmpdir={workdir}",
             "-cp", ":".join(jars), "org.gaul.s3proxy.Main", "--properties", str(conf),
         ]
         started = time.monotonic()
-        self._spawn(cmd, cwd=self.workdir)
-        self._wait_until_ready(timeout_s)
+        self._spawn(cmd, cwd=workdir)
+        self._wait_for_port(self.port, timeout_s, LocalS3Error)
         self._create_buckets()
         log.info("local S3 ready at %s in %.1fs", self.endpoint, time.monotonic() - started)
-        return self
-
-    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
-        self._shutdown(timeout_s)
-
-    def __enter__(self) -> LocalS3:
-        return self.start()
 
     def _create_buckets(self) -> None:
         create_buckets(self.endpoint, self.access_key, self.secret_key, self.buckets)
-
-    def _wait_until_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            code = self.exit_code()
-            if code is not None:
-                tail = self.log_tail()
-                self.stop()
-                raise LocalS3Error(f"{self.describe()} exited during start-up (code {code}); "
-                                   f"log tail:\n{tail}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        tail = self.log_tail()
-        self.stop()
-        raise LocalS3Error(f"{self.describe()} did not accept connections within {timeout_s:.0f}s; "
-                           f"log tail:\n{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:

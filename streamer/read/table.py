@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,11 +38,27 @@ from streamer.table.properties import TableProperties, load_properties
 from streamer.table.snapshot import TableSnapshot
 from streamer.table.timeline import Timeline
 
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
+
 log = logging.getLogger(__name__)
 
 QUERIES = ("snapshot", "read_optimized", "incremental")
 #: Schema metadata key carrying the corrupt-block count on every result table.
 CORRUPT_BLOCKS_METADATA_KEY = b"morstreamer.corrupt_blocks"
+
+
+class QueryOptions(TypedDict, total=False):
+    """The options of a query, declared once: :meth:`Table.scan` and :meth:`Table.read`
+    pass them on to :meth:`Table.plan`, which documents them (keyword only)."""
+
+    as_of: str | None
+    begin: str | None
+    end: str | None
+    columns: list[str] | None
+    filter: pc.Expression | Sequence[pc.Expression] | None
+    allow_corrupt: bool
+
 
 #: Functions whose result is null when an input is null, so a null standing for an
 #: unknown data column keeps meaning "unknown" (comparisons, and/or/not print infix).
@@ -385,13 +402,8 @@ class Table:
         self,
         query: str = "snapshot",
         *,
-        as_of: str | None = None,
-        begin: str | None = None,
-        end: str | None = None,
-        columns: list[str] | None = None,
-        filter: pc.Expression | Sequence[pc.Expression] | None = None,
         max_workers: int = defaults.LOCAL_THREADS,
-        allow_corrupt: bool = False,
+        **options: Unpack[QueryOptions],
     ) -> ReadResult:
         """Like :meth:`read`, also returning what was skipped (corrupt blocks, rollbacks).
 
@@ -400,8 +412,8 @@ class Table:
         unless ``allow_corrupt`` (then it returns the rest and reports the block). A torn
         block past every committed append (a crashed writer's) is skipped either way.
         """
-        plan = self.plan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter,
-                         allow_corrupt=allow_corrupt)
+        plan = self.plan(query, **options)
+        allow_corrupt = options.get("allow_corrupt", False)
         if allow_corrupt and plan.spec.include_logs:
             for d in short_files(self.fs, plan.slices, CommittedRegions.of(self.fsview, self.timeline)):
                 log.warning("%s: reading past damage: %s", self.base_path, d)
@@ -422,7 +434,7 @@ class Table:
                 tables.append(t)
         table = concat_aligned(tables)
         if table is None:
-            table = self._empty(columns)
+            table = self._empty(options.get("columns"))
         if stats.corrupt_blocks:
             damage = read_damage(self.fsview, self.timeline, None, stats.corrupt_blocks)
             if damage and not allow_corrupt:
@@ -436,21 +448,10 @@ class Table:
         table = table.replace_schema_metadata(meta)
         return ReadResult(table, stats)
 
-    def read(
-        self,
-        query: str = "snapshot",
-        *,
-        as_of: str | None = None,
-        begin: str | None = None,
-        end: str | None = None,
-        columns: list[str] | None = None,
-        filter: pc.Expression | Sequence[pc.Expression] | None = None,
-        allow_corrupt: bool = False,
-    ) -> pa.Table:
+    def read(self, query: str = "snapshot", **options: Unpack[QueryOptions]) -> pa.Table:
         """Query the table; :meth:`scan` returns the read's statistics with the rows (see it
         for ``allow_corrupt``)."""
-        return self.scan(query, as_of=as_of, begin=begin, end=end, columns=columns, filter=filter,
-                         allow_corrupt=allow_corrupt).table
+        return self.scan(query, **options).table
 
     def _empty(self, columns: list[str] | None) -> pa.Table:
         schema = self.schema() or pa.schema([])

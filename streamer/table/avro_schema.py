@@ -233,20 +233,28 @@ def _nullable(avro: Any, nullable: bool, null_first: bool) -> Any:
     return ["null", avro] if null_first else [avro, "null"]
 
 
-def _arrow_type(t: pa.DataType, name: str, ns: str, null_first: bool) -> Any:
-    """Avro type for Arrow type ``t`` of field ``name`` whose record namespace is ``ns``."""
+def primitive_name(t: pa.DataType) -> str | None:
+    """The Avro primitive of a boolean, integer, floating point or string Arrow type
+    (``None`` for any other): Parquet's physical types, which the catalogs' type names
+    follow too (an integer wider than 32 bits signed is a ``long``)."""
     if pa.types.is_boolean(t):
         return "boolean"
     if pa.types.is_integer(t):
-        if t.bit_width <= 32 and not (pa.types.is_uint32(t)):
-            return "int"
-        return "long"
+        return "int" if t.bit_width <= 32 and not pa.types.is_uint32(t) else "long"
     if pa.types.is_float16(t) or pa.types.is_float32(t):
         return "float"
     if pa.types.is_float64(t):
         return "double"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
+    return None
+
+
+def _arrow_type(t: pa.DataType, name: str, ns: str, null_first: bool) -> Any:
+    """Avro type for Arrow type ``t`` of field ``name`` whose record namespace is ``ns``."""
+    primitive = primitive_name(t)
+    if primitive is not None:
+        return primitive
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return "bytes"
     if pa.types.is_fixed_size_binary(t) and not pa.types.is_decimal(t):

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer.errors import SchemaError
 from streamer.table import meta_fields
 from streamer.table.log_format import ROLLBACK_COMMAND, BlockType, HeaderKey
 
@@ -243,22 +244,29 @@ def align_tables(tables: Sequence[pa.Table], schema: pa.Schema | None = None) ->
         return []
     if schema is None:
         schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
-    out = []
-    for t in tables:
-        cols = []
-        for f in schema:
-            if f.name in t.column_names:
-                col = t.column(f.name)
-                if not col.type.equals(f.type):
-                    try:
-                        col = col.cast(f.type)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                        col = pa.nulls(len(t), f.type)
-                cols.append(col)
-            else:
-                cols.append(pa.nulls(len(t), f.type))
-        out.append(pa.Table.from_arrays(cols, schema=schema.remove_metadata()))
-    return out
+    target = schema.remove_metadata()
+    return [pa.Table.from_arrays([column_as(t, f, lenient=True) for f in schema], schema=target)
+            for t in tables]
+
+
+def column_as(table: pa.Table, f: pa.Field, *, lenient: bool) -> pa.Array | pa.ChunkedArray:
+    """Column ``f.name`` of ``table`` as ``f.type``; nulls where the table has no such column.
+
+    A cast Arrow refuses is nulls when ``lenient`` (reading files written under other
+    schemas), else a :class:`SchemaError` naming the field (a batch a writer must not
+    half-write).
+    """
+    if f.name not in table.column_names:
+        return pa.nulls(table.num_rows, f.type)
+    col = table.column(f.name)
+    if col.type.equals(f.type):
+        return col
+    try:
+        return col.cast(f.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        if lenient:
+            return pa.nulls(table.num_rows, f.type)
+        raise SchemaError(f"field {f.name!r}: cannot cast {col.type} to {f.type}: {e}") from e
 
 
 def concat_aligned(tables: Sequence[pa.Table], schema: pa.Schema | None = None) -> pa.Table | None:

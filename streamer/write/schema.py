@@ -22,6 +22,7 @@ import pyarrow as pa
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
 from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow
+from streamer.table.merge import column_as
 
 META_COLUMNS = meta_fields.META_COLUMNS
 
@@ -152,19 +153,7 @@ def conform(batch: pa.Table, schema: pa.Schema, keep: tuple[str, ...] = ()) -> p
 
     Columns named in ``keep`` (our key columns) are carried along after the data.
     """
-    n = batch.num_rows
-    cols = []
-    for f in schema:
-        if f.name in batch.column_names:
-            col = batch.column(f.name)
-            if not col.type.equals(f.type):
-                try:
-                    col = col.cast(f.type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise SchemaError(f"field {f.name!r}: cannot cast {col.type} to {f.type}: {e}") from e
-            cols.append(col)
-        else:
-            cols.append(pa.nulls(n, f.type))
+    cols = [column_as(batch, f, lenient=False) for f in schema]
     names = list(schema.names)
     for k in keep:
         if k in batch.column_names and k not in names:

@@ -25,7 +25,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 
@@ -69,6 +69,9 @@ from streamer.write.state import TableState
 from streamer.write.tagging import Planned, PlanRequest
 from streamer.write.transaction import Requirement, Transaction
 
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
+
 OPERATIONS = {
     "upsert": "UPSERT",
     "insert": "INSERT",
@@ -78,6 +81,18 @@ OPERATIONS = {
 
 
 _incoming_arrow_schema = arrow_schema
+
+
+class CommitOptions(TypedDict, total=False):
+    """The options every write operation takes, declared once for all four (what
+    :meth:`HudiWriter._write` accepts, keyword only)."""
+
+    #: Extra key/values for the commit metadata (e.g. a source checkpoint).
+    extra_metadata: Mapping[str, str] | None
+    #: The engine's name; absent: ``WriteOptions.engine`` (``auto``: decided from the data).
+    engine: str | None
+    #: Commit only if the table's newest checkpoint is still the one the batch resumed from.
+    expect_checkpoint: ExpectCheckpoint | None
 
 
 class HudiWriter:
@@ -203,70 +218,44 @@ class HudiWriter:
         self.config = wanted
 
     # ------------------------------------------------------------------ operations
-    def upsert(
-        self,
-        data: Any,
-        *,
-        extra_metadata: Mapping[str, str] | None = None,
-        engine: str | None = None,
-        expect_checkpoint: ExpectCheckpoint | None = None,
-    ) -> CommitResult:
+    def upsert(self, data: Any, **options: Unpack[CommitOptions]) -> CommitResult:
         """Insert new keys, update existing ones (last ordering value wins in the batch)."""
-        return self._write("upsert", data, extra_metadata, engine, expect_checkpoint)
+        return self._write("upsert", data, **options)
 
-    def insert(
-        self,
-        data: Any,
-        *,
-        extra_metadata: Mapping[str, str] | None = None,
-        engine: str | None = None,
-        expect_checkpoint: ExpectCheckpoint | None = None,
-    ) -> CommitResult:
+    def insert(self, data: Any, **options: Unpack[CommitOptions]) -> CommitResult:
         """Insert without an index lookup (Hudi's ``insert``: faster; a key that already
         exists in the table is written again, so use upsert for updates)."""
-        return self._write("insert", data, extra_metadata, engine, expect_checkpoint)
+        return self._write("insert", data, **options)
 
-    def delete(
-        self,
-        data: Any,
-        *,
-        extra_metadata: Mapping[str, str] | None = None,
-        engine: str | None = None,
-        expect_checkpoint: ExpectCheckpoint | None = None,
-    ) -> CommitResult:
+    def delete(self, data: Any, **options: Unpack[CommitOptions]) -> CommitResult:
         """Delete the keys in ``data`` (needs the record key and partition fields)."""
-        return self._write("delete", data, extra_metadata, engine, expect_checkpoint)
+        return self._write("delete", data, **options)
 
-    def bulk_insert(
-        self,
-        data: Any,
-        *,
-        extra_metadata: Mapping[str, str] | None = None,
-        engine: str | None = None,
-        expect_checkpoint: ExpectCheckpoint | None = None,
-    ) -> CommitResult:
+    def bulk_insert(self, data: Any, **options: Unpack[CommitOptions]) -> CommitResult:
         """Load data into new file groups only (sorted by partition and key, no lookup)."""
-        return self._write("bulk_insert", data, extra_metadata, engine, expect_checkpoint)
+        return self._write("bulk_insert", data, **options)
 
     # ------------------------------------------------------------------ the commit
     def _write(
         self,
         op: str,
         data: Any,
-        extra: Mapping[str, str] | None,
-        engine_name: str | None,
-        expect: ExpectCheckpoint | None,
+        *,
+        extra_metadata: Mapping[str, str] | None = None,
+        engine: str | None = None,
+        expect_checkpoint: ExpectCheckpoint | None = None,
     ) -> CommitResult:
         """One delta commit of ``data``, through the table's :class:`Transaction`."""
         started = time.monotonic()
         cfg = self.config
-        engine = select_engine(engine_name or self.options.engine, data, self.options)
+        chosen = select_engine(engine or self.options.engine, data, self.options)
         required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
         if op != "delete" and cfg.ordering_field:
             required += (cfg.ordering_field,)
         schema = ExpectSchema(_incoming_arrow_schema(data), required, delete=(op == "delete"))
-        requirements: tuple[Requirement, ...] = (() if expect is None else (expect,)) + (ExpectIndex(cfg.index), schema)
-        work = _DeltaCommit(self, op, data, engine, schema, requirements, dict(extra or {}))
+        expected = () if expect_checkpoint is None else (expect_checkpoint,)
+        requirements: tuple[Requirement, ...] = (*expected, ExpectIndex(cfg.index), schema)
+        work = _DeltaCommit(self, op, data, chosen, schema, requirements, dict(extra_metadata or {}))
         with self._transaction() as tx:
             result = tx.commit(work, self._snapshot, started=started)
         self._snapshot = result.snapshot
