@@ -43,7 +43,7 @@ from streamer.fs import resolve
 from streamer.local.kafka import free_port
 from streamer.pipeline.checkpoint import checkpoint_history
 from tests.support.campaign import sized
-from tests.support.spark_cluster import LocalSparkCluster, is_running
+from tests.support.spark_cluster import LocalSparkCluster, cluster_archive_options, is_running
 from tests.support.trip_model import (
     SCHEMA_DDL,
     TripModel,
@@ -124,8 +124,8 @@ def _pipeline_yaml(cluster: LocalSparkCluster, kafka, topic: str, lake: Path, si
                 spark.ui.enabled: "true"
                 spark.ui.port: "{ui_port}"
                 spark.port.maxRetries: "0"
-                spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-                spark.executor.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+                spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {cluster_archive_options()}"
+                spark.executor.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {cluster_archive_options()}"
         """)
 
 

@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from streamer.errors import StreamerError
 from streamer.local.kafka import free_port
+from streamer.spark import archive_options, class_archive
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,14 @@ def _command_line(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def cluster_archive_options() -> str:
+    """The class-data archive's JVM options (``streamer.spark.archive_options``) for the
+    cluster's JVMs - master, workers, executors: they start from the driver's classpath
+    (pyspark's ``jars/``), so most of what they load is in the archive; empty without one."""
+    archive = class_archive()
+    return archive_options(archive) if archive is not None else ""
 
 
 @dataclass
@@ -202,7 +211,7 @@ class LocalSparkCluster:
         log_path = self.workdir / f"{name}.log"
         log_file = open(log_path, "ab")  # noqa: SIM115 - lives with the process
         java_opts = (f"-Dlog4j2.configurationFile=file:{self.workdir / 'log4j2.properties'} "
-                     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+                     f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {cluster_archive_options()}").strip()
         env = {
             **os.environ,
             "SPARK_HOME": str(home),
