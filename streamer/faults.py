@@ -154,16 +154,31 @@ def pause_point(label: str) -> None:
     if _pause_at is None or _pause_file is None or _paused or not label.startswith(_pause_at):
         return
     with _lock:
-        if _paused:
+        if _paused or _pause_file is None:
             return
         _paused = True
-    tmp = f"{_pause_file}.tmp"
+        path = _pause_file  # this pause's file, whatever :func:`pause_at` arms meanwhile
+    tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         f.write(label)
-    os.replace(tmp, _pause_file)  # whole: the test reads the label it names
+    os.replace(tmp, path)  # whole: the test reads the label it names
     deadline = time.monotonic() + PAUSE_MAX_S
-    while os.path.exists(_pause_file) and time.monotonic() < deadline:
+    while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def pause_at(prefix: str | None, path: str | os.PathLike | None = None) -> None:
+    """Arm (or with ``None`` disarm) one pause in this process, as ``MOR_STREAMER_PAUSE_AT_LABEL``
+    and ``MOR_STREAMER_PAUSE_FILE`` do for a child: at the next step or :func:`pause_point`
+    whose label starts with ``prefix`` the calling thread writes the label to ``path`` and
+    waits until it is deleted - for a test that runs a pipeline on a thread of its own and
+    acts on the world (kills a broker) at a known point of the run, not after a guessed sleep."""
+    global _pause_at, _pause_file, _paused
+    if prefix is not None and path is None:
+        raise ValueError(f"pause_at({prefix!r}) needs the pause file's path")
+    with _lock:
+        _pause_at, _pause_file = prefix, (None if prefix is None else os.fspath(path))
+        _paused = False
 
 
 def steps_taken() -> int:

@@ -7,11 +7,13 @@ a seeded plan (``MOR_CAMPAIGN_SEED`` replays it; smoke size in ``make test``, fu
 ``make test-campaigns``):
 
 * **continuous** (Structured Streaming): the broker is killed while a round of records
-  is in flight (not all committed yet) or while the pipeline idles, every round committed, stays down a seeded while, and is restarted
+  is in flight (the stream held in one of its batches by ``faults.pause_at``) or while
+  the pipeline idles, every round committed, stays down a seeded while, and is restarted
   on the same port and log dir; a run that fails is started again (what a supervisor
   does), in this process, with the suite's Spark session;
 * **available_now** (a scheduled job): the broker is killed while the run reads up to
-  its fixed end, then restarted; the next run finishes what the failed one left.
+  its fixed end (its thread held at a seeded point by ``faults.pause_at``), then
+  restarted; the next run finishes what the failed one left.
 
 Afterwards a final drain: the snapshot equals the model through our reader and
 hudi-rs, the commit-time audit proves each record was committed by exactly one
@@ -29,6 +31,7 @@ from collections import Counter
 
 import pytest
 
+from streamer import faults
 from streamer.config import parse_pipelines
 from streamer.local.kafka import LocalKafkaBroker
 from streamer.pipeline.runner import PipelineRunner
@@ -52,6 +55,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.slow, pyte
 FAULTS = sized(smoke=2, full=10)
 #: Records produced before each kill (the batches the kill lands in).
 RECORDS_PER_ROUND = 600
+#: Where an available_now run is held while the broker dies (``faults.pause_at`` prefixes):
+#: a batch read, about to be prepared (the rows come from the broker as it is); a commit
+#: begun; a commit done, the next batch still to read (a round is 600 records, 400 a batch).
+MID_RUN = ("batch read", "requested", "completed")
+#: Where the continuous stream is held while the broker dies with records in flight: a
+#: batch of the round read, or its commit begun (never its last commit done).
+IN_FLIGHT = ("batch read", "requested")
 #: A hang guard per wait, not a speed bound (a broker start is ~5-20 s on 2 loaded cores).
 WAIT_S = 300.0
 
@@ -101,15 +111,23 @@ def test_continuous_pipeline_rides_out_broker_kills(spark, broker, tmp_path):
         phases: Counter = Counter()
         with Supervisor(config, spark) as sup:
             for i in range(FAULTS):
-                produce_records(broker, topic, model.records(RECORDS_PER_ROUND))
-                end = sum(broker.end_offsets(topic).values())
-                if i % 2 == 0:  # records in flight: being read or written, or about to be
-                    time.sleep(rng.uniform(0.1, 1.0))
-                else:  # idle: the round committed, the stream polling for more
-                    wait_until(lambda end=end: sup.committed() >= end, WAIT_S, "the round to be committed")
-                    time.sleep(rng.uniform(0.0, 1.0))
-                phases["records in flight" if sup.committed() < end else "idle"] += 1
-                broker.crash()
+                pause = tmp_path / f"pause-{i}"
+                if i % 2 == 0:  # records in flight: the stream held in a batch of the round
+                    faults.pause_at(rng.choice(IN_FLIGHT), pause)
+                try:
+                    produce_records(broker, topic, model.records(RECORDS_PER_ROUND))
+                    end = sum(broker.end_offsets(topic).values())
+                    if i % 2 == 0:
+                        wait_until(lambda pause=pause: pause.exists() or not sup.thread.is_alive(), WAIT_S,
+                                   "the stream to reach its pause point in the round")
+                    else:  # idle: the round committed, the stream polling for more
+                        wait_until(lambda end=end: sup.committed() >= end, WAIT_S, "the round to be committed")
+                        time.sleep(rng.uniform(0.0, 1.0))
+                    phases["records in flight" if sup.committed() < end else "idle"] += 1
+                    broker.crash()
+                finally:
+                    faults.pause_at(None)
+                    pause.unlink(missing_ok=True)  # let it go on, against a dead broker
                 time.sleep(rng.uniform(0.5, 4.0))  # down for a while
                 broker.start(WAIT_S)
             produce_records(broker, topic, model.records(RECORDS_PER_ROUND))
@@ -146,11 +164,21 @@ def test_available_now_runs_survive_broker_kills(spark, broker, tmp_path):
                 except Exception as e:
                     failed.append(e)
 
+            # into the run at a seeded point (its first batch read, or a commit of a batch
+            # begun or done with more to read): the run's thread pauses there while the
+            # broker dies, so the kill lands mid-run however fast the machine is
+            pause = tmp_path / f"pause-{len(phases)}"
+            faults.pause_at(rng.choice(MID_RUN), pause)
             job = threading.Thread(target=run, name="available-now", daemon=True)
-            job.start()
-            time.sleep(rng.uniform(0.2, 1.5))  # into the run: its first or a later batch
-            phases["mid-run" if job.is_alive() else "after the run"] += 1
-            broker.crash()
+            try:
+                job.start()
+                wait_until(lambda pause=pause, job=job: pause.exists() or not job.is_alive(), WAIT_S,
+                           "the available_now run to reach its pause point")
+                phases["mid-run" if job.is_alive() else "after the run"] += 1
+                broker.crash()
+            finally:
+                faults.pause_at(None)
+                pause.unlink(missing_ok=True)  # let it go on, against a dead broker
             time.sleep(rng.uniform(0.5, 4.0))
             broker.start(WAIT_S)
             job.join(WAIT_S)

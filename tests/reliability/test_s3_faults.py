@@ -31,6 +31,7 @@ from collections import Counter
 
 import pytest
 
+from streamer import faults
 from streamer.config import parse_pipelines
 from tests.support.campaign import assert_phases_hit, seeded, sized
 from tests.support.s3_faults import KINDS, OUTAGE, FaultProxy
@@ -134,6 +135,8 @@ def test_commits_through_a_throttling_and_failing_store_lose_nothing(kafka, spar
 
 #: Kills of the store's process (full: the bar of 10; smoke: one, mid-commit).
 STORE_KILLS = sized(smoke=1, full=10)
+#: The steps of a commit a store kill lands at (``faults.pause_at`` prefixes).
+MID_COMMIT = ("requested", "inflight", "markers ", "before complete")
 
 
 def test_a_store_process_killed_and_restarted_mid_commit_loses_nothing(kafka, spark, tmp_path):
@@ -159,16 +162,25 @@ def test_a_store_process_killed_and_restarted_mid_commit_loses_nothing(kafka, sp
         with Supervisor(config, spark) as sup:
             produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
             _wait_committed(sup, kafka, topic, "the first round")
-            for _ in range(STORE_KILLS):
-                produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
-                time.sleep(rng.uniform(0.2, 2.5))  # into the round's batches and commits
-                store.crash()
-                kills += 1
+            for i in range(STORE_KILLS):
+                # into the round's commit: the stream held at a seeded step of it while
+                # the store dies, however fast the machine is
+                pause = tmp_path / f"pause-{i}"
+                faults.pause_at(rng.choice(MID_COMMIT), pause)
+                try:
+                    produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
+                    wait_until(lambda pause=pause: pause.exists() or not sup.thread.is_alive(), WAIT_S,
+                               "the stream to reach its pause point in the round's commit")
+                    store.crash()
+                    kills += pause.exists()
+                finally:
+                    faults.pause_at(None)
+                    pause.unlink(missing_ok=True)  # let it go on, against a dead store
                 time.sleep(rng.uniform(0.5, 3.0))
                 store.start()
                 _wait_committed(sup, kafka, topic, "the round after a store restart")
                 as_snapshot(read_ours(path))  # never unreadable
-        print(f"store process kills: {kills}; failed runs restarted: {len(sup.failures)} {sup.failures[:3]}")
+        print(f"store process kills mid-commit: {kills}; failed runs restarted: {len(sup.failures)} {sup.failures[:3]}")
         assert kills == STORE_KILLS
         assert_matches_model(path, model.expected())
         assert_each_record_committed_once(path, kafka, topic)

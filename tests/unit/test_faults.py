@@ -144,3 +144,32 @@ def test_the_environment_arms_a_step_a_label_an_errno_and_a_full_disk():
     assert out.stdout.split("\n")[:-1] == [f"{errno.ENOSPC} a z", f"{errno.ENOSPC} b w"], out.stderr
     out = _run_env({"MOR_STREAMER_FAIL_AT_STEP": "1", "MOR_STREAMER_FAIL_ERRNO": "ENOPE"})
     assert out.returncode != 0 and "MOR_STREAMER_FAIL_ERRNO" in out.stderr
+
+
+def test_pause_at_holds_the_first_matching_step_until_its_file_goes(tmp_path):
+    pause = tmp_path / "pause"
+    faults.pause_at("requested", pause)
+    try:
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (steps("markers x", "requested", "requested"), done.set()))
+        worker.start()
+        for _ in range(200):  # bounded: 10 s
+            if pause.exists():
+                break
+            done.wait(0.05)
+        assert pause.read_text() == "requested"
+        assert not done.is_set(), "the step went on while its pause file was there"
+        pause.unlink()
+        worker.join(10)
+        assert done.is_set() and not pause.exists()  # the second "requested" did not pause again
+    finally:
+        faults.pause_at(None)
+
+
+def test_pause_at_needs_a_file_and_none_disarms(tmp_path):
+    with pytest.raises(ValueError, match="pause file"):
+        faults.pause_at("requested")
+    faults.pause_at("requested", tmp_path / "pause")
+    faults.pause_at(None)
+    steps("requested")  # returns at once
+    assert not (tmp_path / "pause").exists()
