@@ -177,7 +177,8 @@ def pause_at(prefix: str | None, path: str | os.PathLike | None = None) -> None:
     if prefix is not None and path is None:
         raise ValueError(f"pause_at({prefix!r}) needs the pause file's path")
     with _lock:
-        _pause_at, _pause_file = prefix, (None if prefix is None else os.fspath(path))
+        _pause_at = prefix
+        _pause_file = None if prefix is None or path is None else str(os.fspath(path))
         _paused = False
 
 
