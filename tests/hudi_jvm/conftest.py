@@ -1,8 +1,6 @@
-"""Apache Hudi's own Spark bundles (0.15 and 1.0), one child session each per test run, and
-Hudi 1.2 for the modules that ask for it.
+"""Apache Hudi's own Spark bundles (0.15, 1.0 and 1.2), one child session each per test run.
 
-Started lazily by the first test that asks, stopped at the end of the session (1.2's at the
-end of its module: few modules use it yet). Under
+Started lazily by the first test that asks, stopped at the end of the session. Under
 ``make test`` (``MOR_REQUIRE_HUDI=1``) a missing Hudi environment fails the run; a
 developer running pytest by hand without ``make hudi-env`` gets a skip that says why.
 """
@@ -51,11 +49,7 @@ def hudi10(hudi_sessions) -> oracle.HudiSpark:
     return hudi_sessions["1.0"]
 
 
-@pytest.fixture(scope="module")
-def hudi12(hudi_sessions) -> Iterator[oracle.HudiSpark]:
-    """Hudi 1.2 (table version 9), after the checks ``hudi_sessions`` made of the set-up."""
-    session = oracle.HudiSpark(oracle.LATEST).start()
-    try:
-        yield session
-    finally:
-        session.stop()
+@pytest.fixture(scope="session")
+def hudi12(hudi_sessions) -> oracle.HudiSpark:
+    """Hudi 1.2 (it writes table version 9): the tier reads our tables with it, never writes them."""
+    return hudi_sessions[oracle.LATEST]

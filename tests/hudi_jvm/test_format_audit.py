@@ -412,11 +412,12 @@ def _keys(t: pa.Table) -> list[tuple[str, int]]:
     return sorted(zip(t.column("city").to_pylist(), t.column("id").to_pylist(), strict=True))
 
 
-def test_hudi_reads_our_archived_table_incrementally(built, hudi015, hudi10):
+def test_hudi_reads_our_archived_table_incrementally(built, hudi015, hudi10, hudi12):
     """HoodieArchivedTimeline is loaded (with instant details) when the begin instant precedes
-    the active timeline; Hudi 0.15 failed with NoSuchElementException on our former archive."""
+    the active timeline; Hudi 0.15 failed with NoSuchElementException on our former archive.
+    Hudi 1.2 reads a version-6 archive (``.commits_.archive.N``) too."""
     expected = sorted(built.ours_model.rows)
-    for session in (hudi015, hudi10):
+    for session in (hudi015, hudi10, hudi12):
         assert _keys(session.read(built.ours)) == expected, session.version
         plain, fallback = session.read_many([
             session.read_request(built.ours, query="incremental", begin="000"),

@@ -37,12 +37,18 @@ from streamer.errors import StreamerError
 #: The checkout these tests run from: ``make hudi-env`` and ``make jars`` put the Hudi
 #: interpreter and bundles beside it (this module is test code: it lives in the checkout).
 REPO = Path(__file__).resolve().parents[2]
-#: The Hudi versions the project is tested against, by the folder their bundle is in.
-VERSIONS = ("0.15", "1.0")
-#: Hudi 1.2: writes table version 9 and upgrades any table it writes to, so it only reads
-#: ours so far (what it reports of a table's properties); its bundle is set up with the others.
+#: The Hudi versions the project is tested against, by the folder their bundle is in:
+#: every one of them reads every table kind we write (``tests/hudi_jvm``).
+VERSIONS = ("0.15", "1.0", "1.2")
+#: Hudi 1.2: writes table version 9 and upgrades any table it writes to, so the tier only
+#: reads ours with it (and what it reports of a table's properties), never writes them.
 LATEST = "1.2"
-BUNDLES = (*VERSIONS, LATEST)
+BUNDLES = VERSIONS
+
+
+def spoken(versions: tuple[str, ...] = VERSIONS) -> str:
+    """``0.15, 1.0 and 1.2``: the versions as the README names them."""
+    return versions[0] if len(versions) == 1 else f"{', '.join(versions[:-1])} and {versions[-1]}"
 #: The worker script, next to this file (run by path with the Hudi interpreter).
 _WORKER = Path(__file__).with_name("hudi_worker.py")
 _START_TIMEOUT_S = 240.0

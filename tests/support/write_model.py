@@ -127,7 +127,9 @@ def read_hudi_rs(path: str, read_optimized: bool = False) -> pa.Table:
 
 
 _BASE = re.compile(r"^(?P<fid>.+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
-_DONE = re.compile(r"^(?P<instant>\d{14,17})\.(?P<action>commit|deltacommit|replacecommit)$")
+#: A completed write: ``<instant>.<action>`` (table version 6), or
+#: ``<instant>_<completion time>.<action>`` in ``.hoodie/timeline`` (versions 8 and 9).
+_DONE = re.compile(r"^(?P<instant>\d{14,17})(_\d{14,17})?\.(?P<action>commit|deltacommit|replacecommit)$")
 _ANY = re.compile(r"^(?P<instant>\d{14,17})\.")
 
 
@@ -135,7 +137,8 @@ def latest_base_files(path: str) -> list[str]:
     """Every file group's newest base file of a completed instant, found by listing the
     folders and ``.hoodie`` (no file-system view of ours): what a read-optimized query
     reads. An instant older than the whole active timeline counts as completed (archived)."""
-    names = os.listdir(os.path.join(path, ".hoodie"))
+    timeline = os.path.join(path, ".hoodie", "timeline")  # table version 8+: its own folder
+    names = os.listdir(timeline if os.path.isdir(timeline) else os.path.join(path, ".hoodie"))
     done = {m["instant"] for n in names if (m := _DONE.match(n))}
     active = [m["instant"] for n in names if (m := _ANY.match(n))]
     oldest_active = min(active) if active else ""
