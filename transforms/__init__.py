@@ -16,6 +16,7 @@ from streamer.config.transforms import (
     DropTransformConfig,
     FilterTransformConfig,
     FlattenTransformConfig,
+    PythonTransformConfig,
     RenameTransformConfig,
     SqlTransformConfig,
     TransformConfig,
@@ -29,6 +30,7 @@ from streamer.transforms.columns import (
     RenameTransform,
 )
 from streamer.transforms.flatten import FlattenTransform
+from streamer.transforms.python import PythonTransform
 from streamer.transforms.sql import SqlTransform
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ _REGISTRY: dict[type, type] = {
     DropTransformConfig: DropTransform,
     FilterTransformConfig: FilterTransform,
     DeriveTransformConfig: DeriveTransform,
+    PythonTransformConfig: PythonTransform,
 }
 
 

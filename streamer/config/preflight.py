@@ -20,6 +20,7 @@ from streamer.config.transforms import (
     CastTransformConfig,
     DeriveTransformConfig,
     FilterTransformConfig,
+    PythonTransformConfig,
     SqlTransformConfig,
 )
 from streamer.errors import ConfigError
@@ -81,6 +82,19 @@ def sql_findings(p: PipelineConfig, loc: Loc, parser: SqlSyntax) -> list[Finding
     return out
 
 
+def callable_findings(p: PipelineConfig, loc: Loc) -> list[Finding]:
+    """Every ``python`` step whose function or class cannot be imported (its module runs:
+    the same import the pipeline makes at its first batch)."""
+    out: list[Finding] = []
+    for i, t in enumerate(p.transforms):
+        if isinstance(t, PythonTransformConfig):
+            try:
+                t.resolve()
+            except Exception as e:  # noqa: BLE001 - the user's module may raise anything on import
+                out.append(Finding((*loc, "transforms", i, "callable"), f"{type(e).__name__}: {e}"))
+    return out
+
+
 def _sql_line(error: str) -> int:
     """Spark's ``(line N, pos M)``: the line of a block-scalar query, counted from its key."""
     import re
@@ -134,6 +148,7 @@ def findings(pipelines: Iterable[tuple[Loc, PipelineConfig]], parser: SqlSyntax 
     for loc, p in pipelines:
         if parser is not None:
             out += sql_findings(p, loc, parser)
+        out += callable_findings(p, loc)
         if folders:
             out += folder_findings(p, loc)
     return out

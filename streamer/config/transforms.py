@@ -1,4 +1,4 @@
-"""Transform configs: ``transforms: [{type: sql|flatten|rename|cast|drop|filter|derive, ...}]``.
+"""Transform configs: ``transforms: [{type: sql|flatten|rename|cast|drop|filter|derive|python, ...}]``.
 
 Only shape is checked here (Spark parses SQL when the pipeline starts); the
 implementations are in the top-level ``transforms`` package.
@@ -6,7 +6,10 @@ implementations are in the top-level ``transforms`` package.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import importlib
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -87,6 +90,53 @@ class DeriveTransformConfig(StrictModel):
     columns: dict[NonEmptyStr, NonEmptyStr] = Field(min_length=1)
 
 
+#: ``package.module:attribute`` (the attribute may be dotted: ``module:Class.factory``).
+CALLABLE_PATTERN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class PythonTransformConfig(StrictModel):
+    """A user's own step: a Python function or class, DataFrame in, DataFrame out.
+
+    A function is called as ``function(df, **options)``; a class is instantiated with
+    ``**options`` and its instance's ``apply(df)`` (or the instance itself) is called with
+    the batch. Spark's session is ``df.sparkSession``. The module must be importable by the
+    interpreter that runs the pipeline (installed, or on ``PYTHONPATH``); ``streamer
+    validate`` imports it. Like every step it must be deterministic: a replayed batch is
+    transformed again."""
+
+    #: Transform kind: your own code (HoodieStreamer's ``--transformer-class``).
+    type: Literal["python"]
+    #: ``package.module:function`` or ``package.module:Class``.
+    callable: NonEmptyStr
+    #: Keyword arguments passed to the function (or the class's constructor).
+    options: dict[NonEmptyStr, Any] = Field(default_factory=dict)
+
+    @field_validator("callable")
+    @classmethod
+    def _module_and_name(cls, v: str) -> str:
+        if not CALLABLE_PATTERN.match(v):
+            raise ValueError(f"{v!r} is not 'package.module:name' (a module, a colon, then the "
+                             "function or class in it)")
+        return v
+
+    def resolve(self) -> Callable[..., Any]:
+        """The function or class ``callable`` names; ``ImportError`` saying what is missing."""
+        module_name, _, attr = self.callable.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ImportError(f"cannot import module {module_name!r} ({e}); is it installed or on "
+                              "PYTHONPATH?") from e
+        target: Any = module
+        for part in attr.split("."):
+            if not hasattr(target, part):
+                raise ImportError(f"module {module_name!r} has no {attr!r}")
+            target = getattr(target, part)
+        if not callable(target):
+            raise ImportError(f"{self.callable} is a {type(target).__name__}, not a function or class")
+        return target
+
+
 TransformConfig = Annotated[
     SqlTransformConfig
     | FlattenTransformConfig
@@ -94,6 +144,7 @@ TransformConfig = Annotated[
     | CastTransformConfig
     | DropTransformConfig
     | FilterTransformConfig
-    | DeriveTransformConfig,
+    | DeriveTransformConfig
+    | PythonTransformConfig,
     Field(discriminator="type"),
 ]

@@ -106,3 +106,39 @@ pipelines:
 """
     _, problems = parse_pipelines(text)
     assert any("also written by pipelines[0]" in p.message for p in problems), problems
+
+
+PYTHON_STEP = """\
+pipelines:
+  - name: trips
+    source: {{type: files, path: {folder}, format: json}}
+    transforms:
+      - {{type: python, callable: "{spec}"}}
+    target: {{path: {table}, record_key: id, ordering_field: ts}}
+"""
+
+
+@pytest.mark.parametrize(("spec", "finding"), [
+    ("tests.unit.config.no_such_module:f", "ImportError: cannot import module 'tests.unit.config.no_such_module'"),
+    ("json:no_such_function", "ImportError: module 'json' has no 'no_such_function'"),
+    ("json:decoder.JSONDecodeError", None),
+    ("json:dumps", None),
+])
+def test_a_python_step_is_imported_by_validate_naming_file_line_and_step(tmp_path, spec, finding):
+    f = tmp_path / "p.yaml"
+    f.write_text(PYTHON_STEP.format(folder=tmp_path, table=tmp_path / "t", spec=spec))
+    _, problems = check_pipelines(str(f), folders=True)
+    if finding is None:
+        assert problems == []
+        return
+    (p,) = problems
+    assert (p.line, p.path, p.severity) == (5, "pipelines[0].transforms[0].callable", "error")
+    assert p.message.startswith(finding), p.message
+
+
+def test_a_python_step_needs_module_colon_name(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(PYTHON_STEP.format(folder=tmp_path, table=tmp_path / "t", spec="json.dumps"))
+    with pytest.raises(ConfigError, match=r"p\.yaml:5: .*transforms\[0\]\.callable.*'json\.dumps' is not "
+                                          r"'package\.module:name'"):
+        load_pipelines(f)

@@ -79,3 +79,33 @@ def test_failures_name_the_step(spark, trips, step, pattern):
 def test_drop_ignore_missing(spark, trips):
     out = run(spark, trips, {"type": "drop", "columns": ["nope", "city"], "ignore_missing": True})
     assert "city" not in out.columns
+
+
+# ------------------------------------------------------------------- python (a user's step)
+STEPS = "tests.unit.transforms.user_steps"
+
+
+def test_python_function_gets_the_batch_and_its_options(spark, trips):
+    out = run(spark, trips, {"type": "python", "callable": f"{STEPS}:mask", "options": {"keep": 2}})
+    assert sorted(r.uuid for r in out.collect()) == ["a***", "b***", "c***"]
+    assert out.columns == trips.columns
+
+
+def test_python_class_is_built_with_its_options_then_applied(spark, trips):
+    out = run(spark, trips, {"type": "python", "callable": f"{STEPS}:AddCityCode", "options": {"length": 1}},
+              {"type": "drop", "columns": ["fare"]})
+    assert sorted((r.uuid, r.city_code) for r in out.collect()) == [("a", "S"), ("b", "A"), ("c", "S")]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (f"{STEPS}:not_a_frame", "returned list, not a Spark DataFrame"),
+    (f"{STEPS}:broken", "no_such_column"),
+    (f"{STEPS}:missing", f"module '{STEPS}' has no 'missing'"),
+    (f"{STEPS}:NOT_CALLABLE", "is a int, not a function or class"),
+    ("tests.unit.transforms.no_such_module:f", "cannot import module 'tests.unit.transforms.no_such_module'"),
+])
+def test_python_step_failures_name_the_step(spark, trips, spec, message):
+    with pytest.raises(TransformError) as e:
+        run(spark, trips, {"type": "rename", "columns": {"ts": "ts"}}, {"type": "python", "callable": spec})
+    assert str(e.value).startswith("transforms[1] (python) failed: ")
+    assert message in str(e.value)
