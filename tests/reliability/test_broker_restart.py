@@ -23,6 +23,7 @@ read) sits at the end of every partition: nothing stuck.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -31,11 +32,10 @@ from collections import Counter
 
 import pytest
 
-from streamer import faults
 from streamer.config import parse_pipelines
 from streamer.local.kafka import LocalKafkaBroker
 from streamer.pipeline.runner import PipelineRunner
-from tests.support.campaign import assert_phases_hit, seeded, sized
+from tests.support.campaign import assert_phases_hit, held_at, seeded, sized
 from tests.support.supervisor import Supervisor
 from tests.support.trip_model import (
     TripModel,
@@ -112,9 +112,8 @@ def test_continuous_pipeline_rides_out_broker_kills(spark, broker, tmp_path):
         with Supervisor(config, spark) as sup:
             for i in range(FAULTS):
                 pause = tmp_path / f"pause-{i}"
-                if i % 2 == 0:  # records in flight: the stream held in a batch of the round
-                    faults.pause_at(rng.choice(IN_FLIGHT), pause)
-                try:
+                # records in flight: the stream held in a batch of the round
+                with held_at(rng.choice(IN_FLIGHT), pause) if i % 2 == 0 else contextlib.nullcontext():
                     produce_records(broker, topic, model.records(RECORDS_PER_ROUND))
                     end = sum(broker.end_offsets(topic).values())
                     if i % 2 == 0:
@@ -125,9 +124,6 @@ def test_continuous_pipeline_rides_out_broker_kills(spark, broker, tmp_path):
                         time.sleep(rng.uniform(0.0, 1.0))
                     phases["records in flight" if sup.committed() < end else "idle"] += 1
                     broker.crash()
-                finally:
-                    faults.pause_at(None)
-                    pause.unlink(missing_ok=True)  # let it go on, against a dead broker
                 time.sleep(rng.uniform(0.5, 4.0))  # down for a while
                 broker.start(WAIT_S)
             produce_records(broker, topic, model.records(RECORDS_PER_ROUND))
@@ -167,18 +163,13 @@ def test_available_now_runs_survive_broker_kills(spark, broker, tmp_path):
             # into the run at a seeded point (its first batch read, or a commit of a batch
             # begun or done with more to read): the run's thread pauses there while the
             # broker dies, so the kill lands mid-run however fast the machine is
-            pause = tmp_path / f"pause-{len(phases)}"
-            faults.pause_at(rng.choice(MID_RUN), pause)
             job = threading.Thread(target=run, name="available-now", daemon=True)
-            try:
+            with held_at(rng.choice(MID_RUN), tmp_path / f"pause-{len(phases)}") as pause:
                 job.start()
                 wait_until(lambda pause=pause, job=job: pause.exists() or not job.is_alive(), WAIT_S,
                            "the available_now run to reach its pause point")
                 phases["mid-run" if job.is_alive() else "after the run"] += 1
                 broker.crash()
-            finally:
-                faults.pause_at(None)
-                pause.unlink(missing_ok=True)  # let it go on, against a dead broker
             time.sleep(rng.uniform(0.5, 4.0))
             broker.start(WAIT_S)
             job.join(WAIT_S)

@@ -31,9 +31,8 @@ from collections import Counter
 
 import pytest
 
-from streamer import faults
 from streamer.config import parse_pipelines
-from tests.support.campaign import assert_phases_hit, seeded, sized
+from tests.support.campaign import assert_phases_hit, held_at, seeded, sized
 from tests.support.s3_faults import KINDS, OUTAGE, FaultProxy
 from tests.support.supervisor import Supervisor
 from tests.support.trip_model import (
@@ -165,17 +164,12 @@ def test_a_store_process_killed_and_restarted_mid_commit_loses_nothing(kafka, sp
             for i in range(STORE_KILLS):
                 # into the round's commit: the stream held at a seeded step of it while
                 # the store dies, however fast the machine is
-                pause = tmp_path / f"pause-{i}"
-                faults.pause_at(rng.choice(MID_COMMIT), pause)
-                try:
+                with held_at(rng.choice(MID_COMMIT), tmp_path / f"pause-{i}") as pause:
                     produce_records(kafka, topic, model.records(RECORDS_PER_ROUND))
                     wait_until(lambda pause=pause: pause.exists() or not sup.thread.is_alive(), WAIT_S,
                                "the stream to reach its pause point in the round's commit")
                     store.crash()
                     kills += pause.exists()
-                finally:
-                    faults.pause_at(None)
-                    pause.unlink(missing_ok=True)  # let it go on, against a dead store
                 time.sleep(rng.uniform(0.5, 3.0))
                 store.start()
                 _wait_committed(sup, kafka, topic, "the round after a store restart")

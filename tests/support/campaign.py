@@ -20,6 +20,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sized
+from pathlib import Path
 from typing import TypeVar
 
 ENV_SIZE = "MOR_CAMPAIGN_SIZE"
@@ -100,3 +101,19 @@ def assert_few_missed(missed: Sized, total: int, *, at_most: float, what: str, d
     assert len(missed) <= bound, (
         f"{len(missed)} of {total} {what} did not go as planned (bound {bound}): {detail or missed}"
     )
+
+
+@contextlib.contextmanager
+def held_at(prefix: str, pause: Path) -> Iterator[Path]:
+    """The pipeline running on a thread of this process stops at its next step labelled
+    ``prefix...`` and writes ``pause`` (:func:`streamer.faults.pause_at`); the block acts on
+    the world while it waits. On exit the pause is disarmed and the file removed: the run
+    goes on, against whatever the block did."""
+    from streamer import faults
+
+    faults.pause_at(prefix, pause)
+    try:
+        yield pause
+    finally:
+        faults.pause_at(None)
+        pause.unlink(missing_ok=True)

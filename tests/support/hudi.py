@@ -43,12 +43,6 @@ VERSIONS = ("0.15", "1.0", "1.2")
 #: Hudi 1.2: writes table version 9 and upgrades any table it writes to, so the tier only
 #: reads ours with it (and what it reports of a table's properties), never writes them.
 LATEST = "1.2"
-BUNDLES = VERSIONS
-
-
-def spoken(versions: tuple[str, ...] = VERSIONS) -> str:
-    """``0.15, 1.0 and 1.2``: the versions as the README names them."""
-    return versions[0] if len(versions) == 1 else f"{', '.join(versions[:-1])} and {versions[-1]}"
 #: The worker script, next to this file (run by path with the Hudi interpreter).
 _WORKER = Path(__file__).with_name("hudi_worker.py")
 _START_TIMEOUT_S = 240.0
@@ -63,12 +57,17 @@ class HudiOracleError(StreamerError):
         self.detail = detail
 
 
+def spoken(versions: tuple[str, ...] = VERSIONS) -> str:
+    """``0.15, 1.0 and 1.2``: the versions as the README names them."""
+    return versions[0] if len(versions) == 1 else f"{', '.join(versions[:-1])} and {versions[-1]}"
+
+
 def hudi_python() -> Path:
     return Path(os.environ.get("MOR_HUDI_PYTHON", REPO / ".venv-hudi" / "bin" / "python"))
 
 
 def bundle_jar(version: str) -> Path:
-    """The Hudi Spark bundle of ``version`` (one of :data:`BUNDLES`)."""
+    """The Hudi Spark bundle of ``version`` (one of :data:`VERSIONS`)."""
     folder = Path(os.environ.get("MOR_HUDI_JAR_DIR", REPO / ".jvm")) / f"hudi-{version}"
     jars = sorted(folder.glob("hudi-spark*-bundle_*.jar"))
     if not jars:
@@ -82,7 +81,7 @@ def available() -> str | None:
     """``None`` when the Hudi tier can run here, else why not."""
     if not hudi_python().exists():
         return f"{hudi_python()} is missing (run `make hudi-env`)"
-    for v in BUNDLES:
+    for v in VERSIONS:
         try:
             bundle_jar(v)
         except HudiOracleError as e:
