@@ -261,12 +261,7 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         return self.start(timeout_s)
 
     def ping(self) -> None:
-        code = self.exit_code()
-        if code is not None:
-            raise KafkaBrokerError(
-                f"Kafka broker at {self.bootstrap_servers} has exited with code "
-                f"{code}; log tail:\n{self.log_tail()}"
-            )
+        self._raise_if_exited(KafkaBrokerError)
         super().ping()
 
     # -- internals ------------------------------------------------------------------

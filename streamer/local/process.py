@@ -48,6 +48,13 @@ class ManagedProcess:
         """How error and log messages name this process (e.g. its address)."""
         return type(self).__name__
 
+    def _raise_if_exited(self, error: type[StreamerError]) -> None:
+        """Raise ``error`` naming the exit code and quoting the log if the process has died,
+        so a health check says why instead of timing out on a closed port."""
+        code = self.exit_code()
+        if code is not None:
+            raise error(f"{self.describe()} has exited with code {code}; log tail:\n{self.log_tail()}")
+
     def start(self: _P, timeout_s: float | None = None) -> _P:
         """Start the server unless it runs, and wait up to ``timeout_s`` (by default
         :attr:`START_TIMEOUT_S`) until it answers; a server that does not is stopped."""

@@ -18,6 +18,7 @@ import logging
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -105,26 +106,19 @@ class _Idle:
 
 @dataclass
 class RunTotals:
-    """What a run did, for its end-of-run summary."""
+    """What a run did, for its end-of-run summary: a tally per counter of the line."""
 
-    batches: int = 0
-    empty_polls: int = 0
-    records_read: int = 0
-    records_written: int = 0
-    records_errored: int = 0
-    records_filtered: int = 0
-    commits: int = 0
-    bytes_written: int = 0
-    services: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
     failed: list[str] = field(default_factory=list)
 
     def line(self, seconds: float) -> str:
+        c = self.counts
         failed = f", {len(self.failed)} failed ({', '.join(self.failed)})" if self.failed else ""
         return (
-            f"run finished in {seconds:.1f}s: {self.batches} batch(es) ({self.empty_polls} empty poll(s)), "
-            f"read {self.records_read}, written {self.records_written}, errors {self.records_errored}, "
-            f"filtered {self.records_filtered}, {self.commits} commit(s), {self.bytes_written} bytes, "
-            f"{self.services} table service run(s){failed}"
+            f"run finished in {seconds:.1f}s: {c['batches']} batch(es) ({c['empty_polls']} empty poll(s)), "
+            f"read {c['read']}, written {c['written']}, errors {c['errored']}, "
+            f"filtered {c['filtered']}, {c['commits']} commit(s), {c['bytes_written']} bytes, "
+            f"{c['services']} table service run(s){failed}"
         )
 
 
@@ -152,18 +146,12 @@ class BatchLog:
                                              "instant": report.instant})
 
     def _count(self, r: BatchReport) -> None:
-        t = self.totals
         if r.skipped:
-            t.empty_polls += 1
+            self.totals.counts["empty_polls"] += 1
             return
-        t.batches += 1
-        t.records_read += r.read
-        t.records_written += r.written
-        t.records_errored += r.errored
-        t.records_filtered += r.filtered
-        t.commits += bool(r.instant)
-        t.bytes_written += r.bytes_written
-        t.services += len(r.services)
+        self.totals.counts.update(batches=1, read=r.read, written=r.written, errored=r.errored,
+                                  filtered=r.filtered, commits=int(bool(r.instant)),
+                                  bytes_written=r.bytes_written, services=len(r.services))
 
     def _empty(self, report: BatchReport) -> None:
         now = self.clock()

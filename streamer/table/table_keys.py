@@ -55,7 +55,7 @@ class TableKey:
 REGISTRY: dict[str, TableKey] = {}
 
 
-def _key(name: str, default: str | None, versions: frozenset[int], doc: str,
+def _key(name: str, doc: str, *, versions: frozenset[int] = _ALL, default: str | None = None,
          renamed_to: str | None = None) -> str:
     if name in REGISTRY:
         raise ValueError(f"table key {name} declared twice")
@@ -69,85 +69,54 @@ def known_in(version: int) -> frozenset[str]:
 
 
 # --------------------------------------------------------------------------- identity
-TABLE_NAME = _key("hoodie.table.name", None, _ALL, "Table name; part of the checksum.")
-DATABASE_NAME = _key("hoodie.database.name", None, _ALL,
-                     "Database; the checksum takes it as '' when absent.")
-TABLE_TYPE = _key("hoodie.table.type", "COPY_ON_WRITE", _ALL, "MERGE_ON_READ or COPY_ON_WRITE.")
-TABLE_VERSION = _key("hoodie.table.version", None, _ALL, "6, 8 or 9 (required: we refuse a table without).")
-CHECKSUM = _key("hoodie.table.checksum", None, _ALL,
-                "CRC32 of '<database>.<table name>'; Hudi refuses a stale one.")
-TIMELINE_LAYOUT_VERSION = _key("hoodie.timeline.layout.version", None, _ALL,
-                               "1 (.hoodie/) or 2 (.hoodie/timeline/); absent: 1 below version 8.")
-TIMELINE_PATH = _key("hoodie.timeline.path", "timeline", _V8_ON,
-                     "Timeline folder under .hoodie for layout 2.")
-TIMELINE_TIMEZONE = _key("hoodie.table.timeline.timezone", "LOCAL", _ALL,
-                         "Zone of instant times; our writer says UTC.")
-ARCHIVELOG_FOLDER = _key("hoodie.archivelog.folder", "archived", _ALL,
-                         "Archived timeline folder under .hoodie (deprecated by Hudi 1.x, still written).")
-CDC_ENABLED = _key("hoodie.table.cdc.enabled", "false", _ALL, "Change-data capture logging.")
-CREATE_SCHEMA = _key("hoodie.table.create.schema", None, _ALL, "Avro schema the table was created with.")
-BASE_FILE_FORMAT = _key("hoodie.table.base.file.format", "PARQUET", _ALL, "Base file format.")
-LOG_FILE_FORMAT = _key("hoodie.table.log.file.format", "HOODIE_LOG", _ALL,
-                       "Log *file* format (always HOODIE_LOG); old versions of this project wrote "
-                       "the data block type here.")
-POPULATE_META_FIELDS = _key("hoodie.populate.meta.fields", "true", _ALL,
-                            "Whether rows carry the _hoodie_* meta columns.")
-PARTITION_METAFILE_BASE_FORMAT = _key("hoodie.partition.metafile.use.base.format", "false", _ALL,
-                                      "Partition metafiles as base files instead of properties.")
-METADATA_PARTITIONS = _key("hoodie.table.metadata.partitions", None, _ALL,
-                           "Metadata-table partitions built (comma separated).")
-METADATA_PARTITIONS_INFLIGHT = _key("hoodie.table.metadata.partitions.inflight", None, _ALL,
-                                    "Metadata-table partitions being built.")
+TABLE_NAME = _key("hoodie.table.name", "Table name; part of the checksum.")
+DATABASE_NAME = _key("hoodie.database.name", "Database; the checksum takes it as '' when absent.")
+TABLE_TYPE = _key("hoodie.table.type", "MERGE_ON_READ or COPY_ON_WRITE.", default="COPY_ON_WRITE")
+TABLE_VERSION = _key("hoodie.table.version", "6, 8 or 9 (required: we refuse a table without).")
+CHECKSUM = _key("hoodie.table.checksum", "CRC32 of '<database>.<table name>'; Hudi refuses a stale one.")
+TIMELINE_LAYOUT_VERSION = _key("hoodie.timeline.layout.version", "1 (.hoodie/) or 2 (.hoodie/timeline/); absent: 1 below version 8.")
+TIMELINE_PATH = _key("hoodie.timeline.path", "Timeline folder under .hoodie for layout 2.", versions=_V8_ON, default="timeline")
+TIMELINE_TIMEZONE = _key("hoodie.table.timeline.timezone", "Zone of instant times; our writer says UTC.", default="LOCAL")
+ARCHIVELOG_FOLDER = _key("hoodie.archivelog.folder", "Archived timeline folder under .hoodie (deprecated by Hudi 1.x, still written).", default="archived")
+CDC_ENABLED = _key("hoodie.table.cdc.enabled", "Change-data capture logging.", default="false")
+CREATE_SCHEMA = _key("hoodie.table.create.schema", "Avro schema the table was created with.")
+BASE_FILE_FORMAT = _key("hoodie.table.base.file.format", "Base file format.", default="PARQUET")
+LOG_FILE_FORMAT = _key("hoodie.table.log.file.format", "Log *file* format (always HOODIE_LOG); old versions of this project wrote the data block type here.", default="HOODIE_LOG")
+POPULATE_META_FIELDS = _key("hoodie.populate.meta.fields", "Whether rows carry the _hoodie_* meta columns.", default="true")
+PARTITION_METAFILE_BASE_FORMAT = _key("hoodie.partition.metafile.use.base.format", "Partition metafiles as base files instead of properties.", default="false")
+METADATA_PARTITIONS = _key("hoodie.table.metadata.partitions", "Metadata-table partitions built (comma separated).")
+METADATA_PARTITIONS_INFLIGHT = _key("hoodie.table.metadata.partitions.inflight", "Metadata-table partitions being built.")
 
 # --------------------------------------------------------------------------- keys and partitions
-RECORD_KEY_FIELDS = _key("hoodie.table.recordkey.fields", None, _ALL,
-                         "Record key fields, comma separated (no type suffix).")
-PARTITION_FIELDS = _key("hoodie.table.partition.fields", None, _ALL,
-                        "Partition fields, comma separated; from version 8 a custom key generator's "
-                        "fields carry their partition type (city:SIMPLE, ts:TIMESTAMP).")
-KEYGEN_CLASS = _key("hoodie.table.keygenerator.class", None, _ALL,
-                    "Key generator class; Hudi 1.x writes it only for a user-provided class.")
-KEYGEN_TYPE = _key("hoodie.table.keygenerator.type", None, _V8_ON,
-                   "Key generator type (SIMPLE, COMPLEX, NON_PARTITION, TIMESTAMP, CUSTOM...).")
-HIVE_STYLE_PARTITIONING = _key("hoodie.datasource.write.hive_style_partitioning", "false", _ALL,
-                               "Partition folders named field=value.")
-URL_ENCODE_PARTITIONING = _key("hoodie.datasource.write.partitionpath.urlencode", "false", _ALL,
-                               "Partition values URL-encoded in paths.")
-DROP_PARTITION_COLUMNS = _key("hoodie.datasource.write.drop.partition.columns", "false", _ALL,
-                              "Partition columns left out of the data files.")
+RECORD_KEY_FIELDS = _key("hoodie.table.recordkey.fields", "Record key fields, comma separated (no type suffix).")
+PARTITION_FIELDS = _key("hoodie.table.partition.fields", "Partition fields, comma separated; from version 8 a custom key generator's fields carry their partition type (city:SIMPLE, ts:TIMESTAMP).")
+KEYGEN_CLASS = _key("hoodie.table.keygenerator.class", "Key generator class; Hudi 1.x writes it only for a user-provided class.")
+KEYGEN_TYPE = _key("hoodie.table.keygenerator.type", "Key generator type (SIMPLE, COMPLEX, NON_PARTITION, TIMESTAMP, CUSTOM...).", versions=_V8_ON)
+HIVE_STYLE_PARTITIONING = _key("hoodie.datasource.write.hive_style_partitioning", "Partition folders named field=value.", default="false")
+URL_ENCODE_PARTITIONING = _key("hoodie.datasource.write.partitionpath.urlencode", "Partition values URL-encoded in paths.", default="false")
+DROP_PARTITION_COLUMNS = _key("hoodie.datasource.write.drop.partition.columns", "Partition columns left out of the data files.", default="false")
 #: The timestamp key generator's settings, which Hudi persists with the table. The
 #: defaults are this project's writer's (Hudi has none for type and formats).
-TS_TYPE = _key("hoodie.keygen.timebased.timestamp.type", "EPOCHMILLISECONDS", _ALL,
-               "How the timestamp partition field is read.")
-TS_INPUT_FMT = _key("hoodie.keygen.timebased.input.dateformat", "yyyy-MM-dd HH:mm:ss", _ALL,
-                    "Input format of a DATE_STRING timestamp field.")
-TS_OUTPUT_FMT = _key("hoodie.keygen.timebased.output.dateformat", "yyyy/MM/dd", _ALL,
-                     "Partition path format of the timestamp.")
-TS_TIMEZONE = _key("hoodie.keygen.timebased.timezone", "UTC", _ALL, "Zone the timestamp is formatted in.")
+TS_TYPE = _key("hoodie.keygen.timebased.timestamp.type", "How the timestamp partition field is read.", default="EPOCHMILLISECONDS")
+TS_INPUT_FMT = _key("hoodie.keygen.timebased.input.dateformat", "Input format of a DATE_STRING timestamp field.", default="yyyy-MM-dd HH:mm:ss")
+TS_OUTPUT_FMT = _key("hoodie.keygen.timebased.output.dateformat", "Partition path format of the timestamp.", default="yyyy/MM/dd")
+TS_TIMEZONE = _key("hoodie.keygen.timebased.timezone", "Zone the timestamp is formatted in.", default="UTC")
 
 # --------------------------------------------------------------------------- merging
-ORDERING_FIELDS = _key("hoodie.table.ordering.fields", None, _V9,
-                       "Ordering fields, comma separated (compared in order).")
-PRECOMBINE_FIELD = _key("hoodie.table.precombine.field", None, _V6_V8,
-                        "The ordering field before version 9.", renamed_to=ORDERING_FIELDS)
-RECORD_MERGE_MODE = _key("hoodie.record.merge.mode", None, _V8_ON,
-                         "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM; absent: from the "
-                         "payload class, else from whether there is an ordering field.")
-PAYLOAD_CLASS = _key("hoodie.compaction.payload.class", None, _ALL,
-                     "Payload class; in version 9 only a custom payload is kept here.")
-MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", None, _V6,
-                       "Record merger strategy id.", renamed_to="hoodie.record.merge.strategy.id")
+ORDERING_FIELDS = _key("hoodie.table.ordering.fields", "Ordering fields, comma separated (compared in order).", versions=_V9)
+PRECOMBINE_FIELD = _key("hoodie.table.precombine.field", "The ordering field before version 9.", versions=_V6_V8, renamed_to=ORDERING_FIELDS)
+RECORD_MERGE_MODE = _key("hoodie.record.merge.mode", "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM; absent: from the payload class, else from whether there is an ordering field.", versions=_V8_ON)
+PAYLOAD_CLASS = _key("hoodie.compaction.payload.class", "Payload class; in version 9 only a custom payload is kept here.")
+MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", "Record merger strategy id.", versions=_V6, renamed_to="hoodie.record.merge.strategy.id")
 
 # --------------------------------------------------------------------------- this project's own
 #: The bucket index of a table our writer lays out by key hash (absent: the bloom index).
 #: Our own namespace, not Hudi's ``hoodie.index.type``/``hoodie.bucket.index.*``: in table
 #: version 6 those are write configs, and persisted under Hudi's names Spark SQL writers
 #: would merge them into their write config - this must not change how Hudi writes.
-INDEX_TYPE = _key("mor_streamer.index.type", "bloom", _V6, "bloom or bucket (this project's key).")
-BUCKET_NUM_BUCKETS = _key("mor_streamer.index.bucket.num.buckets", None, _V6,
-                          "Bucket count of a bucket-indexed table (this project's key).")
-BUCKET_HASH_FIELD = _key("mor_streamer.index.bucket.hash.field", None, _V6,
-                         "Fields a bucket index hashes (this project's key).")
+INDEX_TYPE = _key("mor_streamer.index.type", "bloom or bucket (this project's key).", versions=_V6, default="bloom")
+BUCKET_NUM_BUCKETS = _key("mor_streamer.index.bucket.num.buckets", "Bucket count of a bucket-indexed table (this project's key).", versions=_V6)
+BUCKET_HASH_FIELD = _key("mor_streamer.index.bucket.hash.field", "Fields a bucket index hashes (this project's key).", versions=_V6)
 
 # --------------------------------------------------------------------------- Hudi writer options
 # Not table properties: what a Hudi writer of a bucket-indexed table must be configured

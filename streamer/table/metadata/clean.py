@@ -5,17 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamer.table.metadata.avro import (
-    NS,
-    STR_ARR,
-    STR_MAP,
-    STRING,
-    VERSION_FIELD,
-    opt,
-    read_avro,
-    read_version,
-    write_avro,
-)
+from streamer.table.metadata import avro
+from streamer.table.metadata.avro import NS, STR_ARR, STR_MAP, STRING, VERSION_FIELD, opt
 from streamer.table.metadata.codec import CamelRecord, decode, encode, hudi_key
 
 CLEANER_PLAN_SCHEMA: dict[str, Any] = {
@@ -97,11 +88,11 @@ class CleanerPlan:
         }
 
     def to_avro_bytes(self) -> bytes:
-        return write_avro(CLEANER_PLAN_SCHEMA, self.to_record())
+        return avro.write_avro(CLEANER_PLAN_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<cleaner plan>") -> CleanerPlan:
-        _, r = read_avro(data, path)
+        _, r = avro.read_avro(data, path)
         files: dict[str, list[str]] = {}
         for p, infos in (r.get("filePathsToBeDeletedPerPartition") or {}).items():
             files[p] = [i["filePath"] for i in infos if i.get("filePath")]
@@ -109,7 +100,7 @@ class CleanerPlan:
             files.setdefault(p, list(names))
         e = r.get("earliestInstantToRetain")
         return decode(
-            cls, r, files_per_partition=files, version=read_version(r),
+            cls, r, files_per_partition=files, version=avro.read_version(r),
             earliest_instant_to_retain=(e["timestamp"], e["action"], e["state"]) if e else None,
         )
 
@@ -143,11 +134,11 @@ class CleanMetadata:
         return {**encode(self), "bootstrapPartitionMetadata": {}, "extraMetadata": {}}
 
     def to_avro_bytes(self) -> bytes:
-        return write_avro(CLEAN_METADATA_SCHEMA, self.to_record())
+        return avro.write_avro(CLEAN_METADATA_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<clean metadata>") -> CleanMetadata:
-        _, r = read_avro(data, path)
+        _, r = avro.read_avro(data, path)
         policies = [m.get("policy") for m in (r.get("partitionMetadata") or {}).values() if m.get("policy")]
         return decode(cls, r, policy=r.get("policy") or (policies[0] if policies else ""),
-                      version=read_version(r))
+                      version=avro.read_version(r))

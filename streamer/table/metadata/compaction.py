@@ -5,17 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamer.table.metadata.avro import (
-    NS,
-    STR_ARR,
-    STR_MAP,
-    STRING,
-    VERSION_FIELD,
-    opt,
-    read_avro,
-    read_version,
-    write_avro,
-)
+from streamer.table.metadata import avro
+from streamer.table.metadata.avro import NS, STR_ARR, STR_MAP, STRING, VERSION_FIELD, opt
 from streamer.table.metadata.codec import CamelRecord, decode
 
 COMPACTION_PLAN_SCHEMA: dict[str, Any] = {
@@ -72,11 +63,11 @@ class CompactionPlan(CamelRecord):
     preserve_hoodie_metadata: bool = False
 
     def to_avro_bytes(self) -> bytes:
-        return write_avro(COMPACTION_PLAN_SCHEMA, self.to_record())
+        return avro.write_avro(COMPACTION_PLAN_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<compaction plan>") -> CompactionPlan:
         if not data:
             return cls()
-        _, r = read_avro(data, path)
-        return decode(cls, r, version=read_version(r))
+        _, r = avro.read_avro(data, path)
+        return decode(cls, r, version=avro.read_version(r))

@@ -5,16 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamer.table.metadata.avro import (
-    NS,
-    STR_ARR,
-    STRING,
-    VERSION_FIELD,
-    opt,
-    read_avro,
-    read_version,
-    write_avro,
-)
+from streamer.table.metadata import avro
+from streamer.table.metadata.avro import NS, STR_ARR, STRING, VERSION_FIELD, opt
 from streamer.table.metadata.codec import CamelRecord, decode, encode, hudi_key
 
 _INSTANT_INFO = {"type": "record", "name": "HoodieInstantInfo", "fields": [
@@ -78,14 +70,14 @@ class RollbackPlan:
         return {"instantToRollback": {"commitTime": self.instant_time, "action": self.action}, **encode(self)}
 
     def to_avro_bytes(self) -> bytes:
-        return write_avro(ROLLBACK_PLAN_SCHEMA, self.to_record())
+        return avro.write_avro(ROLLBACK_PLAN_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<rollback plan>") -> RollbackPlan:
-        _, r = read_avro(data, path)
+        _, r = avro.read_avro(data, path)
         target = r.get("instantToRollback") or {}
         return decode(cls, r, instant_time=target.get("commitTime", ""), action=target.get("action", ""),
-                      version=read_version(r))
+                      version=avro.read_version(r))
 
 
 @dataclass
@@ -115,10 +107,10 @@ class RollbackMetadata:
                 "instantsRollback": [{"commitTime": t, "action": a} for t, a in self.instants_rollback]}
 
     def to_avro_bytes(self) -> bytes:
-        return write_avro(ROLLBACK_METADATA_SCHEMA, self.to_record())
+        return avro.write_avro(ROLLBACK_METADATA_SCHEMA, self.to_record())
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<rollback metadata>") -> RollbackMetadata:
-        _, r = read_avro(data, path)
-        return decode(cls, r, version=read_version(r), instants_rollback=[
+        _, r = avro.read_avro(data, path)
+        return decode(cls, r, version=avro.read_version(r), instants_rollback=[
             (i["commitTime"], i["action"]) for i in r.get("instantsRollback") or []])
