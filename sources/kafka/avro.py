@@ -114,6 +114,7 @@ class AvroDecoder:
         subject: str | None = None,
         include_metadata: bool = False,
         max_record_bytes: int | None = None,
+        tombstones_ok: bool = False,
     ) -> None:
         if (lookup is None) == (fixed_schema is None):
             raise SourceError("AvroDecoder needs exactly one of a schema lookup or a fixed schema")
@@ -125,6 +126,8 @@ class AvroDecoder:
         self.include_metadata = include_metadata
         #: A value larger than this is an error row, not decoded (``source.max_record_bytes``).
         self.max_record_bytes = max_record_bytes
+        #: Null values are rows of nulls, not errors (a change stream's tombstones).
+        self.tombstones_ok = tombstones_ok
 
     @classmethod
     def from_config(cls, config: KafkaSourceConfig) -> AvroDecoder:
@@ -138,6 +141,7 @@ class AvroDecoder:
             subject=registry.subject if registry is not None else None,
             include_metadata=config.include_metadata,
             max_record_bytes=None if config.max_record_bytes is None else int(config.max_record_bytes),
+            tombstones_ok=config.debezium is not None,
         )
 
     # -- driver side ------------------------------------------------------------------------
@@ -184,7 +188,7 @@ class AvroDecoder:
         value_schema = spark_arrow_schema(_value_schema(reader))
         out_schema = pa.schema([*value_schema, pa.field(ERROR_FIELD, pa.string()), *META_FIELDS])
         fn = make_decoder(reader, writers, self.wire_format, self.fixed_schema is not None, out_schema,
-                          self.max_record_bytes)
+                          self.max_record_bytes, self.tombstones_ok)
         decoded = raw.mapInArrow(fn, from_arrow_schema(out_schema)).cache()
         good = decoded.where(F.col(ERROR_FIELD).isNull()).select(
             *[F.col(f"`{f.name}`") for f in value_schema],
@@ -201,7 +205,7 @@ def _value_schema(reader_schema: str) -> pa.Schema:
 
 def make_decoder(
     reader_schema: str, writers: dict[int, str], wire_format: str, fixed: bool, out_schema: pa.Schema,
-    max_record_bytes: int | None = None,
+    max_record_bytes: int | None = None, tombstones_ok: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function (a closure shipped to executors; plain data only)."""
     skip = {ERROR_FIELD, *(m.name for m in META_FIELDS)}
@@ -219,7 +223,7 @@ def make_decoder(
             errors: list[str | None] = []
             for row in rows:
                 record, error = _decode_one(row["value"], reader, parsed_writers, wire_format, fixed,
-                                            max_record_bytes)
+                                            max_record_bytes, tombstones_ok)
                 records.append(record or {})
                 errors.append(error)
             values = records_to_spark_batch(records, value_schema, spark_values)
@@ -232,12 +236,13 @@ def make_decoder(
 
 def _decode_one(
     value: bytes | None, reader: Any, writers: dict[int, Any], wire_format: str, fixed: bool,
-    max_record_bytes: int | None = None,
+    max_record_bytes: int | None = None, tombstones_ok: bool = False,
 ) -> tuple[dict[str, Any] | None, str | None]:
     import fastavro
 
     if value is None:
-        return None, "null payload (tombstone)"
+        # a change stream's tombstone is a row of nulls (the Debezium step drops it)
+        return ({}, None) if tombstones_ok else (None, "null payload (tombstone)")
     if max_record_bytes is not None and len(value) > max_record_bytes:
         # as the JSON decode says it: the record goes to the error table undecoded
         return None, f"record of {len(value)} bytes exceeds source.max_record_bytes ({max_record_bytes})"

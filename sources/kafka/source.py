@@ -511,7 +511,7 @@ class _JsonExpressions:
 
 
 #: Expressions by (SparkContext, schema, settings); small: one entry per schema a run sees.
-_EXPRESSIONS: dict[tuple[int, str, int | None, bool], _JsonExpressions] = {}
+_EXPRESSIONS: dict[tuple[int, str, int | None, bool, bool], _JsonExpressions] = {}
 _EXPRESSIONS_MAX = 32
 
 
@@ -520,7 +520,8 @@ def _json_expressions(schema: StructType, config: KafkaSourceConfig) -> _JsonExp
 
     limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
     # keyed by the SparkContext too: Columns hold JVM objects of the context they came from
-    key = (id(SparkContext._active_spark_context), schema.json(), limit, bool(config.include_metadata))
+    key = (id(SparkContext._active_spark_context), schema.json(), limit, bool(config.include_metadata),
+           config.debezium is not None)
     found = _EXPRESSIONS.get(key)
     if found is None:
         if len(_EXPRESSIONS) >= _EXPRESSIONS_MAX:
@@ -542,7 +543,11 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     if limit is not None:  # an oversized record is not parsed at all (a 50 MB one exhausted the heap)
         parsable = valid & (F.octet_length(F.col("_raw")) <= F.lit(limit))
     parse = F.from_json(F.when(parsable, F.col("_raw")), full, opts)
-    reason = F.when(F.col("_raw").isNull(), F.lit("null payload (tombstone)"))
+    # a change stream's tombstones (null values after deletes) are rows of nulls, which the
+    # Debezium step drops; anywhere else a null payload is an error
+    tombstones_ok = config.debezium is not None
+    reason = F.when(F.col("_raw").isNull(),
+                    F.lit(None).cast("string") if tombstones_ok else F.lit("null payload (tombstone)"))
     if limit is not None:
         size = F.octet_length(F.col("_raw"))
         reason = reason.when(
@@ -559,7 +564,8 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     bad = tuple(error_columns(*_payload(), F.col("_reason")))
     is_bad = F.col("_reason").isNotNull()
     # every branch of ``reason`` yields text, so it is null exactly when none of them holds
-    is_bad_record = F.col("_raw").isNull() | ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
+    is_bad_record = ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
+    is_bad_record = F.col("_raw").isNotNull() & is_bad_record if tombstones_ok else F.col("_raw").isNull() | is_bad_record
     if limit is not None:
         is_bad_record = is_bad_record | (F.octet_length(F.col("_raw")) > F.lit(limit))
     unexplained = error_columns(*_payload(), F.lit(None).cast("string"))

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_v
 from streamer import defaults
 from streamer.config.base import OptionMap, StrictModel
 from streamer.config.policies import PoliciesConfig
-from streamer.config.sources import SourceConfig
+from streamer.config.sources import DEBEZIUM_ORDERING, SourceConfig
 from streamer.config.target import TargetConfig
 from streamer.config.transforms import TransformConfig
 from streamer.config.units import Duration, format_duration
@@ -274,6 +274,10 @@ class PipelineConfig(StrictModel):
             # one consumer group per pipeline: two pipelines reading one topic into two
             # tables must not overwrite each other's mirrored offsets
             data["source"] = {**source, "group_id": f"mor-streamer-{name}"}
+        if isinstance(source, dict) and source.get("debezium") in DEBEZIUM_ORDERING \
+                and target.get("ordering_field") is None:
+            # a change stream orders by the database log's position, never by wall time
+            target = data["target"] = {**target, "ordering_field": DEBEZIUM_ORDERING[source["debezium"]]}
         if target.get("table_name") is None and _NAME.match(name):
             data["target"] = {**target, "table_name": name.replace("-", "_")}
         path = target.get("path")
@@ -307,7 +311,8 @@ class PipelineConfig(StrictModel):
         """One line for ``streamer validate`` and logs (never contains secrets)."""
         src = self.source
         if src.type == "kafka":
-            what = f"kafka({src.format}) {src.topic}@{src.bootstrap_servers}"
+            cdc = f", debezium {src.debezium}" if src.debezium else ""
+            what = f"kafka({src.format}{cdc}) {src.topic}@{src.bootstrap_servers}"
         elif src.type == "files":
             what = f"files({src.format}) {src.path}"
         else:

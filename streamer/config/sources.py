@@ -92,6 +92,11 @@ class SchemaRegistry(StrictModel):
 StartingOffsets = Literal["earliest", "latest"] | dict[int, Annotated[int, Field(ge=0)]]
 
 
+#: The column a Debezium change stream orders by, per connector: the position in the
+#: database's log (HoodieStreamer's names), the pipeline's default ``ordering_field``.
+DEBEZIUM_ORDERING = {"postgres": "_event_lsn", "mysql": "_event_seq"}
+
+
 class KafkaSourceConfig(StrictModel):
     """A Kafka topic of JSON or Confluent-Avro records."""
 
@@ -139,6 +144,14 @@ class KafkaSourceConfig(StrictModel):
     avro_wire_format: Literal["confluent", "raw"] = "confluent"
     #: Add ``_kafka_topic/_kafka_partition/_kafka_offset/_kafka_timestamp`` columns to good rows.
     include_metadata: bool = False
+    #: The values are Debezium change events from this connector (``postgres`` or ``mysql``;
+    #: HoodieStreamer's ``PostgresDebeziumSource``/``MysqlDebeziumSource``): each becomes the
+    #: row of its ``after`` (``before`` for a delete, ``op: d``, which is written as a delete),
+    #: with Debezium's source metadata as ``_change_operation_type``, ``_event_lsn``... columns.
+    #: Changes order by the log position (``_event_lsn``; MySQL ``_event_seq``, binlog file
+    #: and position), the table's ``ordering_field`` unless it names one. Tombstones (null
+    #: values) are skipped and counted as filtered. JSON with or without embedded schemas.
+    debezium: Literal["postgres", "mysql"] | None = None
     #: Records larger than this go to the error table instead of the table (None = no limit).
     max_record_bytes: Size | None = 8 * 1024**2
     #: Timeout for driver-side metadata calls (partitions, watermarks).

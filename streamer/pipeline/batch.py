@@ -30,7 +30,8 @@ from streamer.pipeline.errors_table import (
     with_originals,
 )
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
-from streamer.transforms import apply_transforms
+from streamer.sources.debezium import change_rows
+from streamer.transforms import TransformError, apply_transforms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,11 +107,12 @@ def prepare(
         cached.extend(d for d in retyped.cached if all(d is not c for c in batch.cached))
         batch = retyped
     local = on_driver(config, batch)
-    one_pass = local and batch.together is not None and not config.transforms
+    steps = has_steps(config)
+    one_pass = local and batch.together is not None and not steps
     flagged = None
     if not one_pass:
         batch.cache()  # df and errors are both read below (before any of their plans runs)
-        flagged = flag_unkeyable(apply_transforms(batch.df, config.transforms, spark), config.target, metadata)
+        flagged = flag_unkeyable(transformed(config, batch.df, spark), config.target, metadata)
     # a source's record columns may be its metadata columns: dropped only when the runner added them
     hidden = (*hidden_columns, RECORD_COLUMN)
 
@@ -127,11 +129,11 @@ def prepare(
             source_errors, rows = _one_pass(batch, config, metadata)
         else:
             frames = [batch.errors, _made(flagged)]
-            if config.transforms:
+            if steps:
                 frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
             collected = collect_together(*frames)
             source_errors, rows = as_error_arrow(collected[0]), collected[1]
-            if config.transforms:
+            if steps:
                 n_good_in = int(collected[2].column("n")[0].as_py())
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
@@ -148,7 +150,7 @@ def prepare(
         n_written = good.count()
         n_flagged = n_written + bad.num_rows
     if n_good_in is None:
-        n_good_in = batch.df.count() if config.transforms else n_flagged
+        n_good_in = batch.df.count() if steps else n_flagged
     unkeyable = unkeyable_error_rows(bad, source_type, position_json, positions)
     if unkeyable.num_rows and batch.originals is not None and set(batch.record_columns) <= set(bad.column_names):
         # the record's own position and bytes, not the batch's position and a re-serialisation
@@ -161,6 +163,28 @@ def prepare(
         written=n_written,
         _cached=cached,
     )
+
+
+def has_steps(config: PipelineConfig) -> bool:
+    """Whether the source's rows change between the source and the table (and so may
+    be dropped: the batch then counts the rows it read before them)."""
+    return bool(config.transforms) or debezium_of(config) is not None
+
+
+def debezium_of(config: PipelineConfig) -> str | None:
+    """The Debezium connector the source's events come from, if any."""
+    return getattr(config.source, "debezium", None)
+
+
+def transformed(config: PipelineConfig, df: DataFrame, spark: SparkSession) -> DataFrame:
+    """The source's rows as the table takes them: Debezium events unpacked, then the transforms."""
+    database = debezium_of(config)
+    if database is not None:
+        try:
+            df = change_rows(df, database)
+        except Exception as e:
+            raise TransformError(f"source.debezium ({database}): {e}") from e
+    return apply_transforms(df, config.transforms, spark)
 
 
 def _made(flagged: DataFrame | None) -> DataFrame:
@@ -218,8 +242,8 @@ def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) 
     if table is None:
         return batch
     have = {f.name: f.dataType for f in batch.df.schema.fields}
-    if config.transforms:
-        out = {f.name: f.dataType for f in apply_transforms(batch.df, config.transforms, spark).schema.fields}
+    if has_steps(config):
+        out = {f.name: f.dataType for f in transformed(config, batch.df, spark).schema.fields}
         have = {n: t for n, t in have.items() if out.get(n) == t}
     from pyspark.sql.types import StructType
 

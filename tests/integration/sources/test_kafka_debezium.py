@@ -1,0 +1,135 @@
+"""Debezium change events on the real broker into a table: deletes, log-position ordering
+across batches and replays, tombstones counted as filtered, JSON with and without
+embedded schemas, and Avro through the schema registry."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+
+import fastavro
+import pytest
+
+from streamer.config import parse_pipelines
+from streamer.pipeline.runner import PipelineRunner
+from streamer.read import Table
+from streamer.sources.kafka.avro import confluent_frame
+from tests.unit.sources.test_debezium import pg_event
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
+
+YAML = """
+pipelines:
+  - name: cdc
+    source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic: {topic}, debezium: postgres{extra}}}
+    target: {{path: "{t}", record_key: [id]}}
+    trigger: {{mode: once}}
+    engine: {engine}
+"""
+
+#: Two batches of changes to three keys, with a replayed older change in each; the
+#: table must end as the database did: 1 at its last update, 2 re-inserted, 3 deleted.
+BATCH_1 = [
+    pg_event("r", None, {"id": 1, "name": "a"}, 10),
+    pg_event("r", None, {"id": 2, "name": "b"}, 10),
+    pg_event("c", None, {"id": 3, "name": "c"}, 20),
+    pg_event("u", {"id": 1, "name": "a"}, {"id": 1, "name": "a2"}, 30),
+    pg_event("d", {"id": 2, "name": None}, None, 40),
+    None,  # tombstone of 2
+    pg_event("u", {"id": 3, "name": "c"}, {"id": 3, "name": "c3"}, 50),
+    pg_event("u", {"id": 3, "name": "c"}, {"id": 3, "name": "stale"}, 25),  # replayed, older: loses
+]
+BATCH_2 = [
+    pg_event("u", {"id": 1, "name": "a"}, {"id": 1, "name": "stale"}, 15),  # older than the table's 30
+    pg_event("c", None, {"id": 2, "name": "b again"}, 60),
+    pg_event("d", {"id": 3, "name": None}, None, 70),
+    None,  # tombstone of 3
+]
+FINAL = {1: "a2", 2: "b again"}
+
+
+def wrap(event: dict | None) -> dict | None:
+    """As Kafka Connect's JsonConverter writes it with ``schemas.enable=true``."""
+    if event is None:
+        return None
+    return {"schema": {"type": "struct", "name": "pg.public.orders.Envelope", "optional": False}, "payload": event}
+
+
+def _run(kafka, spark, tmp_path, produce, extra: str = "", engine: str = "local"):
+    topic = kafka.create_topic(f"pg.public.orders-{uuid.uuid4().hex[:6]}", partitions=1)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=tmp_path / "t", extra=extra, engine=engine))
+    assert not problems and config.target.ordering_field == "_event_lsn"
+    reports = []
+    for batch in (BATCH_1, BATCH_2):
+        produce(topic, batch)
+        reports.append(PipelineRunner(config, spark=spark).run_once())
+    rows = Table.open(config.target.path).read().to_pylist()
+    return config, reports, rows
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["json", "json-with-schemas"])
+def test_change_events_end_as_the_database_did(kafka, spark, tmp_path, embedded):
+    def produce(topic, events):
+        values = [None if e is None else json.dumps(wrap(e) if embedded else e) for e in events]
+        kafka.produce(topic, values, keys=[json.dumps({"id": 0})] * len(values))
+
+    config, reports, rows = _run(kafka, spark, tmp_path, produce)
+    assert [(r.read, r.errored, r.filtered) for r in reports] == [(8, 0, 1), (4, 0, 1)]
+    assert {r["id"]: r["name"] for r in rows} == FINAL
+    assert len(rows) == len(FINAL)  # no duplicate key
+    by_id = {r["id"]: r for r in rows}
+    assert (by_id[1]["_event_lsn"], by_id[1]["_change_operation_type"]) == (30, "u")
+    assert by_id[2]["_hoodie_is_deleted"] is False
+    assert not (tmp_path / "_errors").exists() or not any((tmp_path / "_errors").rglob("*.parquet"))
+
+
+def test_change_events_on_the_spark_engine(kafka, spark, tmp_path):
+    def produce(topic, events):
+        kafka.produce(topic, [None if e is None else json.dumps(e) for e in events])
+
+    _, reports, rows = _run(kafka, spark, tmp_path, produce, engine="spark")
+    assert [r.filtered for r in reports] == [1, 1]
+    assert {r["id"]: r["name"] for r in rows} == FINAL and len(rows) == len(FINAL)
+
+
+def _envelope_schema() -> dict:
+    row = {"type": "record", "name": "Value", "namespace": "pg.public.orders", "fields": [
+        {"name": "id", "type": "int"}, {"name": "name", "type": ["null", "string"], "default": None}]}
+    source = {"type": "record", "name": "Source", "namespace": "io.debezium.connector.postgresql", "fields": [
+        {"name": f, "type": ["null", t], "default": None} for f, t in (
+            ("version", "string"), ("connector", "string"), ("name", "string"), ("ts_ms", "long"),
+            ("db", "string"), ("schema", "string"), ("table", "string"), ("txId", "long"), ("lsn", "long"),
+            ("xmin", "long"))]}
+    return {"type": "record", "name": "Envelope", "namespace": "pg.public.orders", "fields": [
+        {"name": "before", "type": ["null", row], "default": None},
+        {"name": "after", "type": ["null", "pg.public.orders.Value"], "default": None},
+        {"name": "source", "type": source},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None}]}
+
+
+def test_avro_change_events_through_the_registry(kafka, spark, tmp_path, schema_registry):
+    schema = _envelope_schema()
+    parsed = fastavro.parse_schema(schema)
+
+    def produce(topic, events):
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+        client = SchemaRegistryClient({"url": schema_registry.url, "timeout": 10})
+        schema_id = client.register_schema(f"{topic}-value", Schema(json.dumps(schema), "AVRO"))
+        values = []
+        for e in events:
+            if e is None:
+                values.append(None)
+                continue
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, parsed, e)
+            values.append(confluent_frame(schema_id, buf.getvalue()))
+        kafka.produce(topic, values)
+
+    extra = f', format: avro, schema_registry: {{url: "{schema_registry.url}"}}'
+    _, reports, rows = _run(kafka, spark, tmp_path, produce, extra=extra)
+    assert [(r.read, r.errored, r.filtered) for r in reports] == [(8, 0, 1), (4, 0, 1)]
+    assert {r["id"]: r["name"] for r in rows} == FINAL and len(rows) == len(FINAL)
