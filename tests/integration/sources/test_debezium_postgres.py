@@ -1,0 +1,97 @@
+"""Postgres → Debezium (Kafka Connect) → the real broker → our pipeline → a table that
+equals ``SELECT * FROM t``: snapshot then stream, updates, deletes, key changes and
+multi-statement transactions, over two runs."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from streamer.config import parse_pipelines
+from streamer.pipeline.runner import PipelineRunner
+from streamer.read import Table
+from tests.support.connect import postgres_connector
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
+
+YAML = """
+pipelines:
+  - name: orders
+    source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic: {topic}, debezium: postgres}}
+    target: {{path: "{t}", record_key: [id]}}
+    trigger: {{mode: once}}
+    engine: local
+"""
+
+
+def _wait_for_events(kafka, topic: str, count: int, timeout_s: float = 60.0) -> None:
+    """Until Debezium has published ``count`` messages to ``topic`` (bounded in time)."""
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while time.monotonic() < deadline:
+        try:
+            seen = sum(kafka.end_offsets(topic).values())
+        except Exception:  # the topic is created with the first event
+            seen = 0
+        if seen >= count:
+            assert seen == count, f"{seen} messages in {topic}, expected {count}"
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"only {seen} of {count} messages reached {topic} in {timeout_s:.0f}s")
+
+
+def _table(config) -> dict[int, tuple]:
+    rows = Table.open(config.target.path).read().to_pylist()
+    out = {r["id"]: (r["name"], r["qty"]) for r in rows}
+    assert len(out) == len(rows), "a key is in the table twice"
+    return out
+
+
+def _database(postgres, db: str) -> dict[int, tuple]:
+    rows = postgres.rows("SELECT id, name, qty FROM orders", database=db)
+    return {int(i): (n, None if q is None else int(q)) for i, n, q in rows}
+
+
+def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, postgres, spark, tmp_path):
+    tag = uuid.uuid4().hex[:6]
+    db, prefix = f"shop_{tag}", f"cdc{tag}"
+    topic = f"{prefix}.public.orders"
+    postgres.sql(f"CREATE DATABASE {db}")
+    postgres.sql("CREATE TABLE orders (id int PRIMARY KEY, name text, qty int);"
+                 "INSERT INTO orders SELECT g, 'item ' || g, g FROM generate_series(1, 50) g", database=db)
+    kafka_connect.create(prefix, postgres_connector(port=postgres.port, database=db, prefix=prefix,
+                                                    tables="public.orders", slot=f"slot_{tag}"))
+    kafka_connect.wait_running(prefix)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=tmp_path / "orders"))
+    assert not problems
+    _wait_for_events(kafka, topic, 50)  # the initial snapshot: op r
+    report = PipelineRunner(config, spark=spark).run_once()
+    assert (report.read, report.errored, report.filtered) == (50, 0, 0)
+    assert _table(config) == _database(postgres, db)
+
+    # updates (10), deletes (5, each with its tombstone), a key change (delete, tombstone,
+    # create), inserts (3), and one transaction updating a row three times and deleting another
+    postgres.sql("UPDATE orders SET qty = qty * 10 WHERE id <= 10", database=db)
+    postgres.sql("DELETE FROM orders WHERE id BETWEEN 41 AND 45", database=db)
+    postgres.sql("UPDATE orders SET id = 100 WHERE id = 50", database=db)
+    postgres.sql("INSERT INTO orders VALUES (101, 'new', 1), (102, 'new', 2), (103, NULL, NULL)", database=db)
+    postgres.sql("BEGIN; UPDATE orders SET name = 'v1' WHERE id = 20; UPDATE orders SET name = 'v2' WHERE id = 20;"
+                 "UPDATE orders SET name = 'v3', qty = 0 WHERE id = 20; DELETE FROM orders WHERE id = 21; COMMIT",
+                 database=db)
+    streamed = 10 + 5 * 2 + 3 + 3 + 3 + 2
+    _wait_for_events(kafka, topic, 50 + streamed)
+    report = PipelineRunner(config, spark=spark).run_once()
+    tombstones = 5 + 1 + 1
+    assert (report.read, report.errored, report.filtered) == (streamed, 0, tombstones)
+    assert _table(config) == _database(postgres, db)
+
+    # a second round on the table as it now stands, written again over its logs
+    postgres.sql("UPDATE orders SET qty = -1 WHERE id % 7 = 0; DELETE FROM orders WHERE id = 100;"
+                 "INSERT INTO orders VALUES (50, 'back', 50)", database=db)
+    sevens = len([i for i in _database(postgres, db) if i % 7 == 0])
+    _wait_for_events(kafka, topic, 50 + streamed + sevens + 2 + 1)
+    PipelineRunner(config, spark=spark).run_once()
+    assert _table(config) == _database(postgres, db)
