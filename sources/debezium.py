@@ -88,8 +88,10 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
+    # columns beside the envelope (the Kafka metadata columns) pass through
+    extra = [c for c in events.columns if c not in (*ENVELOPE, "payload", "schema")]
     if "op" not in events.columns and "payload" in events.columns:
-        events = events.select("payload.*")
+        events = events.select("payload.*", *extra)
     missing = [f for f in ("op", "after", "before", "source") if f not in events.columns]
     if missing:
         raise ValueError(f"not Debezium change events: no field(s) {missing} in the values "
@@ -107,10 +109,10 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     ordering = DEBEZIUM_ORDERING[database]
     data = [_row_field(types, name, is_delete).alias(name) for name in _row_fields(types)]
     taken = set(metadata_columns(database))
-    clash = [name for name in _row_fields(types) if name in taken or name == IS_DELETED]
+    clash = [name for name in _row_fields(types) if name in taken or name == IS_DELETED or name in extra]
     if clash:
         raise ValueError(f"the table's column(s) {clash} have the names of Debezium metadata columns")
-    rows = events.select(*meta, *data, is_delete.alias(IS_DELETED))
+    rows = events.select(*meta, *data, is_delete.alias(IS_DELETED), *extra)
     assert ordering in rows.columns
     return rows
 

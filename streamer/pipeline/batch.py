@@ -10,6 +10,7 @@ the error rows cost no further jobs. Larger batches stay distributed (cached onc
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +30,10 @@ from streamer.pipeline.errors_table import (
     with_no_reasons,
     with_originals,
 )
+from streamer.pipeline.unavailable import PLACEHOLDER, placeholder_columns, resolve
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.sources.debezium import change_rows
+from streamer.table.meta_fields import IS_DELETED
 from streamer.transforms import TransformError, apply_transforms
 
 if TYPE_CHECKING:
@@ -135,6 +138,8 @@ def prepare(
             source_errors, rows = as_error_arrow(collected[0]), collected[1]
             if steps:
                 n_good_in = int(collected[2].column("n")[0].as_py())
+        if debezium_of(config) == "postgres":
+            rows = complete_unchanged_values(config, rows)
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
         bad = rows.filter(pc.invert(good_mask))
@@ -145,8 +150,13 @@ def prepare(
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        good = flagged.where(F.col(REASON_COL).isNull()).drop(*drop(flagged.columns))
+        good_rows = flagged.where(F.col(REASON_COL).isNull())
         bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
+        if debezium_of(config) == "postgres":
+            good_rows, incomplete = _complete_on_spark(config, good_rows, spark)
+            if incomplete is not None:
+                bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
+        good = good_rows.drop(*drop(flagged.columns))
         n_written = good.count()
         n_flagged = n_written + bad.num_rows
     if n_good_in is None:
@@ -185,6 +195,71 @@ def transformed(config: PipelineConfig, df: DataFrame, spark: SparkSession) -> D
         except Exception as e:
             raise TransformError(f"source.debezium ({database}): {e}") from e
     return apply_transforms(df, config.transforms, spark)
+
+
+def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Table:
+    """``rows`` (flagged, on the driver) with Debezium's placeholder for unchanged TOASTed
+    values replaced by the value (:mod:`streamer.pipeline.unavailable`); a row that cannot
+    be completed is flagged with the reason, for the error table."""
+    good_mask = pc.is_null(rows.column(REASON_COL))
+    good = rows.filter(good_mask)
+    if not good.num_rows or not placeholder_columns(good, skip=(REASON_COL, PAYLOAD_COL)):
+        return rows
+    from streamer.pipeline.sink import table_config
+    from streamer.write.keygen import record_keys
+
+    keys = record_keys(good, table_config(config.target))
+    path, s3 = config.target.path, config.s3_settings()
+
+    def stored(wanted: pa.Array, columns: list[str]) -> pa.Table | None:
+        from streamer.fs import resolve as resolve_fs
+        from streamer.read import Table
+        from streamer.table.properties import properties_path
+
+        fs, base = resolve_fs(path, s3=s3)
+        if not fs.exists(properties_path(base)):
+            return None
+        return Table.open(base, fs=fs).read(columns=["_hoodie_record_key", *columns],
+                                            filter=pc.field("_hoodie_record_key").isin(wanted))
+
+    done = resolve(good, keys, config.target.ordering_field, stored, deleted=IS_DELETED)
+    if PAYLOAD_COL in done.column_names:
+        flagged = pc.and_(pc.is_valid(done.column(REASON_COL)), pc.is_null(done.column(PAYLOAD_COL)))
+        if pc.any(flagged).as_py():
+            payload = pa.array([json.dumps(r, default=str) if f else p for r, f, p in zip(
+                done.drop_columns([REASON_COL, PAYLOAD_COL]).to_pylist(), flagged.to_pylist(),
+                done.column(PAYLOAD_COL).to_pylist(), strict=True)], pa.string())
+            done = done.set_column(done.schema.get_field_index(PAYLOAD_COL), PAYLOAD_COL, payload)
+    return pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
+
+
+def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
+                       spark: SparkSession) -> tuple[DataFrame, pa.Table | None]:
+    """:func:`complete_unchanged_values` for a batch written by Spark: the rows of the keys
+    that carry the placeholder are completed on the driver (few: updates that left a large
+    value alone) and put back; the rows that could not be are returned for the error table."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    tests = [F.col(f"`{f.name}`") == F.lit(PLACEHOLDER if isinstance(f.dataType, StringType) else PLACEHOLDER.encode())
+             for f in rows.schema.fields
+             if isinstance(f.dataType, StringType | BinaryType) and f.name not in (REASON_COL, PAYLOAD_COL)]
+    if not tests:
+        return rows, None
+    keys = list(config.target.record_key)
+    # over the batch's cached rows: cheap to evaluate again for each use
+    touched = rows.where(reduce(lambda a, b: a | b, tests)).select(*keys).distinct()
+    if not touched.take(1):
+        return rows, None
+    done = complete_unchanged_values(config, rows.join(F.broadcast(touched), keys, "left_semi").toArrow())
+    ok = pc.is_null(done.column(REASON_COL))
+    completed = spark.createDataFrame(done.filter(ok)) if pc.any(ok).as_py() else None
+    rest = rows.join(F.broadcast(touched), keys, "left_anti")
+    out = rest if completed is None else rest.unionByName(completed)
+    incomplete = done.filter(pc.invert(ok))
+    return out, incomplete if incomplete.num_rows else None
 
 
 def _made(flagged: DataFrame | None) -> DataFrame:

@@ -59,6 +59,14 @@ def test_embedded_schemas_payload_is_unwrapped(spark):
     assert sorted(map(tuple, a)) == sorted(map(tuple, b)) and len(a) == 2
 
 
+def test_columns_beside_the_envelope_pass_through(spark):
+    from pyspark.sql import functions as F
+
+    events = frame(spark, [pg_event("c", None, {"id": 1}, 10)]).withColumn("_kafka_offset", F.lit(41))
+    (row,) = change_rows(events, "postgres").collect()
+    assert (row.id, row._kafka_offset) == (1, 41)
+
+
 def test_a_batch_of_deletes_only_takes_its_columns_from_before(spark):
     events = [pg_event("d", {"id": 5, "name": None}, None, 90), None]
     (row,) = change_rows(frame(spark, events), "postgres").collect()

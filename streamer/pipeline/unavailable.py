@@ -1,0 +1,141 @@
+"""Debezium's unavailable-value placeholder resolved at write time, so no reader sees it.
+
+Postgres does not log a TOASTed value (text over ~2 kB) that an update leaves unchanged,
+and Debezium's Postgres connector then sends ``__debezium_unavailable_value`` in its
+place. Apache Hudi's answer is a payload (``PostgresDebeziumAvroPayload``) that swaps the
+placeholder for the stored value when it merges. That works only in readers that load
+that payload class, and it leaves the placeholder in the log blocks for every other
+engine, hudi-rs and Trino among them, to show as data. It also merges within a batch
+before it looks at the table, so two updates of one key in one batch, the first changing
+the text and the second not, end with the table's older text.
+
+Here the placeholder is replaced before the rows are written, in the order of the
+changes: from the same key's previous change in the batch when there is one, else from
+the table's current row. The table then holds plain rows that every reader reads alike.
+A key whose value is in neither place (the pipeline started after the row was written,
+without Debezium's snapshot) cannot be completed: its row goes to the error table naming
+the column, and the rest of the batch is written.
+
+The stored values are read with a snapshot read of the key column and the affected
+columns, filtered to the keys in question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.pipeline.errors_table import REASON_COL
+
+#: Debezium's default ``unavailable.value.placeholder``.
+PLACEHOLDER = "__debezium_unavailable_value"
+
+#: Given record keys and column names, the table's current values: a table with
+#: ``_hoodie_record_key`` and those columns (None: no table yet).
+StoredValues = Callable[[pa.Array, list[str]], "pa.Table | None"]
+
+_KEY = "_hoodie_record_key"
+
+
+def placeholder_columns(rows: pa.Table, skip: tuple[str, ...] = ()) -> list[str]:
+    """The text and binary columns of ``rows`` in which the placeholder occurs."""
+    found = []
+    for field in rows.schema:
+        if field.name in skip:
+            continue
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            needle: object = PLACEHOLDER
+        elif pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+            needle = PLACEHOLDER.encode()
+        else:
+            continue
+        if pc.any(pc.equal(rows.column(field.name), pa.scalar(needle, field.type))).as_py():
+            found.append(field.name)
+    return found
+
+
+def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: StoredValues,
+            deleted: str | None = None) -> pa.Table:
+    """``rows`` with every placeholder replaced (module doc); rows that cannot be
+    completed get a reason in :data:`REASON_COL` (added if absent) and keep their values.
+
+    ``keys`` are the rows' record keys (as the writer builds them); ``ordering`` the
+    column that orders changes of one key (ties: arrival order); ``deleted`` the boolean
+    column marking deletes, whose values nobody reads (they need no completing).
+    """
+    columns = placeholder_columns(rows, skip=(REASON_COL,))
+    if not columns:
+        return rows
+    n = rows.num_rows
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    sort_keys = [("k", "ascending")]
+    frame = {"k": keys, "i": pa.array(np.arange(n))}
+    if ordering is not None and ordering in rows.column_names:
+        frame["o"] = rows.column(ordering)
+        sort_keys.append(("o", "ascending"))
+    sort_keys.append(("i", "ascending"))
+    order = pc.sort_indices(pa.table(frame), sort_keys=sort_keys).to_numpy()
+    sorted_keys = keys.take(pa.array(order))
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        starts[1:] = pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+
+    reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
+                                 else [None] * n)
+    is_delete = np.zeros(n, dtype=bool)
+    if deleted is not None and deleted in rows.column_names:
+        flags = pc.fill_null(rows.column(deleted).combine_chunks().take(pa.array(order)), False)
+        is_delete = flags.to_numpy(zero_copy_only=False)
+    need_table: dict[str, np.ndarray] = {}
+    resolved: dict[str, pa.Array] = {}
+    for name in columns:
+        values = rows.column(name).combine_chunks().take(pa.array(order))
+        is_ph = pc.fill_null(pc.equal(values, pa.scalar(PLACEHOLDER if pa.types.is_string(values.type)
+                                                        or pa.types.is_large_string(values.type)
+                                                        else PLACEHOLDER.encode(), values.type)),
+                             False).to_numpy(zero_copy_only=False) & ~is_delete
+        # the nearest earlier change of the same key that carried the value
+        real = np.where(~is_ph, np.arange(n), -1)
+        previous = np.maximum.accumulate(real)
+        source = np.where(is_ph & (previous >= group_start), previous, np.where(is_ph, -1, np.arange(n)))
+        resolved[name] = values.take(pa.array(np.where(source >= 0, source, 0)))
+        need_table[name] = source < 0
+    wanted = np.zeros(n, dtype=bool)
+    for mask in need_table.values():
+        wanted |= mask
+    if wanted.any():
+        lookup_keys = pc.unique(sorted_keys.filter(pa.array(wanted)))
+        found = stored(lookup_keys, columns)
+        hits = np.full(n, -1)
+        if found is not None and found.num_rows:
+            hits = pc.fill_null(pc.index_in(sorted_keys, value_set=found.column(_KEY).combine_chunks()),
+                                -1).to_numpy(zero_copy_only=False)
+        for name, mask in need_table.items():
+            if not mask.any():
+                continue
+            from_table = (found.column(name).combine_chunks().take(pa.array(np.where(hits >= 0, hits, 0)))
+                          if found is not None and found.num_rows else None)
+            column = resolved[name]
+            if from_table is not None:
+                column = pc.if_else(pa.array(mask & (hits >= 0)), from_table.cast(column.type), column)
+            resolved[name] = column
+            missing = mask & (hits < 0)
+            for pos in np.nonzero(missing)[0]:
+                row = int(order[pos])
+                if reasons[row] is None:
+                    reasons[row] = (f"column '{name}' is Debezium's unavailable-value placeholder (an unchanged "
+                                    f"TOASTed value) and neither the batch nor the table has the value of key "
+                                    f"{sorted_keys[pos].as_py()!r}")
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n)
+    out = rows
+    for name, column in resolved.items():
+        out = out.set_column(out.schema.get_field_index(name), name, column.take(pa.array(inverse)))
+    reason_array = pa.array(reasons, pa.string())
+    if REASON_COL in out.column_names:
+        return out.set_column(out.schema.get_field_index(REASON_COL), REASON_COL, reason_array)
+    return out.append_column(REASON_COL, reason_array)

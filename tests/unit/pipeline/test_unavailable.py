@@ -1,0 +1,66 @@
+"""Debezium's unchanged-TOAST placeholder completed at write time (streamer/pipeline/unavailable.py)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from streamer.pipeline.errors_table import REASON_COL
+from streamer.pipeline.unavailable import PLACEHOLDER, placeholder_columns, resolve
+
+PH = PLACEHOLDER
+
+
+def stored_from(table: dict[str, str]):
+    calls = []
+
+    def stored(keys: pa.Array, columns: list[str]) -> pa.Table | None:
+        calls.append((sorted(keys.to_pylist()), columns))
+        wanted = [k for k in keys.to_pylist() if k in table]
+        return pa.table({"_hoodie_record_key": wanted, "note": [table[k] for k in wanted]})
+
+    return stored, calls
+
+
+def rows(*changes: tuple[str, int, str | None, bool]) -> pa.Table:
+    keys, lsn, note, deleted = zip(*changes, strict=True)
+    return pa.table({"id": list(keys), "_event_lsn": list(lsn), "note": list(note), "_hoodie_is_deleted": list(deleted)})
+
+
+def test_a_placeholder_takes_the_previous_change_of_its_key_in_log_order_else_the_table():
+    batch = rows(
+        ("a", 20, PH, False),         # arrives first but follows lsn 10: takes "a full"
+        ("a", 10, "a full", False),
+        ("b", 5, PH, False),          # nothing earlier in the batch: the table's value
+        ("c", 7, None, False),        # a real null stays null
+        ("a", 30, "a new", False),
+        ("a", 40, PH, False),         # after the change at 30: "a new"
+    )
+    stored, calls = stored_from({"b": "b stored"})
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted")
+    assert out.column("note").to_pylist() == ["a full", "a full", "b stored", None, "a new", "a new"]
+    assert out.column(REASON_COL).null_count == out.num_rows
+    assert calls == [(["b"], ["note"])]  # only the keys the batch could not complete
+
+
+def test_a_value_nowhere_to_be_found_flags_its_row_by_column_and_key():
+    batch = rows(("x", 1, PH, False), ("y", 2, "fine", False))
+    stored, _ = stored_from({})
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored)
+    reasons = out.column(REASON_COL).to_pylist()
+    assert reasons[1] is None
+    assert "column 'note'" in reasons[0] and "'x'" in reasons[0]
+
+
+def test_deletes_need_no_completing_and_a_batch_without_placeholders_is_untouched():
+    batch = rows(("d", 3, PH, True))
+    stored, calls = stored_from({})
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted")
+    assert out.column(REASON_COL).to_pylist() == [None] and not calls
+    plain = rows(("a", 1, "x", False))
+    assert resolve(plain, plain.column("id"), "_event_lsn", stored) is plain
+
+
+def test_binary_columns_are_searched_too():
+    t = pa.table({"id": ["a"], "blob": pa.array([PH.encode()], pa.binary()), "n": [1]})
+    assert placeholder_columns(t) == ["blob"]
+    assert placeholder_columns(t.drop_columns(["blob"])) == []
