@@ -180,6 +180,7 @@ GROUPS_BY_DIR = {
     "tests/integration/sources/test_error_only_batches.py": "schema_registry",
     "tests/integration/sources/test_kafka_avro_pipeline.py": "schema_registry",
     "tests/integration/sources/test_kafka_avro_registry.py": "schema_registry",
+    "tests/integration/sources/test_kafka_debezium.py": "schema_registry",
 }
 
 

@@ -15,7 +15,7 @@ from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.sources.kafka.avro import confluent_frame
-from tests.unit.sources.test_debezium import pg_event
+from tests.support.cdc import pg_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

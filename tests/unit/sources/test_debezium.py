@@ -8,14 +8,9 @@ import pytest
 
 from streamer.config import parse_pipelines
 from streamer.sources.debezium import change_rows, metadata_columns
+from tests.support.cdc import pg_event
 
 pytestmark = pytest.mark.integration
-
-
-def pg_event(op: str, before: dict | None, after: dict | None, lsn: int, *, tx: int = 7) -> dict:
-    source = {"version": "3.6.1.Final", "connector": "postgresql", "name": "pg", "ts_ms": 1_700_000_000_000,
-              "db": "shop", "schema": "public", "table": "orders", "txId": tx, "lsn": lsn, "xmin": None}
-    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1_700_000_000_123}
 
 
 def frame(spark, values: list[dict | None]):

@@ -1,0 +1,45 @@
+"""Debezium change events for the tests, and a model of the table they must end as.
+
+:func:`pg_event` builds an event as Debezium's Postgres connector publishes it (JSON
+converter without schemas); :class:`RowModel` applies events in log order, independently
+of the pipeline, including Debezium's placeholder for an unchanged TOASTed value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def pg_event(op: str, before: dict | None, after: dict | None, lsn: int, *, tx: int = 7,
+             ts_ms: int = 1_700_000_000_000) -> dict[str, Any]:
+    """One change event of table ``public.orders`` on server ``pg``."""
+    source = {"version": "3.6.1.Final", "connector": "postgresql", "name": "pg", "ts_ms": ts_ms,
+              "db": "shop", "schema": "public", "table": "orders", "txId": tx, "lsn": lsn, "xmin": None}
+    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": ts_ms + 123}
+
+
+@dataclass
+class RowModel:
+    """The rows a sequence of change events leaves, keyed by ``key``: each key's events in
+    LSN order, a placeholder taking the value the key last had."""
+
+    key: str = "id"
+    rows: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    def apply(self, events: list[dict[str, Any] | None]) -> None:
+        for e in sorted((e for e in events if e is not None), key=lambda e: e["source"]["lsn"]):
+            row = e["after"] if e["op"] != "d" else e["before"]
+            k = row[self.key]
+            if e["op"] == "d":
+                self.rows.pop(k, None)
+                continue
+            old = self.rows.get(k, {})
+            new = {c: (old.get(c) if v == PLACEHOLDER else v) for c, v in e["after"].items()}
+            new.update(_event_lsn=e["source"]["lsn"], _change_operation_type=e["op"])
+            self.rows[k] = new
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [dict(r) for _, r in sorted(self.rows.items())]
