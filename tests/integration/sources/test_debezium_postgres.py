@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from streamer.config import parse_pipelines
+from streamer.errors import SchemaError
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from tests.support.connect import postgres_connector
@@ -105,3 +106,44 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
     _wait_for_events(kafka, topic, 50 + streamed + sevens + 2 + 1)
     PipelineRunner(config, spark=spark).run_once()
     assert _table(config) == _database(postgres, db)
+
+
+def test_columns_added_and_dropped_in_the_database_follow_in_the_table(kafka, kafka_connect, postgres, spark,
+                                                                        tmp_path):
+    tag = uuid.uuid4().hex[:6]
+    db, prefix = f"evolve_{tag}", f"evo{tag}"
+    topic = f"{prefix}.public.orders"
+    postgres.sql(f"CREATE DATABASE {db}")
+    postgres.sql("CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
+                 "INSERT INTO orders SELECT g, 'item ' || g, g, NULL FROM generate_series(1, 5) g", database=db)
+    kafka_connect.create(prefix, postgres_connector(port=postgres.port, database=db, prefix=prefix,
+                                                    tables="public.orders", slot=f"slot_{tag}"))
+    kafka_connect.wait_running(prefix)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=tmp_path / "orders", engine="local"))
+    assert not problems
+    _wait_for_events(kafka, topic, 5)
+    PipelineRunner(config, spark=spark).run_once()
+
+    postgres.sql("ALTER TABLE orders ADD COLUMN color text; UPDATE orders SET color = 'red' WHERE id <= 2;"
+                 "INSERT INTO orders VALUES (6, 'six', 6, NULL, 'blue')", database=db)
+    _wait_for_events(kafka, topic, 5 + 3)
+    report = PipelineRunner(config, spark=spark).run_once()
+    assert report.errored == 0
+    got = {r["id"]: r.get("color") for r in Table.open(config.target.path).read().to_pylist()}
+    assert got == {1: "red", 2: "red", 3: None, 4: None, 5: None, 6: "blue"}
+
+    postgres.sql("ALTER TABLE orders DROP COLUMN note; UPDATE orders SET qty = 0 WHERE id = 3", database=db)
+    _wait_for_events(kafka, topic, 5 + 3 + 1)
+    report = PipelineRunner(config, spark=spark).run_once()
+    assert report.errored == 0
+    rows = {r["id"]: r for r in Table.open(config.target.path).read().to_pylist()}
+    assert "note" in rows[3] and rows[3]["note"] is None and rows[3]["qty"] == 0
+
+    postgres.sql("ALTER TABLE orders ALTER COLUMN qty TYPE text; UPDATE orders SET qty = 'many' WHERE id = 4",
+                 database=db)
+    _wait_for_events(kafka, topic, 5 + 3 + 1 + 1)
+    # an unsafe change stops the pipeline naming the column and both types, writing nothing
+    with pytest.raises(SchemaError, match=r"field 'qty': type change from int64 to string"):
+        PipelineRunner(config, spark=spark).run_once()
+    assert {r["id"]: r["qty"] for r in Table.open(config.target.path).read().to_pylist()}[4] == 4
