@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from streamer.config.pipeline import PipelineConfig
-    from streamer.observe.run import RunSettings
+    from streamer.observe.run import RunObservers, RunSettings
+    from streamer.pipeline.database import DatabaseTables
 
 log = logging.getLogger("streamer.run")
 
@@ -82,11 +83,16 @@ def _run(args: argparse.Namespace, stop: threading.Event) -> int:
         if unknown:
             raise ConfigError(f"{args.file}: no pipeline named {', '.join(unknown)} (have: {', '.join(sorted(names))})")
         configs = [c for c in configs if c.name in args.pipeline]
-    _preflight(configs)
+    from streamer.pipeline.database import DatabaseTables
+
+    tables = DatabaseTables(configs)
+    _preflight([c for c in configs if not c.is_pattern])
     for c in configs:
         log.info("pipeline %s", c.summary(), extra={"pipeline": c.name})
 
     observers = RunObservers(configs, _settings(configs, args))
+    discover = _Observed(tables, observers) if tables else None
+    configs = [c for c in configs if not c.is_pattern]
 
     def on_failure(name: str, e: BaseException) -> None:
         observers.on_failure(name, e)
@@ -103,6 +109,7 @@ def _run(args: argparse.Namespace, stop: threading.Event) -> int:
             standby=args.standby,
             on_failure=on_failure,
             collect_layout=observers.collect_layout,
+            discover=discover,
         )
     except StartInterrupted as e:  # one Ctrl-C while Spark started: a stop before any batch
         log.warning("stopped: %s", e)
@@ -115,6 +122,23 @@ def _run(args: argparse.Namespace, stop: threading.Event) -> int:
     finally:
         observers.close()
     return 0
+
+
+class _Observed:
+    """A database's tables as :func:`run_pipelines` discovers them, each one registered with
+    the run's observers (metrics, progress) as it is found."""
+
+    def __init__(self, tables: DatabaseTables, observers: RunObservers) -> None:
+        self.tables, self.observers = tables, observers
+
+    @property
+    def every_s(self) -> float:
+        return self.tables.every_s
+
+    def discover(self) -> tuple[list[PipelineConfig], dict[str, BaseException]]:
+        found, refused = self.tables.discover()
+        self.observers.add(found)
+        return found, refused
 
 
 def _settings(configs: list[PipelineConfig], args: argparse.Namespace) -> RunSettings:

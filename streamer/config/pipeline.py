@@ -17,7 +17,7 @@ from streamer import defaults
 from streamer.config.base import OptionMap, StrictModel
 from streamer.config.policies import PoliciesConfig
 from streamer.config.sources import DEBEZIUM_ORDERING, SourceConfig
-from streamer.config.target import TargetConfig
+from streamer.config.target import PRIMARY_KEY, FieldList, TargetConfig
 from streamer.config.transforms import TransformConfig
 from streamer.config.units import Duration, format_duration
 
@@ -227,6 +227,18 @@ def _engine_shorthand(value: object) -> object:
     return {"mode": value} if isinstance(value, str) else value
 
 
+class TableOverride(StrictModel):
+    """One table of a ``topic_pattern`` pipeline where it differs from ``target``, by the
+    table's name (the topic's last segment: ``orders`` of ``shop.public.orders``)."""
+
+    #: Leave the table out of the run.
+    skip: bool = False
+    #: The table's record key, instead of the primary key its message keys carry.
+    record_key: FieldList | None = None
+    #: The table's partition fields, instead of ``target.partition_by``.
+    partition_by: FieldList | None = None
+
+
 class PipelineConfig(StrictModel):
     """One source → transforms → Hudi MOR table, with its services and trigger."""
 
@@ -236,6 +248,8 @@ class PipelineConfig(StrictModel):
     source: SourceConfig
     transforms: list[TransformConfig] = []
     target: TargetConfig
+    #: With a source ``topic_pattern``: per-table settings, by table name.
+    tables: dict[str, TableOverride] = {}
     policies: PoliciesConfig = PoliciesConfig()
     errors: ErrorsConfig = ErrorsConfig()
     trigger: TriggerConfig = TriggerConfig()
@@ -274,6 +288,8 @@ class PipelineConfig(StrictModel):
             # one consumer group per pipeline: two pipelines reading one topic into two
             # tables must not overwrite each other's mirrored offsets
             data["source"] = {**source, "group_id": f"mor-streamer-{name}"}
+        if isinstance(source, dict) and source.get("topic_pattern") is not None and target.get("record_key") is None:
+            target = data["target"] = {**target, "record_key": [PRIMARY_KEY]}
         if isinstance(source, dict) and source.get("debezium") in DEBEZIUM_ORDERING \
                 and target.get("ordering_field") is None:
             # a change stream orders by the database log's position, never by wall time
@@ -292,8 +308,21 @@ class PipelineConfig(StrictModel):
                 data["checkpoint_dir"] = posixpath.join(base, "_checkpoints", name)
         return data
 
+    @property
+    def is_pattern(self) -> bool:
+        """Whether the source names its topics by pattern: one table per topic."""
+        return getattr(self.source, "topic_pattern", None) is not None
+
     @model_validator(mode="after")
     def _coherent(self) -> PipelineConfig:
+        if self.is_pattern:
+            if "{table}" not in self.target.path:
+                raise ValueError("with source.topic_pattern, target.path must name each table's "
+                                 "folder with {table} (lake/shop/{table})")
+        elif self.tables:
+            raise ValueError("tables is for a source with topic_pattern (one table per topic)")
+        elif PRIMARY_KEY in self.target.record_key:
+            raise ValueError(f"target.record_key {PRIMARY_KEY} is for a source with topic_pattern")
         if self.errors.path and self.errors.path.rstrip("/") == self.target.path.rstrip("/"):
             raise ValueError("errors.path must differ from target.path")
         if self.trigger.mode == "continuous" and self.trigger.interval <= timedelta(0):
@@ -312,7 +341,8 @@ class PipelineConfig(StrictModel):
         src = self.source
         if src.type == "kafka":
             cdc = f", debezium {src.debezium}" if src.debezium else ""
-            what = f"kafka({src.format}{cdc}) {src.topic}@{src.bootstrap_servers}"
+            topic = src.topic or f"/{src.topic_pattern}/"
+            what = f"kafka({src.format}{cdc}) {topic}@{src.bootstrap_servers}"
         elif src.type == "files":
             what = f"files({src.format}) {src.path}"
         else:

@@ -6,6 +6,7 @@ readers in the top-level ``sources`` package take these models as their only inp
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated, Literal
 
@@ -105,7 +106,14 @@ class KafkaSourceConfig(StrictModel):
     #: Kafka ``bootstrap.servers``: comma-separated ``host:port`` list of brokers.
     bootstrap_servers: str = Field(min_length=1)
     #: The one topic read (HoodieStreamer's ``hoodie.streamer.source.kafka.topic``).
-    topic: str = Field(min_length=1)
+    topic: str = ""
+    #: Instead of ``topic``: every topic whose whole name matches this regular expression
+    #: (``shop\\.public\\..*``), each into its own table (``target.path`` names it with
+    #: ``{table}``), found again every ``discover_every`` while the run goes on: one
+    #: pipeline for a whole database's Debezium topics (docs/kafka.md).
+    topic_pattern: str | None = None
+    #: With ``topic_pattern``: how often a continuous run looks for new matching topics.
+    discover_every: Duration = Field(default=timedelta(seconds=30))
     #: Message value encoding: ``json`` (UTF-8 JSON, parsed with Spark's ``from_json``; on the
     #: local engine a batch of plain one-line JSON objects, with a declared ``schema`` of
     #: strings, integers, doubles and booleans, is parsed on the driver by Arrow instead, with
@@ -164,8 +172,20 @@ class KafkaSourceConfig(StrictModel):
         """The consumer group offsets are committed to (``group_id``, else one per topic)."""
         return self.group_id or f"mor-streamer-{self.topic}"
 
+    @field_validator("topic_pattern")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"topic_pattern {v!r} is not a regular expression: {e}") from e
+        return v
+
     @model_validator(mode="after")
     def _format_options(self) -> KafkaSourceConfig:
+        if bool(self.topic) == (self.topic_pattern is not None):
+            raise ValueError("give exactly one of topic or topic_pattern")
         if self.format == "avro":
             if (self.schema_registry is None) == (self.avro_schema_file is None):
                 raise ValueError("format avro needs exactly one of schema_registry or avro_schema_file")

@@ -191,12 +191,18 @@ class HiveCatalogConfig(StrictModel):
 CatalogConfig = Annotated[HiveCatalogConfig, Field(discriminator="type")]
 
 
+#: ``record_key`` of a ``topic_pattern`` pipeline that names none: each table's primary key,
+#: read from its topic's message keys when the table is found.
+PRIMARY_KEY = "(primary key)"
+
+
 class TargetConfig(StrictModel):
     """Where and how records are written. ``record_key``/``partition_by`` accept a name or a list."""
 
     #: Table base path (Hudi ``hoodie.base.path``): a local folder or URI (``s3://bucket/lake/trips``).
     path: str = Field(min_length=1)
-    #: Field(s) identifying a record (Hudi ``hoodie.datasource.write.recordkey.field``).
+    #: Field(s) identifying a record (Hudi ``hoodie.datasource.write.recordkey.field``); with a
+    #: source's ``topic_pattern``, by default each table's primary key, from its message keys.
     record_key: FieldList = Field(min_length=1)
     #: Partition path field(s) (Hudi ``hoodie.datasource.write.partitionpath.field``); empty = unpartitioned.
     partition_by: FieldList = []

@@ -73,6 +73,13 @@ class RunObservers:
             self.close(summary=False)
             raise
 
+    def add(self, configs: Sequence[PipelineConfig]) -> None:
+        """Pipelines that joined the run after it started (a database's new tables)."""
+        for c in configs:
+            self.tables[c.name] = c.target.table_name or c.name
+            if self.metrics is not None:
+                self.metrics.register(c.name, self.tables[c.name])
+
     @property
     def collect_layout(self) -> bool:
         """Whether runners should read the table layout after commits (metrics.table_layout)."""

@@ -145,18 +145,11 @@ def prepare(
         bad = rows.filter(pc.invert(good_mask))
         n_written, n_flagged = good.num_rows, rows.num_rows
     else:
-        from pyspark.sql import functions as F
-
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        good_rows = flagged.where(F.col(REASON_COL).isNull())
-        bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
-        if debezium_of(config) == "postgres":
-            good_rows, incomplete = _complete_on_spark(config, good_rows, spark)
-            if incomplete is not None:
-                bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
-        good = good_rows.drop(*drop(flagged.columns))
+        good, bad = _split_on_spark(config, flagged, spark)
+        good = good.drop(*drop(flagged.columns))
         n_written = good.count()
         n_flagged = n_written + bad.num_rows
     if n_good_in is None:
@@ -231,6 +224,19 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
                 done.column(PAYLOAD_COL).to_pylist(), strict=True)], pa.string())
             done = done.set_column(done.schema.get_field_index(PAYLOAD_COL), PAYLOAD_COL, payload)
     return pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
+
+
+def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession) -> tuple[DataFrame, pa.Table]:
+    """A batch written by Spark: its good rows (a DataFrame) and its flagged ones (Arrow)."""
+    from pyspark.sql import functions as F
+
+    good = flagged.where(F.col(REASON_COL).isNull())
+    bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
+    if debezium_of(config) == "postgres":
+        good, incomplete = _complete_on_spark(config, good, spark)
+        if incomplete is not None:
+            bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
+    return good, bad
 
 
 def _complete_on_spark(config: PipelineConfig, rows: DataFrame,

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from streamer.config.pipeline import PipelineConfig
 from streamer.errors import StreamerError
@@ -35,7 +36,19 @@ from streamer.pipeline.services import PipelineServices
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+
 log = logging.getLogger(__name__)
+
+
+class Discover(Protocol):
+    """Pipelines that appear while a run goes on (``streamer.pipeline.database``)."""
+
+    @property
+    def every_s(self) -> float: ...
+
+    def discover(self) -> tuple[list[PipelineConfig], dict[str, BaseException]]:
+        """New pipelines since the last call, and the ones refused (by name)."""
+        ...
 
 
 class PipelinesFailedError(StreamerError):
@@ -79,6 +92,10 @@ class _Failures:
         if self._on_failure is not None:
             self._on_failure(name, error)
 
+    def add_all(self, failures: dict[str, BaseException]) -> None:
+        for name, error in failures.items():
+            self.add(name, error)
+
     def raise_if_any(self) -> None:
         if self.by_name:
             raise PipelinesFailedError(self.by_name)
@@ -95,24 +112,37 @@ def run_pipelines(
     on_failure: Callable[[str, BaseException], None] | None = None,
     collect_layout: bool = False,
     available_now: bool = False,
+    discover: Discover | None = None,
 ) -> list[PipelineRunner]:
     """Run every pipeline; ``once`` forces one batch each whatever the triggers say,
     ``available_now`` a catch-up-and-stop run each (see :func:`run_mode`).
 
     ``collect_layout`` puts the table's file layout into each committed batch's report
-    (for the layout metrics). Returns the runners of the pipelines that could be set up,
-    after all finished; raises :class:`PipelinesFailedError` afterwards if any failed.
+    (for the layout metrics). ``discover`` (continuous runs): called every its ``every_s``
+    for pipelines that appeared since (a database's new tables, ``streamer.pipeline.database``),
+    which then start beside the others. Returns the runners of the pipelines that could be
+    set up, after all finished; raises :class:`PipelinesFailedError` afterwards if any failed.
     """
     stop = stop or threading.Event()
     failures = _Failures(on_failure)
     runners: list[PipelineRunner] = []
-    for c in configs:
-        try:
-            runner = PipelineRunner(c, spark=spark, on_report=on_report)
-            runner.collect_layout = collect_layout
-            runners.append(runner)
-        except Exception as e:
-            failures.add(c.name, e)
+
+    def make(new_configs: Sequence[PipelineConfig]) -> list[PipelineRunner]:
+        made = []
+        for c in new_configs:
+            try:
+                runner = PipelineRunner(c, spark=spark, on_report=on_report)
+                runner.collect_layout = collect_layout
+                made.append(runner)
+            except Exception as e:
+                failures.add(c.name, e)
+        return made
+
+    if discover is not None:  # the database tables there are now; a continuous run looks again
+        found, refused = discover.discover()
+        failures.add_all(refused)
+        configs = [*configs, *found]
+    runners.extend(make(configs))
     leases: list[PipelineLease] = []
     services: list[PipelineServices | None] = []
     ready: list[PipelineRunner] = []
@@ -122,24 +152,23 @@ def run_pipelines(
         if stop.is_set():
             ready = []
         continuous = [r for r in ready if run_mode(r.config, once, available_now) == "continuous"]
-        for r in ready:
-            if r not in continuous and not stop.is_set():
-                try:
-                    # the session first, then the stop check: a Ctrl-C that came after the last
-                    # check but before the JVM's start-up began (imports, configuration: seconds
-                    # on a loaded machine) only set ``stop``, and must not run a batch either
-                    r.spark  # noqa: B018
-                    if stop.is_set():
-                        log.warning("[%s] stopped before its first batch", r.config.name)
-                        break
-                    if run_mode(r.config, once, available_now) == "available_now":
-                        r.run_available_now(stop)
-                    else:
-                        r.run_once()
-                except Exception as e:
-                    failures.add(r.config.name, e)
-        if continuous:
-            _run_threads(continuous, stop, timeout_s, failures)
+        _run_batches([r for r in ready if r not in continuous], stop, once, available_now, failures)
+
+        def admit() -> list[PipelineRunner]:
+            """The pipelines ``discover`` found since, made and leased, ready to run."""
+            assert discover is not None
+            found, refused = discover.discover()
+            failures.add_all(refused)
+            fresh = make(found)
+            runners.extend(fresh)
+            admitted: list[PipelineRunner] = []
+            _acquire_leases(fresh, leases, services, admitted, standby=False, stop=stop, once=once,
+                            available_now=available_now, failures=failures)
+            return admitted
+
+        if continuous or (discover is not None and not once and not available_now):
+            _run_threads(continuous, stop, timeout_s, failures,
+                         (admit, discover.every_s) if discover is not None else None, spark)
     finally:
         for s in services:
             if s is not None:
@@ -148,6 +177,28 @@ def run_pipelines(
             lease.release()
     failures.raise_if_any()
     return runners
+
+
+def _run_batches(runners: list[PipelineRunner], stop: threading.Event, once: bool, available_now: bool,
+                 failures: _Failures) -> None:
+    """The pipelines that run a batch (``once``) or catch up (``available_now``), in turn."""
+    for r in runners:
+        if stop.is_set():
+            return
+        try:
+            # the session first, then the stop check: a Ctrl-C that came after the last
+            # check but before the JVM's start-up began (imports, configuration: seconds
+            # on a loaded machine) only set ``stop``, and must not run a batch either
+            r.spark  # noqa: B018
+            if stop.is_set():
+                log.warning("[%s] stopped before its first batch", r.config.name)
+                return
+            if run_mode(r.config, once, available_now) == "available_now":
+                r.run_available_now(stop)
+            else:
+                r.run_once()
+        except Exception as e:
+            failures.add(r.config.name, e)
 
 
 def _acquire_leases(
@@ -187,12 +238,15 @@ def _acquire_leases(
 
 
 def _run_threads(
-    runners: list[PipelineRunner], stop: threading.Event, timeout_s: float | None, failures: _Failures
+    runners: list[PipelineRunner], stop: threading.Event, timeout_s: float | None, failures: _Failures,
+    admit: tuple[Callable[[], list[PipelineRunner]], float] | None = None,
+    spark: SparkSession | None = None,
 ) -> None:
     # One session for all, started here on the main thread before the threads race for it:
     # a Ctrl-C during the JVM's start-up then reaches the run's handler (a worker thread
     # never sees the signal) and no batch starts after it.
-    spark = runners[0].spark
+    if runners:
+        spark = runners[0].spark
     for r in runners[1:]:
         r._spark = spark
     if stop.is_set():
@@ -204,11 +258,31 @@ def _run_threads(
         except Exception as e:  # this pipeline stops; the others go on
             failures.add(r.config.name, e)
 
-    threads = [
-        threading.Thread(target=run, args=(r,), name=f"pipeline-{r.config.name}", daemon=True) for r in runners
-    ]
-    for t in threads:
-        t.start()
+    def start(r: PipelineRunner) -> threading.Thread:
+        thread = threading.Thread(target=run, args=(r,), name=f"pipeline-{r.config.name}", daemon=True)
+        thread.start()
+        return thread
+
+    threads = [start(r) for r in runners]
+    if admit is None:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+        return
+    find, every_s = admit
+    started = time.monotonic()
+    next_look = time.monotonic() + every_s
+    # with discovery the run lasts until it is stopped (or times out), new tables or not
+    while not stop.is_set() and (timeout_s is None or time.monotonic() - started < timeout_s):
+        if time.monotonic() >= next_look:
+            for r in find():
+                if spark is None:
+                    spark = r.spark  # the first pipeline of the run: its session, on this thread
+                else:
+                    r._spark = spark
+                threads.append(start(r))
+            next_look = time.monotonic() + every_s
+        stop.wait(min(0.5, max(0.0, next_look - time.monotonic())))
     for t in threads:
         while t.is_alive():
             t.join(0.5)

@@ -71,65 +71,33 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         return rows
     n = rows.num_rows
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    sort_keys = [("k", "ascending")]
-    frame = {"k": keys, "i": pa.array(np.arange(n))}
-    if ordering is not None and ordering in rows.column_names:
-        frame["o"] = rows.column(ordering)
-        sort_keys.append(("o", "ascending"))
-    sort_keys.append(("i", "ascending"))
-    order = pc.sort_indices(pa.table(frame), sort_keys=sort_keys).to_numpy()
+    order, group_start = _log_order(rows, keys, ordering)
     sorted_keys = keys.take(pa.array(order))
-    starts = np.ones(n, dtype=bool)
-    if n > 1:
-        starts[1:] = pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
-
-    reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
-                                 else [None] * n)
     is_delete = np.zeros(n, dtype=bool)
     if deleted is not None and deleted in rows.column_names:
         flags = pc.fill_null(rows.column(deleted).combine_chunks().take(pa.array(order)), False)
         is_delete = flags.to_numpy(zero_copy_only=False)
-    need_table: dict[str, np.ndarray] = {}
     resolved: dict[str, pa.Array] = {}
+    need_table: dict[str, np.ndarray] = {}
     for name in columns:
         values = rows.column(name).combine_chunks().take(pa.array(order))
-        is_ph = pc.fill_null(pc.equal(values, pa.scalar(PLACEHOLDER if pa.types.is_string(values.type)
-                                                        or pa.types.is_large_string(values.type)
-                                                        else PLACEHOLDER.encode(), values.type)),
-                             False).to_numpy(zero_copy_only=False) & ~is_delete
+        is_ph = pc.fill_null(pc.equal(values, _needle(values.type)), False).to_numpy(zero_copy_only=False)
+        is_ph &= ~is_delete
         # the nearest earlier change of the same key that carried the value
-        real = np.where(~is_ph, np.arange(n), -1)
-        previous = np.maximum.accumulate(real)
+        previous = np.maximum.accumulate(np.where(~is_ph, np.arange(n), -1))
         source = np.where(is_ph & (previous >= group_start), previous, np.where(is_ph, -1, np.arange(n)))
         resolved[name] = values.take(pa.array(np.where(source >= 0, source, 0)))
         need_table[name] = source < 0
-    wanted = np.zeros(n, dtype=bool)
-    for mask in need_table.values():
-        wanted |= mask
-    if wanted.any():
-        lookup_keys = pc.unique(sorted_keys.filter(pa.array(wanted)))
-        found = stored(lookup_keys, columns)
-        hits = np.full(n, -1)
-        if found is not None and found.num_rows:
-            hits = pc.fill_null(pc.index_in(sorted_keys, value_set=found.column(_KEY).combine_chunks()),
-                                -1).to_numpy(zero_copy_only=False)
-        for name, mask in need_table.items():
-            if not mask.any():
-                continue
-            from_table = (found.column(name).combine_chunks().take(pa.array(np.where(hits >= 0, hits, 0)))
-                          if found is not None and found.num_rows else None)
-            column = resolved[name]
-            if from_table is not None:
-                column = pc.if_else(pa.array(mask & (hits >= 0)), from_table.cast(column.type), column)
-            resolved[name] = column
-            missing = mask & (hits < 0)
-            for pos in np.nonzero(missing)[0]:
-                row = int(order[pos])
-                if reasons[row] is None:
-                    reasons[row] = (f"column '{name}' is Debezium's unavailable-value placeholder (an unchanged "
-                                    f"TOASTed value) and neither the batch nor the table has the value of key "
-                                    f"{sorted_keys[pos].as_py()!r}")
+    missing = _from_table(sorted_keys, resolved, need_table, stored)
+    reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
+                                 else [None] * n)
+    for name, mask in missing.items():
+        for pos in np.nonzero(mask)[0]:
+            row = int(order[pos])
+            if reasons[row] is None:
+                reasons[row] = (f"column '{name}' is Debezium's unavailable-value placeholder (an unchanged "
+                                f"TOASTed value) and neither the batch nor the table has the value of key "
+                                f"{sorted_keys[pos].as_py()!r}")
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = np.arange(n)
     out = rows
@@ -139,3 +107,53 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     if REASON_COL in out.column_names:
         return out.set_column(out.schema.get_field_index(REASON_COL), REASON_COL, reason_array)
     return out.append_column(REASON_COL, reason_array)
+
+
+def _needle(t: pa.DataType) -> pa.Scalar:
+    text = pa.types.is_string(t) or pa.types.is_large_string(t)
+    return pa.scalar(PLACEHOLDER if text else PLACEHOLDER.encode(), t)
+
+
+def _log_order(rows: pa.Table, keys: pa.Array, ordering: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The rows in log order per key (key, ordering value, arrival), and for each position
+    in that order the position where its key's rows start."""
+    n = rows.num_rows
+    frame = {"k": keys, "i": pa.array(np.arange(n))}
+    sort_keys = [("k", "ascending")]
+    if ordering is not None and ordering in rows.column_names:
+        frame["o"] = rows.column(ordering)
+        sort_keys.append(("o", "ascending"))
+    sort_keys.append(("i", "ascending"))
+    order = pc.sort_indices(pa.table(frame), sort_keys=sort_keys).to_numpy()
+    sorted_keys = keys.take(pa.array(order))
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        starts[1:] = pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    return order, np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+
+
+def _from_table(sorted_keys: pa.Array, resolved: dict[str, pa.Array], need_table: dict[str, np.ndarray],
+                stored: StoredValues) -> dict[str, np.ndarray]:
+    """Fill ``resolved``'s positions in ``need_table`` from the table's stored values (in
+    place); the positions the table has no row for, by column."""
+    n = len(sorted_keys)
+    wanted = np.zeros(n, dtype=bool)
+    for mask in need_table.values():
+        wanted |= mask
+    if not wanted.any():
+        return {}
+    found = stored(pc.unique(sorted_keys.filter(pa.array(wanted))), list(resolved))
+    hits = np.full(n, -1)
+    if found is not None and found.num_rows:
+        hits = pc.fill_null(pc.index_in(sorted_keys, value_set=found.column(_KEY).combine_chunks()),
+                            -1).to_numpy(zero_copy_only=False)
+    missing: dict[str, np.ndarray] = {}
+    for name, mask in need_table.items():
+        if not mask.any():
+            continue
+        if found is not None and found.num_rows:
+            from_table = found.column(name).combine_chunks().take(pa.array(np.where(hits >= 0, hits, 0)))
+            resolved[name] = pc.if_else(pa.array(mask & (hits >= 0)), from_table.cast(resolved[name].type),
+                                        resolved[name])
+        missing[name] = mask & (hits < 0)
+    return missing

@@ -128,8 +128,12 @@ class LocalConnect(ManagedProcess):
         raise ConnectError(f"connector {name} not running after {timeout_s:.0f}s: {state}")
 
 
-def postgres_connector(*, port: int, database: str, prefix: str, tables: str, slot: str) -> dict[str, str]:
-    """Debezium's Postgres connector on a loopback server (``pgoutput``, no extra plug-in)."""
+def postgres_connector(*, port: int, database: str, prefix: str, tables: str, slot: str,
+                       publication: str = "filtered") -> dict[str, str]:
+    """Debezium's Postgres connector on a loopback server (``pgoutput``, no extra plug-in).
+
+    ``publication``: ``filtered`` publishes the tables that exist when the connector starts;
+    ``all_tables`` also those created later (a whole database's new tables)."""
     return {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "database.hostname": "127.0.0.1",
@@ -141,7 +145,7 @@ def postgres_connector(*, port: int, database: str, prefix: str, tables: str, sl
         "plugin.name": "pgoutput",
         "slot.name": slot,
         "publication.name": f"{slot}_pub",
-        "publication.autocreate.mode": "filtered",
+        "publication.autocreate.mode": publication,
         "table.include.list": tables,
         "snapshot.mode": "initial",
         "tasks.max": "1",
