@@ -49,6 +49,24 @@ def kafka() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def postgres() -> Iterator[object]:
+    """A real PostgreSQL server with ``wal_level=logical`` (the change-data-capture tests)."""
+    from tests.support.postgres import LocalPostgres
+
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_connect(kafka) -> Iterator[object]:
+    """A real Kafka Connect worker with Debezium's Postgres connector, on the session's broker."""
+    from tests.support.connect import LocalConnect
+
+    with LocalConnect(bootstrap_servers=kafka.bootstrap_servers) as worker:
+        yield worker
+
+
+@pytest.fixture(scope="session")
 def local_s3() -> Iterator[object]:
     """A real S3-compatible server (s3proxy, bucket ``lake-bucket``), one per session.
 

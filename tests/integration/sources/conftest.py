@@ -19,20 +19,3 @@ def schema_registry() -> Iterator[object]:
     with schema_registry_for_tests() as registry:
         yield registry
 
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[object]:
-    """A real PostgreSQL server with ``wal_level=logical`` (the change-data-capture tests)."""
-    from tests.support.postgres import LocalPostgres
-
-    with LocalPostgres() as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def kafka_connect(kafka) -> Iterator[object]:
-    """A real Kafka Connect worker with Debezium's Postgres connector, on the session's broker."""
-    from tests.support.connect import LocalConnect
-
-    with LocalConnect(bootstrap_servers=kafka.bootstrap_servers) as worker:
-        yield worker
