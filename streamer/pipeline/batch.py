@@ -215,7 +215,8 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
         return Table.open(base, fs=fs).read(columns=["_hoodie_record_key", *columns],
                                             filter=pc.field("_hoodie_record_key").isin(wanted))
 
-    done = resolve(good, keys, config.target.ordering_field, stored, deleted=IS_DELETED)
+    done = resolve(good, keys, config.target.ordering_field, stored, deleted=IS_DELETED,
+                   operation="_change_operation_type")
     if PAYLOAD_COL in done.column_names:
         flagged = pc.and_(pc.is_valid(done.column(REASON_COL)), pc.is_null(done.column(PAYLOAD_COL)))
         if pc.any(flagged).as_py():

@@ -58,13 +58,20 @@ def placeholder_columns(rows: pa.Table, skip: tuple[str, ...] = ()) -> list[str]
 
 
 def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: StoredValues,
-            deleted: str | None = None) -> pa.Table:
+            deleted: str | None = None, operation: str | None = None) -> pa.Table:
     """``rows`` with every placeholder replaced (module doc); rows that cannot be
     completed get a reason in :data:`REASON_COL` (added if absent) and keep their values.
 
     ``keys`` are the rows' record keys (as the writer builds them); ``ordering`` the
     column that orders changes of one key (ties: arrival order); ``deleted`` the boolean
     column marking deletes, whose values nobody reads (they need no completing).
+
+    ``operation`` (Debezium's ``op``) pairs a primary-key change: Debezium sends it as a
+    delete of the old key and a create of the new one at the same log position, and the
+    create's unchanged values are the old key's. A create whose value is not in the batch
+    takes it from the old key's earlier changes in the batch, else from the table's row
+    of the old key (whose delete the same batch writes). When the delete came in an
+    earlier batch the old row is gone: that row goes to the error table.
     """
     columns = placeholder_columns(rows, skip=(REASON_COL,))
     if not columns:
@@ -88,7 +95,11 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         source = np.where(is_ph & (previous >= group_start), previous, np.where(is_ph, -1, np.arange(n)))
         resolved[name] = values.take(pa.array(np.where(source >= 0, source, 0)))
         need_table[name] = source < 0
-    missing = _from_table(sorted_keys, resolved, need_table, stored)
+    lookup_keys = sorted_keys
+    if operation is not None and ordering is not None and operation in rows.column_names:
+        lookup_keys = _key_changes(rows, order, group_start, sorted_keys, ordering, operation, is_delete,
+                                   resolved, need_table, columns)
+    missing = _from_table(lookup_keys, resolved, need_table, stored)
     reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
                                  else [None] * n)
     for name, mask in missing.items():
@@ -107,6 +118,39 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     if REASON_COL in out.column_names:
         return out.set_column(out.schema.get_field_index(REASON_COL), REASON_COL, reason_array)
     return out.append_column(REASON_COL, reason_array)
+
+
+def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sorted_keys: pa.Array,
+                 ordering: str, operation: str, is_delete: np.ndarray, resolved: dict[str, pa.Array],
+                 need_table: dict[str, np.ndarray], columns: list[str]) -> pa.Array:
+    """Creates of a key change completed from the old key's earlier changes in the batch
+    (in place); returns the keys to look the rest up by: the old key for those creates.
+    A loop over the few rows still unresolved, not over the batch."""
+    wanted = np.zeros(len(order), dtype=bool)
+    for mask in need_table.values():
+        wanted |= mask
+    if not wanted.any():
+        return sorted_keys
+    ops = rows.column(operation).combine_chunks().take(pa.array(order)).to_pylist()
+    lsns = rows.column(ordering).combine_chunks().take(pa.array(order)).to_pylist()
+    keys = sorted_keys.to_pylist()
+    deletes = {lsns[p]: p for p in np.nonzero(is_delete)[0]}  # the old key's delete, by log position
+    lookup = list(keys)
+    values = {name: resolved[name].to_pylist() for name in columns}
+    for pos in np.nonzero(wanted)[0]:
+        gone = deletes.get(lsns[pos]) if ops[pos] == "c" else None
+        if gone is None or keys[gone] == keys[pos]:
+            continue
+        lookup[pos] = keys[gone]
+        before = gone - 1  # the old key's change just before its delete, if the batch has one
+        for name in columns:
+            mask = need_table[name]
+            if mask[pos] and before >= group_start[gone] and not is_delete[before] and not mask[before]:
+                values[name][pos] = values[name][before]
+                mask[pos] = False
+    for name in columns:
+        resolved[name] = pa.array(values[name], resolved[name].type)
+    return pa.array(lookup, sorted_keys.type)
 
 
 def _needle(t: pa.DataType) -> pa.Scalar:

@@ -64,3 +64,28 @@ def test_binary_columns_are_searched_too():
     t = pa.table({"id": ["a"], "blob": pa.array([PH.encode()], pa.binary()), "n": [1]})
     assert placeholder_columns(t) == ["blob"]
     assert placeholder_columns(t.drop_columns(["blob"])) == []
+
+
+def test_a_key_change_takes_the_old_keys_values():
+    """Debezium sends a primary-key change as a delete of the old key and a create of the
+    new one at the same log position; the create's unchanged text is the old key's."""
+    def change(key, lsn, note, op):
+        return (key, lsn, note, op == "d", op)
+
+    ks, lsn, note, deleted, ops = zip(
+        change("a", 10, "a text", "u"),
+        change("a", 20, None, "d"), change("b", 20, PH, "c"),      # a -> b, in the batch's a
+        change("c", 30, None, "d"), change("d", 30, PH, "c"),      # c -> d, in the table's c
+        change("e", 40, None, "d"), change("f", 40, PH, "c"),      # e -> f, e gone already
+        strict=True)
+    batch = pa.table({"id": list(ks), "_event_lsn": list(lsn), "note": list(note),
+                      "_hoodie_is_deleted": list(deleted), "_change_operation_type": list(ops)})
+    stored, calls = stored_from({"c": "c stored"})
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
+                  operation="_change_operation_type")
+    notes = dict(zip(out.column("id").to_pylist(), out.column("note").to_pylist(), strict=True))
+    reasons = dict(zip(out.column("id").to_pylist(), out.column(REASON_COL).to_pylist(), strict=True))
+    assert (notes["b"], notes["d"]) == ("a text", "c stored")
+    assert reasons["b"] is None and reasons["d"] is None
+    assert "'f'" in reasons["f"]  # the old row was deleted by an earlier batch: nowhere to be found
+    assert calls == [(["c", "e"], ["note"])]
