@@ -44,19 +44,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", "-o", help="file for --format parquet (default: stdout)")
     p.add_argument("--allow-corrupt", dest="allow_corrupt", action="store_true",
                    help="read past corrupt committed log blocks (their rows are missing; each is reported)")
+    p.add_argument("--key", action="append", dest="keys", metavar="KEY",
+                   help="only the rows of this record key (repeatable): read through the bloom index, "
+                        "only the file groups that may hold them (snapshot query)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from streamer.read import Table
+    from streamer.read.table import ReadResult
 
     check_flags(args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     hudi = Table.open(args.path)
-    result = hudi.scan(
-        query=args.query, as_of=args.as_of, begin=args.begin, end=args.end, columns=columns,
-        allow_corrupt=args.allow_corrupt,
-    )
+    if args.keys:
+        found = hudi.lookup(args.keys, columns=columns)
+        print(f"{found.rows.num_rows} row(s) of {len(args.keys)} key(s), from {found.slices_read} of "
+              f"{found.slices_total} file group(s)", file=sys.stderr)
+        result = ReadResult(found.rows)
+    else:
+        result = hudi.scan(
+            query=args.query, as_of=args.as_of, begin=args.begin, end=args.end, columns=columns,
+            allow_corrupt=args.allow_corrupt,
+        )
     table = result.table
     limit = args.limit if args.limit is not None else (DEFAULT_TABLE_ROWS if args.format == "table" else 0)
     if limit:
@@ -96,6 +106,9 @@ def check_flags(args: argparse.Namespace) -> None:
         raise QueryError("--as-of does not apply to --query incremental; its range is --begin/--end")
     if args.output and args.format != "parquet":
         raise QueryError(f"--output is for --format parquet, not --format {args.format} (redirect stdout instead)")
+    keys = getattr(args, "keys", None)
+    if keys and (args.query != "snapshot" or args.as_of or args.allow_corrupt):
+        raise QueryError("--key reads the snapshot: it does not combine with --query, --as-of or --allow-corrupt")
     if args.limit is not None and args.limit < 0:
         raise QueryError(f"--limit must be 0 (all rows) or more, not {args.limit}")
 

@@ -41,6 +41,8 @@ from streamer.table.timeline import Timeline
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only
 
+    from streamer.read.lookup import Lookup
+
 log = logging.getLogger(__name__)
 
 QUERIES = ("snapshot", "read_optimized", "incremental")
@@ -447,6 +449,14 @@ class Table:
         meta[CORRUPT_BLOCKS_METADATA_KEY] = str(stats.corrupt_block_count).encode()
         table = table.replace_schema_metadata(meta)
         return ReadResult(table, stats)
+
+    def lookup(self, keys: pa.Array | list, *, partitions: pa.Array | list | None = None,
+               columns: list[str] | None = None) -> Lookup:
+        """The snapshot rows of record ``keys``, reading only the file groups the bloom
+        index names (:mod:`streamer.read.lookup`); with how many it read."""
+        from streamer.read.lookup import lookup
+
+        return lookup(self, keys, partitions=partitions, columns=columns)
 
     def read(self, query: str = "snapshot", **options: Unpack[QueryOptions]) -> pa.Table:
         """Query the table; :meth:`scan` returns the read's statistics with the rows (see it
