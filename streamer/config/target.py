@@ -221,6 +221,10 @@ class TargetConfig(StrictModel):
     #: Hudi ``hoodie.datasource.write.operation``: ``upsert`` updates existing keys; ``insert`` skips the
     #: index lookup (an existing key is written again); ``bulk_insert`` writes new file groups only.
     operation: Literal["upsert", "insert", "bulk_insert"] = "upsert"
+    #: With ``operation: insert``: drop records whose key the table already holds (HoodieStreamer's
+    #: ``--filter-dupes``), found through the bloom index and confirmed by reading those file
+    #: groups; the dropped records count as filtered.
+    filter_dupes: bool = False
     #: Parquet blocks carry the RFC-06 index; Avro blocks are what older readers expect.
     log_block_format: Literal["parquet", "avro"] = defaults.LOG_BLOCK_FORMAT
     #: Hudi ``hoodie.parquet.compression.codec``: base files and Parquet log blocks.
@@ -287,6 +291,9 @@ class TargetConfig(StrictModel):
         elif kg.type == "timestamp" and (len(self.partition_by) != 1 or len(self.record_key) != 1):
             raise ValueError("key_generator timestamp needs one record_key field and exactly one "
                              "partition_by field (the time field), as Hudi's TimestampBasedKeyGenerator")
+        if self.filter_dupes and self.operation != "insert":
+            raise ValueError(f"filter_dupes is for operation insert (an {self.operation} updates an existing "
+                             "key instead of writing it again)")
         if self.small_file_limit > self.max_file_size:
             raise ValueError("small_file_limit cannot exceed max_file_size")
         if self.index.type == "bucket":

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from streamer.config.pipeline import PipelineConfig
 from streamer.pipeline.collect import collect_together, set_rows
+from streamer.pipeline.dupes import drop_existing, drop_existing_on_spark
 from streamer.pipeline.errors_table import (
     ERROR_ARROW_SCHEMA,
     PAYLOAD_COL,
@@ -142,16 +143,15 @@ def prepare(
             rows = complete_unchanged_values(config, rows)
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
+        if config.target.filter_dupes:
+            good = drop_existing(config, good)
         bad = rows.filter(pc.invert(good_mask))
         n_written, n_flagged = good.num_rows, rows.num_rows
     else:
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        good, bad = _split_on_spark(config, flagged, spark)
-        good = good.drop(*drop(flagged.columns))
-        n_written = good.count()
-        n_flagged = n_written + bad.num_rows
+        good, bad, n_written, n_flagged = _split_on_spark(config, flagged, spark, drop(flagged.columns))
     if n_good_in is None:
         n_good_in = batch.df.count() if steps else n_flagged
     unkeyable = unkeyable_error_rows(bad, source_type, position_json, positions)
@@ -227,8 +227,10 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
     return pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
 
 
-def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession) -> tuple[DataFrame, pa.Table]:
-    """A batch written by Spark: its good rows (a DataFrame) and its flagged ones (Arrow)."""
+def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession,
+                    hidden: list[str]) -> tuple[DataFrame, pa.Table, int, int]:
+    """A batch written by Spark: its good rows (a DataFrame, ``hidden`` columns dropped),
+    its flagged ones (Arrow), how many are written and how many rows were flagged or kept."""
     from pyspark.sql import functions as F
 
     good = flagged.where(F.col(REASON_COL).isNull())
@@ -237,7 +239,12 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
         good, incomplete = _complete_on_spark(config, good, spark)
         if incomplete is not None:
             bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
-    return good, bad
+    good = good.drop(*hidden)
+    n_kept = good.count()
+    if not config.target.filter_dupes:
+        return good, bad, n_kept, n_kept + bad.num_rows
+    good = drop_existing_on_spark(config, good, spark)
+    return good, bad, good.count(), n_kept + bad.num_rows
 
 
 def _complete_on_spark(config: PipelineConfig, rows: DataFrame,

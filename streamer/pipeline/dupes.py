@@ -1,0 +1,66 @@
+"""``target.filter_dupes``: an insert pipeline drops the records whose key the table holds.
+
+HoodieStreamer's ``--filter-dupes``: an ``insert`` skips the index to be cheap, so a
+replayed or duplicated record would be written a second time; with this option the keys
+of the batch are looked up first (:meth:`streamer.read.Table.lookup`: the bloom index
+names the file groups that may hold them, and reading those, merged, confirms it - a key
+deleted since is not a duplicate) and the records of keys found are dropped, counted as
+filtered. Keys repeated within the batch are the writer's to combine, as for any insert.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.table import meta_fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from streamer.config.pipeline import PipelineConfig
+
+
+def _existing(config: PipelineConfig, keys: pa.Table) -> pa.Array:
+    """Per row of ``keys`` (record key, partition path): whether the table holds it."""
+    from streamer.fs import resolve
+    from streamer.read import Table
+    from streamer.table.properties import properties_path
+
+    fs, base = resolve(config.target.path, s3=config.s3_settings())
+    if not keys.num_rows or not fs.exists(properties_path(base)):
+        return pa.array([False] * keys.num_rows, pa.bool_())
+    rk, pp = keys.column(0).combine_chunks(), keys.column(1).combine_chunks()
+    found = Table.open(base, fs=fs).lookup(rk, partitions=pp, columns=[meta_fields.RECORD_KEY,
+                                                                      meta_fields.PARTITION_PATH])
+    held = {(k, p) for k, p in zip(found.rows.column(0).to_pylist(), found.rows.column(1).to_pylist(), strict=True)}
+    return pa.array([(k, p) in held for k, p in zip(rk.to_pylist(), pp.to_pylist(), strict=True)], pa.bool_())
+
+
+def _keys(config: PipelineConfig, rows: pa.Table) -> pa.Table:
+    from streamer.pipeline.sink import table_config
+    from streamer.write.keygen import build_keys
+
+    built = build_keys(rows, table_config(config.target))
+    return pa.table({"k": built.record_keys, "p": built.partition_paths})
+
+
+def drop_existing(config: PipelineConfig, rows: pa.Table) -> pa.Table:
+    """``rows`` (on the driver) without those whose key the table holds."""
+    if not rows.num_rows:
+        return rows
+    return rows.filter(pc.invert(_existing(config, _keys(config, rows))))
+
+
+def drop_existing_on_spark(config: PipelineConfig, rows: DataFrame, spark: SparkSession) -> DataFrame:
+    """The same for a batch written by Spark: its keys (only) come to the driver."""
+    from pyspark.sql import functions as F
+
+    fields = [*config.target.record_key, *config.target.partition_by]
+    distinct = rows.select(*dict.fromkeys(fields)).distinct().toArrow()
+    held = distinct.filter(_existing(config, _keys(config, distinct)))
+    if not held.num_rows:
+        return rows
+    return rows.join(F.broadcast(spark.createDataFrame(held)), list(dict.fromkeys(fields)), "left_anti")
