@@ -220,6 +220,32 @@ def _member_candidates(m: Member, keys: pa.Array, stats: LookupStats,
     return mask
 
 
+def may_hold(fs: FileSystem, file_slice: FileSlice, keys: pa.Array, is_committed: Callable[[str], bool],
+             stats: LookupStats) -> bool:
+    """Whether the slice's footers admit one of ``keys``: the slice's summary, then each
+    data member's own key range and bloom filter - the index's first two steps, without
+    reading a key column (a reader that merges the slice anyway confirms the keys there).
+    Delete blocks hold no rows and are not asked."""
+    members = slice_members(fs, file_slice, is_committed)
+    if not members or len(keys) == 0:
+        return False
+    index = slice_summary(members, stats)
+    candidates, base_admits = index.candidates(keys)
+    if not candidates.any():
+        return False
+    cand_keys = keys.filter(pa.array(candidates))
+    prepared = _Prepared(cand_keys)
+    for m in members:
+        if m.kind == "base" and base_admits is not None:
+            if base_admits[np.flatnonzero(candidates)].any():
+                return True
+            continue
+        own = _member_candidates(m, cand_keys, stats, False, prepared)
+        if own is None or own.any():
+            return True
+    return False
+
+
 def slice_key(s: FileSlice) -> tuple[str, str, str]:
     return (s.partition_path, s.file_id, s.base_instant)
 
