@@ -43,8 +43,9 @@ MAPPED = {
 #: keys refused when set (the reason is in the model's validator)
 REFUSED = {"log_file_max_size": "1GiB"}
 #: keys used outside the mapping: the sink opens ``path``; the runner calls ``operation``;
-#: ``catalog`` is the runner's after-commit sync (streamer.catalog.hook, tests/integration/catalog)
-ELSEWHERE = {"path", "operation", "catalog"}
+#: ``catalog`` is the runner's after-commit sync (streamer.catalog.hook, tests/integration/catalog);
+#: ``filter_dupes`` is the batch step's (streamer.pipeline.dupes, tests/unit/pipeline/test_dupes.py)
+ELSEWHERE = {"path", "operation", "catalog", "filter_dupes"}
 
 
 def test_every_target_key_is_mapped_used_or_refused():
