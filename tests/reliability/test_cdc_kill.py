@@ -42,8 +42,8 @@ from tests.reliability.streamer_kills import (
     steered,
 )
 from tests.support.campaign import assert_few_missed, assert_phases_hit, seeded, sized
-from tests.support.cdc import PLACEHOLDER
-from tests.support.connect import LocalConnect, postgres_connector
+from tests.support.cdc import PLACEHOLDER, capture
+from tests.support.connect import LocalConnect
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.slow, pytest.mark.campaign]
 
@@ -128,13 +128,9 @@ def _campaign(kafka, postgres, spark, tmp_path: Path, seed: int) -> None:
     tag = uuid.uuid4().hex[:6]
     db, prefix = f"kill_{tag}", f"kill{tag}"
     topic = f"{prefix}.public.orders"
-    postgres.sql(f"CREATE DATABASE {db}")
-    postgres.sql("CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
-                 "ALTER TABLE orders ALTER COLUMN note SET STORAGE EXTERNAL;"
-                 f"INSERT INTO orders SELECT g, 'item ' || g, g, repeat('s', 3000) FROM generate_series(1, {FIRST_ROWS}) g",
-                 database=db)
-    connector = postgres_connector(port=postgres.port, database=db, prefix=prefix, tables="public.orders",
-                                   slot=f"slot_{tag}")
+    setup = ("CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
+             "ALTER TABLE orders ALTER COLUMN note SET STORAGE EXTERNAL;"
+             f"INSERT INTO orders SELECT g, 'item ' || g, g, repeat('s', 3000) FROM generate_series(1, {FIRST_ROWS}) g")
     yaml_path = tmp_path / "cdc.yaml"
     yaml_path.write_text(_yaml(kafka, topic, tmp_path / "lake"))
     (config,) = load_pipelines(yaml_path)
@@ -146,8 +142,7 @@ def _campaign(kafka, postgres, spark, tmp_path: Path, seed: int) -> None:
 
     (tmp_path / "connect").mkdir()
     with LocalConnect(bootstrap_servers=kafka.bootstrap_servers, workdir=tmp_path / "connect") as connect:
-        connect.create(prefix, connector)
-        connect.wait_running(prefix)
+        connector = capture(postgres, connect, db=db, prefix=prefix, setup=setup)
         restarted: list[int] = []
 
         def work() -> None:

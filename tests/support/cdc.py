@@ -43,3 +43,18 @@ class RowModel:
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [dict(r) for _, r in sorted(self.rows.items())]
+
+
+def capture(postgres: Any, connect: Any, *, db: str, prefix: str, setup: str, tables: str = "public.orders",
+            publication: str = "filtered") -> dict[str, str]:
+    """A new database ``db`` made by ``setup`` (SQL), captured by a Debezium connector named
+    ``prefix`` (its topics ``<prefix>.<schema>.<table>``), running; its configuration."""
+    from tests.support.connect import postgres_connector
+
+    postgres.sql(f"CREATE DATABASE {db}")
+    postgres.sql(setup, database=db)
+    config = postgres_connector(port=postgres.port, database=db, prefix=prefix, tables=tables,
+                                slot=f"slot_{db}", publication=publication)
+    connect.create(prefix, config)
+    connect.wait_running(prefix)
+    return config

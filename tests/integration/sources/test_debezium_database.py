@@ -14,7 +14,7 @@ from streamer.config import parse_pipelines
 from streamer.pipeline.database import DatabaseTables
 from streamer.pipeline.multi import PipelinesFailedError, run_pipelines
 from streamer.read import Table
-from tests.support.connect import postgres_connector
+from tests.support.cdc import capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -61,17 +61,13 @@ def _until(check, timeout_s: float = 90.0) -> None:
 def test_one_pipeline_takes_a_whole_database(kafka, kafka_connect, postgres, spark, tmp_path):
     tag = uuid.uuid4().hex[:6]
     db, prefix = f"whole_{tag}", f"db{tag}"
-    postgres.sql(f"CREATE DATABASE {db}")
-    postgres.sql("CREATE TABLE customers (region text, cid int, name text, PRIMARY KEY (region, cid));"
-                 "INSERT INTO customers VALUES ('eu', 1, 'ann'), ('us', 1, 'bob'), ('eu', 2, 'cy');"
-                 "CREATE TABLE orders (id int PRIMARY KEY, cid int, total int);"
-                 "INSERT INTO orders SELECT g, g % 3, g * 10 FROM generate_series(1, 30) g;"
-                 "CREATE TABLE audit (at int, what text);"  # no primary key
-                 "INSERT INTO audit VALUES (1, 'created')", database=db)
-    kafka_connect.create(prefix, postgres_connector(port=postgres.port, database=db, prefix=prefix,
-                                                    tables="public.*", slot=f"slot_{tag}",
-                                                    publication="all_tables"))
-    kafka_connect.wait_running(prefix)
+    capture(postgres, kafka_connect, db=db, prefix=prefix, tables="public.*", publication="all_tables",
+            setup="CREATE TABLE customers (region text, cid int, name text, PRIMARY KEY (region, cid));"
+                  "INSERT INTO customers VALUES ('eu', 1, 'ann'), ('us', 1, 'bob'), ('eu', 2, 'cy');"
+                  "CREATE TABLE orders (id int PRIMARY KEY, cid int, total int);"
+                  "INSERT INTO orders SELECT g, g % 3, g * 10 FROM generate_series(1, 30) g;"
+                  "CREATE TABLE audit (at int, what text);"  # no primary key
+                  "INSERT INTO audit VALUES (1, 'created')")
     (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, prefix=prefix,
                                                       lake=tmp_path))
     assert not problems, problems

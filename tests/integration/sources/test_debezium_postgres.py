@@ -13,7 +13,7 @@ from streamer.config import parse_pipelines
 from streamer.errors import SchemaError
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
-from tests.support.connect import postgres_connector
+from tests.support.cdc import capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -60,16 +60,13 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
     tag = uuid.uuid4().hex[:6]
     db, prefix = f"shop_{tag}", f"cdc{tag}"
     topic = f"{prefix}.public.orders"
-    postgres.sql(f"CREATE DATABASE {db}")
     # note: stored out of line (TOAST, uncompressed) for rows 1-5, so an update that leaves
     # it alone sends Debezium's unavailable-value placeholder instead of the text
-    postgres.sql("CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
-                 "ALTER TABLE orders ALTER COLUMN note SET STORAGE EXTERNAL;"
-                 "INSERT INTO orders SELECT g, 'item ' || g, g, CASE WHEN g <= 5 THEN repeat(g::text, 3000) END "
-                 "FROM generate_series(1, 50) g", database=db)
-    kafka_connect.create(prefix, postgres_connector(port=postgres.port, database=db, prefix=prefix,
-                                                    tables="public.orders", slot=f"slot_{tag}"))
-    kafka_connect.wait_running(prefix)
+    capture(postgres, kafka_connect, db=db, prefix=prefix,
+            setup="CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
+                  "ALTER TABLE orders ALTER COLUMN note SET STORAGE EXTERNAL;"
+                  "INSERT INTO orders SELECT g, 'item ' || g, g, CASE WHEN g <= 5 THEN repeat(g::text, 3000) END "
+                  "FROM generate_series(1, 50) g")
     (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
                                                       t=tmp_path / "orders", engine=engine))
     assert not problems
@@ -113,12 +110,9 @@ def test_columns_added_and_dropped_in_the_database_follow_in_the_table(kafka, ka
     tag = uuid.uuid4().hex[:6]
     db, prefix = f"evolve_{tag}", f"evo{tag}"
     topic = f"{prefix}.public.orders"
-    postgres.sql(f"CREATE DATABASE {db}")
-    postgres.sql("CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
-                 "INSERT INTO orders SELECT g, 'item ' || g, g, NULL FROM generate_series(1, 5) g", database=db)
-    kafka_connect.create(prefix, postgres_connector(port=postgres.port, database=db, prefix=prefix,
-                                                    tables="public.orders", slot=f"slot_{tag}"))
-    kafka_connect.wait_running(prefix)
+    capture(postgres, kafka_connect, db=db, prefix=prefix,
+            setup="CREATE TABLE orders (id int PRIMARY KEY, name text, qty int, note text);"
+                  "INSERT INTO orders SELECT g, 'item ' || g, g, NULL FROM generate_series(1, 5) g")
     (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
                                                       t=tmp_path / "orders", engine="local"))
     assert not problems
