@@ -198,22 +198,17 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
     good = rows.filter(good_mask)
     if not good.num_rows or not placeholder_columns(good, skip=(REASON_COL, PAYLOAD_COL)):
         return rows
-    from streamer.pipeline.sink import table_config
+    from streamer.pipeline.sink import open_table, table_config
     from streamer.write.keygen import record_keys
 
     keys = record_keys(good, table_config(config.target))
-    path, s3 = config.target.path, config.s3_settings()
 
     def stored(wanted: pa.Array, columns: list[str]) -> pa.Table | None:
-        from streamer.fs import resolve as resolve_fs
-        from streamer.read import Table
-        from streamer.table.properties import properties_path
-
-        fs, base = resolve_fs(path, s3=s3)
-        if not fs.exists(properties_path(base)):
+        table = open_table(config.target.path, config.s3_settings())
+        if table is None:
             return None
-        return Table.open(base, fs=fs).read(columns=["_hoodie_record_key", *columns],
-                                            filter=pc.field("_hoodie_record_key").isin(wanted))
+        return table.read(columns=["_hoodie_record_key", *columns],
+                          filter=pc.field("_hoodie_record_key").isin(wanted))
 
     done = resolve(good, keys, config.target.ordering_field, stored, deleted=IS_DELETED,
                    operation="_change_operation_type")

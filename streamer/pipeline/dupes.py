@@ -25,15 +25,13 @@ if TYPE_CHECKING:
 
 def _existing(config: PipelineConfig, keys: pa.Table) -> pa.Array:
     """Per row of ``keys`` (record key, partition path): whether the table holds it."""
-    from streamer.fs import resolve
-    from streamer.read import Table
-    from streamer.table.properties import properties_path
+    from streamer.pipeline.sink import open_table
 
-    fs, base = resolve(config.target.path, s3=config.s3_settings())
-    if not keys.num_rows or not fs.exists(properties_path(base)):
+    table = open_table(config.target.path, config.s3_settings()) if keys.num_rows else None
+    if table is None:
         return pa.array([False] * keys.num_rows, pa.bool_())
     rk, pp = keys.column(0).combine_chunks(), keys.column(1).combine_chunks()
-    found = Table.open(base, fs=fs).lookup(rk, partitions=pp, columns=[meta_fields.RECORD_KEY,
+    found = table.lookup(rk, partitions=pp, columns=[meta_fields.RECORD_KEY,
                                                                       meta_fields.PARTITION_PATH])
     held = {(k, p) for k, p in zip(found.rows.column(0).to_pylist(), found.rows.column(1).to_pylist(), strict=True)}
     return pa.array([(k, p) in held for k, p in zip(rk.to_pylist(), pp.to_pylist(), strict=True)], pa.bool_())

@@ -29,6 +29,8 @@ from streamer.write.writer import HudiWriter
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from streamer.read import Table
+
 
 def table_config(target: TargetConfig) -> TableConfig:
     """The table identity a new table gets from ``target:``."""
@@ -60,6 +62,14 @@ def table_config(target: TargetConfig) -> TableConfig:
         url_encode_partitions=target.url_encode_partitions,
         index=target.writer_index,
     )
+
+
+def open_table(path: str, s3: S3Settings | None = None) -> Table | None:
+    """The table at ``path`` for reading, or None when there is none yet."""
+    from streamer.read import Table
+
+    fs, base = resolve(path, s3=s3)
+    return Table.open(base, fs=fs) if fs.exists(properties_path(base)) else None
 
 
 def write_options(target: TargetConfig, engine: EngineConfig) -> WriteOptions:
