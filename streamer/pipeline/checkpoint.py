@@ -31,7 +31,7 @@ from streamer.sources.position import (
     position_from_json,
     position_to_json,
 )
-from streamer.table.metadata import CHECKPOINT_KEY
+from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2
 from streamer.table.properties import properties_path
 from streamer.table.snapshot import TableSnapshot
 
@@ -42,7 +42,7 @@ BATCH_ID_KEY = "mor.streamer.batch.id"
 #: Extra-metadata key naming the pipeline that wrote a commit.
 PIPELINE_KEY = "mor.streamer.pipeline"
 #: Extra-metadata keys whose presence makes a commit a checkpoint commit.
-CHECKPOINT_KEYS = (STREAMER_CHECKPOINT_KEY, CHECKPOINT_KEY)
+CHECKPOINT_KEYS = (STREAMER_CHECKPOINT_KEY, CHECKPOINT_KEY, CHECKPOINT_KEY_V2)
 
 __all__ = [
     "BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "STREAMER_CHECKPOINT_KEY", "StoredCheckpoint",
@@ -153,22 +153,24 @@ def _position_in(extra: dict[str, str], instant: str, base_path: str) -> tuple[s
     ``deltastreamer.checkpoint.reset_key`` is ignored: it records the ``--checkpoint``
     a HoodieStreamer run was started with, which only HoodieStreamer's next run compares
     against its own settings; a commit with only that key is skipped (HoodieStreamer
-    itself refuses to resume there). Hudi 1.x's ``streamer.checkpoint.key.v2`` belongs
-    to table version 8 and is not read here.
+    itself refuses to resume there). HoodieStreamer 1.x keeps its checkpoint under
+    ``streamer.checkpoint.key.v2`` on table version 8+ (the same Kafka string), which
+    wins over the version-6 key as in Hudi 1.x's ``CheckpointUtils``.
     """
     ours = extra.get(STREAMER_CHECKPOINT_KEY)
     if ours:
         return STREAMER_CHECKPOINT_KEY, _from_json(ours, STREAMER_CHECKPOINT_KEY, instant, base_path)
-    theirs = extra.get(CHECKPOINT_KEY)
+    key = CHECKPOINT_KEY_V2 if extra.get(CHECKPOINT_KEY_V2) else CHECKPOINT_KEY
+    theirs = extra.get(key)
     if not theirs:
         return None
     if theirs.lstrip().startswith("{"):
-        return CHECKPOINT_KEY, _from_json(theirs, CHECKPOINT_KEY, instant, base_path)
+        return key, _from_json(theirs, key, instant, base_path)
     try:
-        return CHECKPOINT_KEY, KafkaOffsets.from_hoodie_streamer(theirs)
+        return key, KafkaOffsets.from_hoodie_streamer(theirs)
     except CheckpointFormatError as e:
         raise SourceError(
-            f"{_where(instant, base_path, CHECKPOINT_KEY, theirs)} is not a HoodieStreamer Kafka checkpoint "
+            f"{_where(instant, base_path, key, theirs)} is not a HoodieStreamer Kafka checkpoint "
             f"('<topic>,<partition>:<offset>,...'; other HoodieStreamer sources' checkpoints cannot be "
             f"resumed from): {e.reason}"
         ) from e

@@ -143,7 +143,7 @@ class _Run:
             raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
                                "its new owner will redo it")
         faults.step(f"{inst.action} before complete")  # the completed instant's write is next
-        self.tx.publish(self.table.timeline, inst, meta.to_json_bytes())
+        self.tx.publish(self.table.timeline, inst, self.table.timeline.commit_bytes(meta))
         faults.step(f"{inst.action} completed")
 
     def _complete(self, meta: CommitMetadata) -> None:

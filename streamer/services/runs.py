@@ -113,10 +113,12 @@ def write_stitched(table: Table, instant: str, fslice: FileSlice,
             blocks.append(delete_block(d.column(RECORD_KEY), d.column(PARTITION_PATH), ordering, del_header))
             dels_out += d.num_rows
     token = service_token()
-    version = next_log_version(table, fslice.partition_path, fslice.file_id, fslice.base_instant)
+    # version 8+: the run's own log file, named by its instant (see SliceTarget)
+    named_by = instant if table.properties.version >= 8 else None
+    version = next_log_version(table, fslice.partition_path, fslice.file_id, named_by or fslice.base_instant)
     target = SliceTarget(table.base_path, fslice.partition_path, fslice.file_id, fslice.base_instant,
                          version, token, fslice.base_file.name if fslice.base_file else None,
-                         tuple(posixpath.basename(lf.path) for lf in fslice.log_files))
+                         tuple(posixpath.basename(lf.path) for lf in fslice.log_files), name_instant=named_by)
     while table.fs.exists(target.path_of(target.log_name)):
         target = dataclasses.replace(target, version=target.version + 1)
     stat = write_log_file(table.fs, target, instant, blocks)

@@ -19,7 +19,7 @@ from typing import Any
 from streamer import defaults
 from streamer.errors import ConfigError, CorruptDataError
 from streamer.table.log_format import LogBlockFormat
-from streamer.table.properties import TableProperties
+from streamer.table.properties import WRITABLE_VERSIONS, WRITE_VERSION, TableProperties
 from streamer.table.table_keys import (
     BUCKET_HASH_FIELD,
     BUCKET_NUM_BUCKETS,
@@ -196,6 +196,9 @@ class TableConfig:
     #: bloom (default) or bucket; see :class:`IndexConfig`. A bucket index's empty
     #: ``hash_fields`` become the record key fields here, so what is persisted is explicit.
     index: IndexConfig = field(default_factory=IndexConfig)
+    #: Hudi table version a new table is created at (6, 8 or 9); an existing table's own.
+    #: What each means and why 6 is the default: docs/table-versions.md.
+    table_version: int = WRITE_VERSION
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "record_key_fields", tuple(self.record_key_fields))
@@ -213,6 +216,11 @@ class TableConfig:
             raise ConfigError("table name is empty")
         if not self.record_key_fields:
             raise ConfigError(f"table {self.name}: at least one record key field is needed")
+        if self.table_version not in WRITABLE_VERSIONS:
+            raise ConfigError(
+                f"table {self.name}: table version {self.table_version} is not one this writer "
+                f"writes ({', '.join(map(str, WRITABLE_VERSIONS))})"
+            )
         kg = self.keygen
         if kg is KeyGenType.SIMPLE and (
             len(self.record_key_fields) != 1 or len(self.partition_fields) > 1
@@ -301,6 +309,7 @@ class TableConfig:
             log_block_format=LogBlockFormat(props.legacy_log_block_format),
             database=props.database,
             url_encode_partitions=props.url_encode_partitioning,
+            table_version=props.version or WRITE_VERSION,  # absent: a v6-era file
         )
 
 

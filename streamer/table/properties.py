@@ -33,10 +33,12 @@ from streamer.table.table_keys import (
     DROP_PARTITION_COLUMNS,
     HIVE_STYLE_PARTITIONING,
     INDEX_TYPE,
+    INITIAL_VERSION,
     KEYGEN_CLASS,
     KEYGEN_TYPE,
     KEYGEN_TYPE_CLASSES,
     LOG_FILE_FORMAT,
+    MERGE_STRATEGY_ID,
     MERGER_STRATEGY,
     ORDERING_FIELDS,
     PARTITION_FIELDS,
@@ -47,9 +49,11 @@ from streamer.table.table_keys import (
     RECORD_KEY_FIELDS,
     RECORD_MERGE_MODE,
     REGISTRY,
+    TABLE_FORMAT,
     TABLE_NAME,
     TABLE_TYPE,
     TABLE_VERSION,
+    TIMELINE_HISTORY_PATH,
     TIMELINE_LAYOUT_VERSION,
     TIMELINE_PATH,
     TIMELINE_TIMEZONE,
@@ -71,8 +75,13 @@ HOODIE_LOG = "HOODIE_LOG"
 
 #: Table versions whose data files we can read (layout 1 for 6, layout 2 for 8/9).
 READABLE_VERSIONS = frozenset({5, 6, 8, 9})
-#: The version our writer produces.
+#: The version our writer produces unless told otherwise (see docs/table-versions.md).
 WRITE_VERSION = 6
+#: The versions our writer writes.
+WRITABLE_VERSIONS = (6, 8, 9)
+#: ``hoodie.record.merge.strategy.id`` of commit-time ordering (Hudi's
+#: ``COMMIT_TIME_BASED_MERGE_STRATEGY_UUID``); event time's is :data:`DEFAULT_MERGER_STRATEGY`.
+COMMIT_TIME_MERGER_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 
 
 # --------------------------------------------------------------------------- Java properties
@@ -464,6 +473,41 @@ class TableProperties:
         return TableProperties(raw)
 
 
+def _version_keys(version: int, ordering_field: str | None, keygen_class: str | None) -> dict[str, str]:
+    """The keys Hudi 1.x's writer adds at table version 8 or 9 (audited against tables
+    Hudi 1.0.2 and 1.2.0 created: ``tests/hudi_jvm/test_table_versions.py``).
+
+    Both versions: the timeline's layout-2 folders, the version the table began at, the
+    merge mode spelled out (event time with an ordering field, else commit time) and the
+    key generator by *type* - Hudi 1.x writes the class only for a user-provided one.
+    Version 8 keeps 0.x's ``precombine.field`` and payload class beside the mode;
+    version 9 names the ordering fields ``ordering.fields`` and drops the payload class
+    (only a custom payload is kept) for ``hoodie.table.format``.
+    """
+    event_time = bool(ordering_field)
+    raw = {
+        TIMELINE_PATH: "timeline",
+        TIMELINE_HISTORY_PATH: "history",
+        INITIAL_VERSION: str(version),
+        RECORD_MERGE_MODE: "EVENT_TIME_ORDERING" if event_time else "COMMIT_TIME_ORDERING",
+        MERGE_STRATEGY_ID: DEFAULT_MERGER_STRATEGY if event_time else COMMIT_TIME_MERGER_STRATEGY,
+    }
+    if keygen_class:
+        types = {cls: kind for kind, cls in KEYGEN_TYPE_CLASSES.items()}
+        raw[KEYGEN_TYPE] = types.get(keygen_class, "USER_PROVIDED")
+        if raw[KEYGEN_TYPE] == "USER_PROVIDED":
+            raw[KEYGEN_CLASS] = keygen_class
+    if version == 8:
+        if ordering_field:
+            raw[PRECOMBINE_FIELD] = ordering_field
+        raw[PAYLOAD_CLASS] = DEFAULT_PAYLOAD if event_time else OVERWRITE_PAYLOAD
+    else:
+        if ordering_field:
+            raw[ORDERING_FIELDS] = ordering_field
+        raw[TABLE_FORMAT] = "native"
+    return raw
+
+
 def properties_path(base_path: str) -> str:
     return posixpath.join(base_path, METAFOLDER, PROPERTIES_FILE)
 
@@ -554,8 +598,10 @@ def new_table_properties(
     keygen_class: str | None = None,
     create_schema: str | None = None,
     extra: Mapping[str, str] | None = None,
+    version: int = WRITE_VERSION,
 ) -> TableProperties:
-    """Properties for a new version-6 table: the keys Hudi 0.15's Spark writer writes.
+    """Properties for a new table of ``version``: the keys Hudi's Spark writer of that
+    version writes (0.15 for 6, 1.0 for 8, 1.2 for 9; see :func:`_version_keys`).
 
     Audited against a MOR table Hudi 0.15.0 created (``tests/hudi_jvm``): same keys and
     values, with these differences, each accepted by Hudi's ``HoodieTableConfig``:
@@ -568,8 +614,8 @@ def new_table_properties(
     """
     raw: dict[str, str] = {
         TABLE_TYPE: table_type,
-        TABLE_VERSION: str(WRITE_VERSION),
-        TIMELINE_LAYOUT_VERSION: "1",
+        TABLE_VERSION: str(version),
+        TIMELINE_LAYOUT_VERSION: "1" if version < 8 else "2",
         TABLE_NAME: name,
         ARCHIVELOG_FOLDER: "archived",
         CDC_ENABLED: "false",
@@ -587,18 +633,21 @@ def new_table_properties(
         raw[RECORD_KEY_FIELDS] = ",".join(record_key_fields)
     if partition_fields:
         raw[PARTITION_FIELDS] = ",".join(partition_fields)
-    if precombine_field:
-        raw[PRECOMBINE_FIELD] = precombine_field
-    if keygen_class:
-        raw[KEYGEN_CLASS] = keygen_class
     if create_schema:
         raw[CREATE_SCHEMA] = create_schema
-    if table_type == "MERGE_ON_READ":
-        # With an ordering field the table merges by event time, and says so with the payload
-        # Hudi uses for that (readers such as hudi-rs pick the merge rule from it); without
-        # one, the latest write wins.
-        raw.setdefault(PAYLOAD_CLASS, DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD)
-        raw.setdefault(MERGER_STRATEGY, DEFAULT_MERGER_STRATEGY)
+    if version < 8:
+        if precombine_field:
+            raw[PRECOMBINE_FIELD] = precombine_field
+        if keygen_class:
+            raw[KEYGEN_CLASS] = keygen_class
+        if table_type == "MERGE_ON_READ":
+            # With an ordering field the table merges by event time, and says so with the payload
+            # Hudi uses for that (readers such as hudi-rs pick the merge rule from it); without
+            # one, the latest write wins.
+            raw.setdefault(PAYLOAD_CLASS, DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD)
+            raw.setdefault(MERGER_STRATEGY, DEFAULT_MERGER_STRATEGY)
+    else:
+        raw.update(_version_keys(version, precombine_field, keygen_class))
     raw.update(extra or {})
     props = TableProperties(raw)
     props.raw[CHECKSUM] = str(props.expected_checksum())

@@ -76,6 +76,9 @@ TABLE_VERSION = _key("hoodie.table.version", "6, 8 or 9 (required: we refuse a t
 CHECKSUM = _key("hoodie.table.checksum", "CRC32 of '<database>.<table name>'; Hudi refuses a stale one.")
 TIMELINE_LAYOUT_VERSION = _key("hoodie.timeline.layout.version", "1 (.hoodie/) or 2 (.hoodie/timeline/); absent: 1 below version 8.")
 TIMELINE_PATH = _key("hoodie.timeline.path", "Timeline folder under .hoodie for layout 2.", versions=_V8_ON, default="timeline")
+TIMELINE_HISTORY_PATH = _key("hoodie.timeline.history.path", "LSM history folder under the timeline folder (layout 2's archive).", versions=_V8_ON, default="history")
+INITIAL_VERSION = _key("hoodie.table.initial.version", "The version the table was created at (Hudi 1.x).", versions=_V8_ON)
+TABLE_FORMAT = _key("hoodie.table.format", "Table format plugin; 'native' is Hudi's own.", versions=_V9, default="native")
 TIMELINE_TIMEZONE = _key("hoodie.table.timeline.timezone", "Zone of instant times; our writer says UTC.", default="LOCAL")
 ARCHIVELOG_FOLDER = _key("hoodie.archivelog.folder", "Archived timeline folder under .hoodie (deprecated by Hudi 1.x, still written).", default="archived")
 CDC_ENABLED = _key("hoodie.table.cdc.enabled", "Change-data capture logging.", default="false")
@@ -107,16 +110,17 @@ ORDERING_FIELDS = _key("hoodie.table.ordering.fields", "Ordering fields, comma s
 PRECOMBINE_FIELD = _key("hoodie.table.precombine.field", "The ordering field before version 9.", versions=_V6_V8, renamed_to=ORDERING_FIELDS)
 RECORD_MERGE_MODE = _key("hoodie.record.merge.mode", "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM; absent: from the payload class, else from whether there is an ordering field.", versions=_V8_ON)
 PAYLOAD_CLASS = _key("hoodie.compaction.payload.class", "Payload class; in version 9 only a custom payload is kept here.")
-MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", "Record merger strategy id.", versions=_V6, renamed_to="hoodie.record.merge.strategy.id")
+MERGE_STRATEGY_ID = _key("hoodie.record.merge.strategy.id", "Record merger strategy id (version 8 on).", versions=_V8_ON)
+MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", "Record merger strategy id.", versions=_V6, renamed_to=MERGE_STRATEGY_ID)
 
 # --------------------------------------------------------------------------- this project's own
 #: The bucket index of a table our writer lays out by key hash (absent: the bloom index).
 #: Our own namespace, not Hudi's ``hoodie.index.type``/``hoodie.bucket.index.*``: in table
 #: version 6 those are write configs, and persisted under Hudi's names Spark SQL writers
 #: would merge them into their write config - this must not change how Hudi writes.
-INDEX_TYPE = _key("mor_streamer.index.type", "bloom or bucket (this project's key).", versions=_V6, default="bloom")
-BUCKET_NUM_BUCKETS = _key("mor_streamer.index.bucket.num.buckets", "Bucket count of a bucket-indexed table (this project's key).", versions=_V6)
-BUCKET_HASH_FIELD = _key("mor_streamer.index.bucket.hash.field", "Fields a bucket index hashes (this project's key).", versions=_V6)
+INDEX_TYPE = _key("mor_streamer.index.type", "bloom or bucket (this project's key).", versions=_ALL, default="bloom")
+BUCKET_NUM_BUCKETS = _key("mor_streamer.index.bucket.num.buckets", "Bucket count of a bucket-indexed table (this project's key).", versions=_ALL)
+BUCKET_HASH_FIELD = _key("mor_streamer.index.bucket.hash.field", "Fields a bucket index hashes (this project's key).", versions=_ALL)
 
 # --------------------------------------------------------------------------- Hudi writer options
 # Not table properties: what a Hudi writer of a bucket-indexed table must be configured

@@ -2,7 +2,11 @@
 
 Layout 1 (table version 6) keeps every state file flat in ``.hoodie/``; layout 2
 (versions 8/9) keeps them in ``.hoodie/timeline/`` and names completed instants
-``<requested>_<completed>.<action>``. We read both and write layout 1.
+``<requested>_<completed>.<action>``. We read and write both: the table's version picks
+(6: layout 1; 8 and 9: layout 2). Layout 2 also changes what the files hold - commit
+metadata is Avro, not JSON (:meth:`Timeline.commit_bytes`) - and gives every completed
+instant a completion time, unique and later than every instant time and completion time
+before it (:meth:`Timeline.complete`).
 
 Writing follows Hudi's protocol so other engines (and a crashed writer's successor)
 interpret our instants correctly: ``requested`` -> ``inflight`` -> completed, where
@@ -12,6 +16,7 @@ after the data it describes is durable. Readers trust completed instants only.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import time
 from collections.abc import Iterable, Iterator
@@ -27,6 +32,7 @@ from streamer.table.instant import (
     new_instant_time,
     parse_timeline_file,
 )
+from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2, CommitMetadata
 from streamer.table.properties import METAFOLDER, TableProperties
 
 HEARTBEAT_FOLDER = ".heartbeat"
@@ -240,12 +246,33 @@ class Timeline:
         """The requested file (compaction/clustering/rollback/clean plans live there)."""
         return self.read_details(instant, State.REQUESTED)
 
-    # ------------------------------------------------------------------ writing (layout 1)
+    # ------------------------------------------------------------------ writing
     def _require_writable(self) -> None:
-        if self.layout_version != 1:
+        if self.layout_version not in (1, 2):
             raise UnsupportedTableVersionError(
                 f"writing timeline layout {self.layout_version} is not supported", self.folder
             )
+
+    def commit_bytes(self, meta: CommitMetadata) -> bytes:
+        """``meta`` as this layout's timeline holds it: JSON in layout 1 (Hudi 0.x), Avro
+        ``HoodieCommitMetadata`` in layout 2 (Hudi 1.x reads nothing else there).
+
+        In layout 2 a HoodieStreamer checkpoint also moves to the key HoodieStreamer 1.x
+        reads on table version 8+ (``streamer.checkpoint.key.v2``; the Kafka offsets
+        string is the same), so it can take the topic over from us.
+        """
+        if self.layout_version < 2:
+            return meta.to_json_bytes()
+        v1 = meta.extra_metadata.get(CHECKPOINT_KEY)
+        if v1 is not None:
+            extra = {k: v for k, v in meta.extra_metadata.items() if k != CHECKPOINT_KEY}
+            meta = dataclasses.replace(meta, extra_metadata={**extra, CHECKPOINT_KEY_V2: v1})
+        return meta.to_avro_bytes()
+
+    def _last_time(self) -> str:
+        """The latest instant or completion time this timeline holds ('' when empty)."""
+        times = [t for i in self.instants for t in (i.timestamp, i.completion_time) if t]
+        return max(times, default="")
 
     def new_instant_time(self, *, on_storage: bool = False) -> str:
         """A fresh instant time later than every instant on this timeline.
@@ -255,11 +282,9 @@ class Timeline:
         cannot order instants (it steps back, and a new process has lost the in-process
         floor): only the table's last instant can.
         """
-        last = self.instants[-1].timestamp if self.instants else ""
+        last = self._last_time()
         if on_storage:
-            stored = self.reload().instants
-            if stored:
-                last = max(last, stored[-1].timestamp)
+            last = max(last, self.reload()._last_time())
         return new_instant_time(after=last or None)
 
     def create_requested(
@@ -300,14 +325,20 @@ class Timeline:
         self._require_writable()
         if not instant.is_inflight:
             raise CommitError(f"{instant} is not inflight; cannot complete it")
+        completion = None
+        if self.layout_version >= 2:  # the completed file's name is not known before: list
+            stored = self.reload()
+            if stored.is_completed(instant.timestamp):
+                raise CommitError(f"instant {instant.timestamp} already completed in {self.folder}")
+            completion = new_instant_time(after=max(self._last_time(), stored._last_time()) or None)
         done = Instant(
             instant.timestamp,
             Action.COMPLETES_AS.get(instant.action, instant.action),
             State.COMPLETED,
-            None,
+            completion,
             instant.action,
         )
-        path = posixpath.join(self.folder, done.file_name(1))
+        path = posixpath.join(self.folder, done.file_name(self.layout_version))
         if self.fs.exists(path):
             raise CommitError(f"instant already completed: {path}")
         self._write(done, metadata, atomic=True)
@@ -363,14 +394,14 @@ class Timeline:
         return inflight
 
     def _write(self, instant: Instant, content: bytes, atomic: bool) -> None:
-        name = instant.file_name(1)
+        name = instant.file_name(self.layout_version)
         path = posixpath.join(self.folder, name)
         if atomic:
             self.fs.write_atomic(path, content)
         else:
             self.fs.write_bytes(path, content)
         self._files[(instant.timestamp, instant.state)] = TimelineFile(
-            instant.timestamp, instant.action, instant.state, None, name
+            instant.timestamp, instant.action, instant.state, instant.completion_time, name
         )
 
     def _replace(self, new: Instant) -> None:

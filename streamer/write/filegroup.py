@@ -81,6 +81,10 @@ class WriteContext:
     #: probes it, so a bucket-index table's blocks carry the key range only (as Hudi's own
     #: log blocks carry none); base files keep theirs (Hudi writes one into every base file)
     block_filters: bool = True
+    #: table version 8+: each commit writes its own log files, named by its instant (Hudi
+    #: 1.x slices them by the commit's completion time), never a next version of a
+    #: slice's log (see :class:`streamer.write.log_file.SliceTarget`)
+    log_per_instant: bool = False
     #: local engine only: each looked-up slice's log-blocks key range as the index read
     #: it, keyed by (partition, file id, base instant), so appending does not read and
     #: parse the newest block's footer again (never shipped to Spark executors)
@@ -295,7 +299,8 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
 
 def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
     target = SliceTarget(ctx.base_path, task.partition, task.file_id, task.base_instant,
-                         task.next_log_version, token, task.base_file, tuple(task.log_files))
+                         1 if ctx.log_per_instant else task.next_log_version, token, task.base_file,
+                         tuple(task.log_files), name_instant=ctx.instant if ctx.log_per_instant else None)
     header = {HeaderKey.INSTANT_TIME: ctx.instant, HeaderKey.SCHEMA: ctx.writer_avro_schema}
     blocks: list[bytes] = []
     is_delete = pc.equal(rows.column(OP_COL), OP_DELETE)

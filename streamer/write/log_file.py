@@ -34,10 +34,14 @@ class SliceTarget:
     token: str
     base_file: str | None = None  # the slice's base file name, if any
     log_files: tuple[str, ...] = ()  # the slice's existing log files, in order
+    #: table version 8+: the instant that names the log file (the writing commit's own,
+    #: not the slice's base instant: Hudi 1.x places the file in a slice by that
+    #: instant's completion time); ``None`` in version 6
+    name_instant: str | None = None
 
     @property
     def log_name(self) -> str:
-        return log_file_name(self.file_id, self.base_instant, self.version, self.token)
+        return log_file_name(self.file_id, self.name_instant or self.base_instant, self.version, self.token)
 
     def path_of(self, name: str) -> str:
         base = self.base_path.rstrip("/")
@@ -66,8 +70,11 @@ def write_log_file(fs: FileSystem, target: SliceTarget, instant: str, blocks: Se
     # Hudi 0.14+ marks a log file it creates or appends to with an APPEND marker named
     # after the log file (HoodieWriteHandle.AppendLogWriteCallback); its marker-based
     # rollback refuses any other marker on a log file ("Log files should have only
-    # APPEND as IOTypes"), so a Hudi writer could not roll back our failed write.
-    create_marker(fs, target.base_path, instant, Marker(target.partition, name, IOType.APPEND))
+    # APPEND as IOTypes"), so a Hudi writer could not roll back our failed write. From
+    # table version 8 it is the other way round: a commit's log files are its own new
+    # files, marked CREATE, and Hudi 1.x refuses APPEND markers there.
+    io = IOType.CREATE if target.name_instant else IOType.APPEND
+    create_marker(fs, target.base_path, instant, Marker(target.partition, name, io))
     faults.step(f"markers {name}")
     content = b"".join(blocks)
     faults.step(f"before log file {name}")

@@ -58,12 +58,18 @@ def _abs(base_path: str, partition: str, name: str) -> str:
     return posixpath.join(base_path, partition, name) if partition else posixpath.join(base_path, name)
 
 
-def build_plan(fs: FileSystem, base_path: str, target: Instant) -> RollbackPlan:
-    """A Hudi rollback plan from the failed instant's markers."""
+def build_plan(fs: FileSystem, base_path: str, target: Instant, *, delete_logs: bool = False) -> RollbackPlan:
+    """A Hudi rollback plan from the failed instant's markers.
+
+    ``delete_logs`` (table version 8+): the failed instant's log files are its own, named
+    by it, so they are deleted like base files, as Hudi 1.x rolls them back; in version 6
+    a log file may hold other commits' blocks, so a command block is appended instead."""
     requests: list[RollbackRequest] = []
     seen_logs: set[str] = set()
     for m in list_markers(fs, base_path, target.timestamp):
-        if m.io_type is IOType.CREATE and parse_base_file_name(m.file_name):
+        own_log = delete_logs and (lf := parse_log_file_name(m.file_name)) is not None and (
+            lf.base_instant == target.timestamp)
+        if (m.io_type is IOType.CREATE and parse_base_file_name(m.file_name)) or own_log:
             requests.append(
                 RollbackRequest(
                     m.partition, "", "", files_to_be_deleted=[_abs(base_path, m.partition, m.file_name)]

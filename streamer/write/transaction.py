@@ -182,7 +182,7 @@ class Transaction:
         requested = self.request(timeline, Action.DELTA_COMMIT, instant)
         faults.step("requested")
         self._writer_lock().start_instant(instant)
-        inflight = self.start(timeline, requested, CommitMetadata(operation_type=operation).to_json_bytes())
+        inflight = self.start(timeline, requested, timeline.commit_bytes(CommitMetadata(operation_type=operation)))
         faults.step("inflight")
         return inflight
 
@@ -197,7 +197,7 @@ class Transaction:
                 f"lost the writer lock of {self.base_path} while writing instant {instant}; "
                 "the batch is not committed and its next run rolls the instant back")
         try:
-            self.publish(timeline, inflight, meta.to_json_bytes())
+            self.publish(timeline, inflight, timeline.commit_bytes(meta))
         except OSError as e:
             raise CommitError(f"could not complete instant {instant} of {self.base_path}: {e}") from e
         faults.step("completed")
@@ -244,7 +244,7 @@ class Transaction:
     # ------------------------------------------------------------------ rollback
     def rollback(self, timeline: Timeline, target: Instant) -> RollbackOutcome:
         """Roll back one failed pending write or service run (see :mod:`streamer.write.rollback`)."""
-        plan = build_plan(self.fs, self.base_path, target)
+        plan = build_plan(self.fs, self.base_path, target, delete_logs=timeline.layout_version >= 2)
         rb = self.request(timeline, Action.ROLLBACK, plan=plan.to_avro_bytes())
         faults.step("rollback requested")
         rb = self.start(timeline, rb)

@@ -48,6 +48,7 @@ from streamer.table.merge import CorruptBlock
 from streamer.table.metadata import SCHEMA_KEY, CommitMetadata, WriteStat
 from streamer.table.naming import write_partition_metadata
 from streamer.table.properties import (
+    WRITABLE_VERSIONS,
     TableProperties,
     format_problems,
     load_properties,
@@ -96,7 +97,7 @@ class CommitOptions(TypedDict, total=False):
 
 
 class HudiWriter:
-    """Writes one Hudi MOR table (version 6). Use :meth:`create` or :meth:`open`."""
+    """Writes one Hudi MOR table (version 6, 8 or 9). Use :meth:`create` or :meth:`open`."""
 
     def __init__(
         self, fs: FileSystem, base_path: str, config: TableConfig, options: WriteOptions
@@ -142,9 +143,13 @@ class HudiWriter:
             keygen_class=config.keygen.value,
             create_schema=create_schema,
             extra=config.extra_properties(),
+            version=config.table_version,
         )
         fs.mkdirs(f"{path}/.hoodie/.temp")
-        fs.mkdirs(f"{path}/.hoodie/archived")
+        # layout 1 archives into .hoodie/archived; layout 2 keeps an LSM history in the
+        # timeline folder (which this project does not write yet: docs/table-versions.md)
+        fs.mkdirs(f"{path}/.hoodie/archived" if props.timeline_layout_version < 2
+                  else f"{path}/.hoodie/{props.timeline_path}/history")
         write_properties(fs, path, props)
         return cls(fs, path, config, options or WriteOptions())
 
@@ -167,10 +172,11 @@ class HudiWriter:
             raise ConfigError(
                 f"{path} is a {props.table_type} table; this writer writes MERGE_ON_READ"
             )
-        if props.version != 6 or props.timeline_layout_version != 1:
+        if props.version not in WRITABLE_VERSIONS or props.timeline_layout_version != (1 if props.version < 8 else 2):
             raise ConfigError(
                 f"{path} is table version {props.version} (layout {props.timeline_layout_version});"
-                " this writer writes version 6, layout 1"
+                f" this writer writes versions {', '.join(map(str, WRITABLE_VERSIONS))}"
+                " (version 6 on layout 1, 8 and 9 on layout 2)"
             )
         writer = cls(fs, path, TableConfig.from_properties(props.raw), options or WriteOptions())
         if format_problems(props) or empty_clean_inflights(fs, path):
@@ -297,6 +303,7 @@ class HudiWriter:
             first_active=state.first_active,
             codec=o.parquet_codec,
             log_block_max_size=o.log_block_max_size,
+            log_per_instant=state.props.version >= 8,
             block_filters=not self.config.index.is_bucket,
         )
 

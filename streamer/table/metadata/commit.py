@@ -17,6 +17,7 @@ from streamer.errors import CorruptDataError
 from streamer.table.metadata.archive import archived_commit_record
 from streamer.table.metadata.avro import AVRO_MAGIC, read_avro
 from streamer.table.metadata.codec import encode, hudi_key, snake
+from streamer.table.metadata.commit_avro import commit_avro_bytes
 
 SCHEMA_KEY = "schema"
 #: Streamer checkpoint keys (Hudi 0.x DeltaStreamer, then HoodieStreamer v2).
@@ -159,6 +160,10 @@ class CommitMetadata:
     def to_json_bytes(self) -> bytes:
         """Jackson-style pretty JSON, as table version 6 stores it."""
         return json.dumps(self.to_dict(), indent=2, separators=(",", " : ")).encode()
+
+    def to_avro_bytes(self) -> bytes:
+        """Avro ``HoodieCommitMetadata``, as table versions 8 and 9 store it."""
+        return commit_avro_bytes(self)
 
     def to_archived_record(self, *, replace: bool = False) -> dict[str, Any]:
         """This metadata as Hudi's Avro ``HoodieCommitMetadata`` (``HoodieReplaceCommitMetadata``

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamer.errors import CommitError, UnsupportedTableVersionError
+from streamer.errors import CommitError
 from streamer.fs import FileSystem
-from streamer.table.instant import Action, Instant, State, new_instant_time, parse_timeline_file
+from streamer.table.instant import Action, State, new_instant_time, parse_timeline_file
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
 from streamer.table.properties import load_properties, new_table_properties, write_properties
 from streamer.table.timeline import Timeline
@@ -93,11 +93,29 @@ def test_failed_writes_and_delete_pending(tmp_path):
     assert len(tl.reload()) == 0
 
 
-def test_layout2_is_read_only(hudi_fixtures_dir):
-    tl = _load(hudi_fixtures_dir, "quickstart_trips_table__mor__avro__table_log_only")
-    with pytest.raises(UnsupportedTableVersionError):
-        tl.create_requested(Action.DELTA_COMMIT)
-    assert isinstance(tl.instants[0], Instant)
+def test_layout2_writes_completion_times_later_than_every_time_before(tmp_path):
+    """Layout 2 (table version 8/9): files in .hoodie/timeline, completed ones named
+    <requested>_<completion>, completion times unique and increasing, commit metadata Avro."""
+    fs = FileSystem()
+    write_properties(fs, str(tmp_path), new_table_properties("t", version=9))
+    props = load_properties(fs, str(tmp_path))
+    tl = Timeline.load(fs, str(tmp_path), props)
+    assert tl.layout_version == 2 and tl.folder.endswith(".hoodie/timeline")
+    done = []
+    for _ in range(3):
+        req = tl.create_requested(Action.DELTA_COMMIT)
+        meta = CommitMetadata(operation_type="UPSERT", extra_metadata={"deltastreamer.checkpoint.key": "t,0:5"})
+        done.append(tl.complete(tl.transition_to_inflight(req), tl.commit_bytes(meta)))
+    names = sorted(p.name for p in (tmp_path / ".hoodie" / "timeline").iterdir())
+    assert f"{done[0].timestamp}_{done[0].completion_time}.deltacommit" in names
+    times = [t for d in done for t in (d.timestamp, d.completion_time)]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    again = tl.reload()
+    assert [i.completion_time for i in again.completed()] == [d.completion_time for d in done]
+    raw = again.read_details(again.completed()[0])
+    assert raw.startswith(b"Obj\x01"), "layout 2 commit metadata must be Avro"
+    extra = CommitMetadata.from_bytes(raw).extra_metadata
+    assert extra == {"streamer.checkpoint.key.v2": "t,0:5"}  # HoodieStreamer 1.x's key
 
 
 def test_revert_to_requested_keeps_the_plan(tmp_path):
