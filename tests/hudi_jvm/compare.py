@@ -113,17 +113,24 @@ def hudi_requests(session: HudiSpark, path: str, queries: Sequence[Query], optio
 
 def standard_queries(path: str) -> list[Query]:
     """Snapshot, read-optimized, an incremental range and a time travel point."""
-    writes = [i.timestamp for i in Table.open(path).timeline.completed_writes()]
+    completed = Table.open(path).timeline.completed_writes()
+    writes = [i.timestamp for i in completed]
     assert writes, f"{path} has no completed write"
-    mid = writes[len(writes) // 2]
-    before_mid = writes[len(writes) // 2 - 1] if len(writes) > 1 else "000"
+    # incremental bounds are completion times on a layout-2 timeline (Hudi 1.x). The
+    # begin bound is then the requested time of the first commit in range, which no
+    # commit completed at: Hudi 1.0.2 takes the begin bound as inclusive, 1.2.0 and
+    # hudi-rs as exclusive, and a bound between two commits reads the same in both.
+    layout2 = any(i.completion_time for i in completed)
+    done = [i.completion_time or i.timestamp for i in completed]
+    half = len(writes) // 2
+    begin = (writes[half] if layout2 else writes[half - 1]) if len(writes) > 1 else "000"
     queries = [
         Query("snapshot"),
         Query("read_optimized"),
-        Query("incremental", begin=before_mid, end=writes[-1]),
-        Query("time_travel", as_of=mid),
+        Query("incremental", begin=begin, end=done[-1]),
+        Query("time_travel", as_of=writes[half]),
     ]
-    if len(writes) > 2 and writes[-2] != mid:
+    if len(writes) > 2 and writes[-2] != writes[half]:
         queries.append(Query("time_travel", as_of=writes[-2]))
     return queries
 
@@ -175,8 +182,24 @@ class Expected:
             raise AssertionError(f"no independent expected answer for {q.label()}: the model "
                                  "has no history (build the table with a History)")
         if q.kind == "incremental":
-            return self.history.incremental(q.begin, q.end), self.history.columns_at(q.end)
+            begin, end = _requested_times(path, q.begin, q.end)
+            return self.history.incremental(begin, end), self.history.columns_at(end)
         return self.history.as_of(q.as_of), self.history.columns_at(q.as_of)
+
+
+def _requested_times(path: str, *bounds: str | None) -> list[str | None]:
+    """Incremental bounds as the model's instants: a layout-2 bound is a completion time,
+    the newest commit completed by it stands for it (one writer: completion order is
+    request order); layout-1 bounds are instants already."""
+    timeline = Table.open(path).timeline
+    if timeline.layout_version < 2:
+        return list(bounds)
+    done = sorted((i.completion_time or i.timestamp, i.timestamp) for i in timeline.completed())
+    out: list[str | None] = []
+    for b in bounds:
+        before = [ts for ct, ts in done if b is not None and ct <= b]
+        out.append(before[-1] if before else b)
+    return out
 
 
 def assert_readers_match(path: str, sessions: Mapping[str, HudiSpark], expected: Expected,

@@ -130,7 +130,9 @@ def compacted_cleaned_archived(path: str) -> History:
     for _ in range(3):
         rec.step(gen)
     run_clean(Table.open(path), CleanPolicy(retain_commits=1))
-    assert run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+    archived = run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+    # versions 8/9 archive into an LSM history this project does not write yet
+    assert archived or Table.open(path).properties.version >= 8
     rec.step(gen)
     return rec.history
 
@@ -196,7 +198,7 @@ def key_generators(root: str) -> dict[str, tuple[str, History]]:
         keygen = {"complex_hive": "complex", "non_partitioned": "non_partitioned", "timestamp": "timestamp"}
         keys = KeySpec(cfg.record_key_fields, cfg.partition_fields, keygen.get(name, "simple"),
                        cfg.hive_style_partitioning)
-        rec = Recorder(HudiWriter.create(path, cfg, options=tg.SMALL), History(keys, cfg.ordering_field))
+        rec = Recorder(HudiWriter.create(path, tg.versioned(cfg), options=tg.SMALL), History(keys, cfg.ordering_field))
         rec.upsert(rows)
         rec.upsert(rows.slice(1, 2).set_column(4, "v", pa.array([20.0, 30.0])))
         rec.delete(rows.slice(4, 1))
@@ -244,7 +246,7 @@ def _all_types_rows(ids: list[int], version: int) -> pa.Table:
 
 
 def all_types(path: str, *, fmt: str = "parquet") -> History:
-    rec = Recorder(HudiWriter.create(path, TableConfig("types", ("id",), ("city",), "ts", log_block_format=fmt),
+    rec = Recorder(HudiWriter.create(path, tg.versioned(TableConfig("types", ("id",), ("city",), "ts", log_block_format=fmt)),
                                      schema=ALL_TYPES_SCHEMA, options=tg.SMALL))
     rec.upsert(_all_types_rows(list(range(40)), 1))
     rec.upsert(_all_types_rows(list(range(30, 60)), 2))  # updates and inserts into logs

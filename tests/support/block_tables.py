@@ -6,9 +6,12 @@ write order agree: any correct reader - ours or hudi-rs - must return exactly th
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -67,8 +70,28 @@ class Gen:
         return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
+#: The table version new test tables are created at (see :func:`at_version`).
+_VERSION: contextvars.ContextVar[int] = contextvars.ContextVar("table_version", default=6)
+
+
+@contextlib.contextmanager
+def at_version(version: int) -> Iterator[None]:
+    """Tables the builders create inside are of table ``version``: the Hudi tier builds
+    every kind of table at 6, 8 and 9 with the same builders."""
+    token = _VERSION.set(version)
+    try:
+        yield
+    finally:
+        _VERSION.reset(token)
+
+
+def versioned(cfg: TableConfig) -> TableConfig:
+    """``cfg`` at the table version of the enclosing :func:`at_version` (6 outside)."""
+    return cfg.with_changes(table_version=_VERSION.get())
+
+
 def create(path: str, block_format: str = "parquet") -> HudiWriter:
-    cfg = TableConfig("svc", ("id",), ("city",), "ts", log_block_format=block_format)
+    cfg = versioned(TableConfig("svc", ("id",), ("city",), "ts", log_block_format=block_format))
     return HudiWriter.create(path, cfg, schema=SCHEMA, options=SMALL)
 
 
