@@ -4,18 +4,22 @@ Hudi 1.2 upgrades any table it writes to (6 -> 8 -> 9: a new timeline layout wit
 completion times, new commit metadata). This project writes version 6 only, so after such
 an upgrade our writer must refuse the table in one line that says why and what to do -
 never write a v6 commit into a v9 timeline - and no reader may silently misread it:
-Hudi 1.2, hudi-rs and our reader each either return the model's rows or refuse.
+Hudi 1.2, hudi-rs and our reader each either return the model's rows or refuse. Since
+this project writes version 9 too, our writer continues such a table at version 9; a
+table newer than it knows is refused in one line.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from streamer.cli import main as cli
-from streamer.errors import ConfigError, StreamerError
+from streamer.errors import StreamerError
 from streamer.read import Table
 from streamer.services.handover import handover_to_hudi
-from streamer.table.properties import load_properties
+from streamer.table.properties import load_properties, write_properties
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import (
     Expected,
@@ -60,13 +64,33 @@ def test_hudi12_upgrades_our_table_to_v9_and_our_writer_refuses_it_in_one_line(t
         assert_readers_match(path, {"1.2": hudi12}, Expected.of_rows(model.snapshot(), tg.COLUMNS),
                              [Query("snapshot"), Query("read_optimized")])
 
-    # our writer: one line, naming the version and what it writes
-    with pytest.raises(ConfigError) as refused:
+    # our writer continues the upgraded table at its own version (9), and every reader
+    # still equals the model with no key twice
+    w2 = HudiWriter.open(path, options=tg.SMALL)
+    assert w2.config.table_version == 9
+    for i in range(3):
+        tg.step(w2, gen, model, 15, delete=(i == 1))
+    assert load_properties(t.fs, path).version == 9
+    want = canon_rows(model.snapshot(), tg.COLUMNS)
+    assert canon(read_ours(path, Query("snapshot")), tg.COLUMNS) == want
+    ours = tg.read_ours(path)
+    assert len({(r["city"], r["id"]) for r in ours}) == len(ours), "a key twice"
+    assert_readers_match(path, {"1.2": hudi12}, Expected.of_rows(model.snapshot(), tg.COLUMNS),
+                         [Query("snapshot"), Query("read_optimized")])
+
+
+def test_our_writer_refuses_a_table_newer_than_it_knows_in_one_line(tmp_path, capsys):
+    """A table version above 9 (or a layout that does not match its version): one line
+    naming both versions, from the API and from the CLI, and the table left as it was."""
+    path = str(tmp_path / "t")
+    tg.build(path, 1)
+    fs = Table.open(path).fs
+    write_properties(fs, path, load_properties(fs, path).with_updates({"hoodie.table.version": "10"}))
+    with pytest.raises(StreamerError) as refused:
         HudiWriter.open(path, options=tg.SMALL)
     message = str(refused.value)
-    assert "\n" not in message and "table version 9" in message and "version 6" in message, message
-    # ... and so does the CLI, without a traceback, leaving the table as it was
-    before = _instants(path)
+    assert "\n" not in message and "version 10" in message and "5, 6, 8, 9" in message, message
+    before = sorted(os.listdir(os.path.join(path, ".hoodie")))
     yaml = tmp_path / "continue.yaml"
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.json").write_text('{"id": 1, "city": "sf", "ts": 99, "value": "x"}\n')
@@ -80,6 +104,5 @@ pipelines:
     capsys.readouterr()
     assert cli(["run", str(yaml)]) != 0
     err = capsys.readouterr().err
-    assert "table version 9" in err and "Traceback" not in err, err
-    assert _instants(path) == before
-    assert canon(hudi12.read(path), tg.COLUMNS) == want
+    assert "version 10" in err and "Traceback" not in err, err
+    assert sorted(os.listdir(os.path.join(path, ".hoodie"))) == before
