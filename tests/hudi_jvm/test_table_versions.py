@@ -13,12 +13,14 @@ from __future__ import annotations
 import pytest
 
 from streamer.read import Table
+from streamer.services.handover import handover_to_hudi
 from streamer.table.identity import IndexConfig, IndexType
 from streamer.write import HudiWriter, TableConfig
 from tests.hudi_jvm import tables
 from tests.hudi_jvm.compare import Expected, Query, assert_readers_match, standard_queries
 from tests.support import block_tables as tg
 from tests.support.gaps import JVM_TIER_HUDI_RS_GAPS
+from tests.support.hudi_options import HUDI_WRITE
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
@@ -99,3 +101,57 @@ def test_spark_engine_table_at_version_reads_as_its_model(tmp_path, hudi_session
             rec.history.upsert(rec.w.upsert(df, engine="spark").instant, batch)
     assert _layout(path) == (version, 2)
     assert_readers_match(path, {v: hudi_sessions[v] for v in READERS[version]}, Expected.of(rec.history))
+
+
+def _check(path: str, model: tg.Model, sessions, step: str) -> None:
+    """Snapshot (the model's rows) and read-optimized (the base files), every reader; no
+    key twice through ours."""
+    assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS),
+                         [Query("snapshot"), Query("read_optimized")])
+    ours = tg.read_ours(path)
+    assert len({(r["city"], r["id"]) for r in ours}) == len(ours), f"a key twice after {step}"
+
+
+def _hudi_write(session, path, batch, model: tg.Model, *, delete=False, extra=None, mode="append"):
+    opts = dict(HUDI_WRITE, **{"hoodie.index.type": "BLOOM"}, **(extra or {}))
+    if delete:
+        opts["hoodie.datasource.write.operation"] = "delete"
+    session.write(path, batch, opts, mode=mode)
+    model.apply(deletes=batch) if delete else model.apply(batch)
+
+
+@pytest.mark.parametrize(("version", "creator"), [(9, "1.2"), (8, "1.0")])
+def test_round_trip_hudi_creates_we_continue_hudi_services_we_continue(tmp_path, hudi_sessions, version, creator):
+    """Acceptance 3: Hudi creates a v8/v9 table; we continue it; Hudi upserts, deletes,
+    compacts and cleans; we continue - every reader equal to the model at each step."""
+    sessions = {v: hudi_sessions[v] for v in READERS[version]}
+    hudi = hudi_sessions[creator]
+    path = str(tmp_path / "t")
+    gen, model = tg.Gen(3), tg.Model()
+    _hudi_write(hudi, path, gen.upserts(120, tag="create"), model, mode="overwrite")
+    _hudi_write(hudi, path, gen.upserts(20, tag="h1"), model)
+    assert _layout(path) == (version, 2), "Hudi did not create the version it was asked for"
+    _check(path, model, sessions, f"Hudi {creator} created the table")
+
+    w = HudiWriter.open(path, options=tg.SMALL)
+    assert w.config.table_version == version
+    for i in range(4):
+        tg.step(w, gen, model, delete=(i == 2))
+    _check(path, model, sessions, "our writes")
+
+    handover_to_hudi(path)  # every key in a base file: Hudi's bloom index sees them all
+    _hudi_write(hudi, path, gen.upserts(30, tag="h2"), model)
+    _hudi_write(hudi, path, gen.deletes(model, 5), model, delete=True)
+    _hudi_write(hudi, path, gen.upserts(30, tag="h3"), model, extra={
+        "hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1",
+        "hoodie.clean.automatic": "true", "hoodie.cleaner.commits.retained": "1",
+    })
+    actions = {i.action for i in Table.open(path).timeline.completed()}
+    assert {"commit", "clean"} <= actions, actions  # Hudi's compaction and clean completed
+    assert _layout(path) == (version, 2)
+    _check(path, model, sessions, f"Hudi {creator} upserts, delete, compaction, clean")
+
+    w = HudiWriter.open(path, options=tg.SMALL)
+    for i in range(3):
+        tg.step(w, gen, model, delete=(i == 1))
+    _check(path, model, sessions, "our writes after Hudi's")
