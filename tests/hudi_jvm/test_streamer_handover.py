@@ -21,7 +21,7 @@ from streamer.pipeline.checkpoint import STREAMER_CHECKPOINT_KEY
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.sources.position import KafkaOffsets
-from streamer.table.metadata import CHECKPOINT_KEY, CommitMetadata
+from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2, CommitMetadata
 from streamer.table.properties import load_properties
 from streamer.table.timeline import Timeline
 from tests.support.trip_model import (
@@ -40,8 +40,10 @@ ROWS = pa.schema(
 )
 
 
-def _hoodie_streamer_write_options(table_name: str, checkpoint: str) -> dict[str, str]:
-    """A Hudi 0.15 datasource write that records its checkpoint as HoodieStreamer does."""
+def _hoodie_streamer_write_options(table_name: str, checkpoint: str, key: str = CHECKPOINT_KEY) -> dict[str, str]:
+    """A Hudi datasource write that records its checkpoint under ``key`` as HoodieStreamer
+    does (0.x: ``deltastreamer.checkpoint.key``; 1.x on table version 8+:
+    ``streamer.checkpoint.key.v2``)."""
     return {
         "hoodie.table.name": table_name,
         "hoodie.datasource.write.table.type": "MERGE_ON_READ",
@@ -50,8 +52,8 @@ def _hoodie_streamer_write_options(table_name: str, checkpoint: str) -> dict[str
         "hoodie.datasource.write.precombine.field": "ts",
         "hoodie.datasource.write.operation": "upsert",
         "hoodie.metadata.enable": "false",
-        "hoodie.datasource.write.commitmeta.key.prefix": "deltastreamer.",
-        CHECKPOINT_KEY: checkpoint,
+        "hoodie.datasource.write.commitmeta.key.prefix": key.split(".")[0] + ".",
+        key: checkpoint,
     }
 
 
@@ -68,6 +70,16 @@ def _uuid_ts(table: pa.Table) -> list[tuple[str, int]]:
 
 
 def test_pipeline_continues_a_topic_hoodie_streamer_started(kafka, spark, hudi015, tmp_path):
+    _continue_hoodie_streamer(kafka, spark, hudi015, tmp_path, CHECKPOINT_KEY, version=6)
+
+
+def test_pipeline_continues_a_topic_hoodie_streamer_1x_started_at_v9(kafka, spark, hudi12, tmp_path):
+    """Issue 29 acc 4: HoodieStreamer 1.x's v2 checkpoint in a Hudi 1.2 commit (a v9
+    table); our commits continue the table at v9 and carry the v2 key."""
+    _continue_hoodie_streamer(kafka, spark, hudi12, tmp_path, CHECKPOINT_KEY_V2, version=9)
+
+
+def _continue_hoodie_streamer(kafka, spark, hudi, tmp_path, key: str, *, version: int) -> None:
     topic = kafka.create_topic(f"handover-{uuid.uuid4().hex[:8]}", partitions=2)
     model = TripModel(seed=21, key_space=1_000_000, delete_ratio=0.0, update_ratio=0.0)  # inserts only
     records = model.records(N_RECORDS)
@@ -86,10 +98,11 @@ def test_pipeline_continues_a_topic_hoodie_streamer_started(kafka, spark, hudi01
     assert not problems
     path = config.target.path
     checkpoint = f"{topic},0:{handed[0]},1:{handed[1]}"
-    hudi015.write(path, pa.Table.from_pylist(first, schema=ROWS),
-                  _hoodie_streamer_write_options(config.target.table_name, checkpoint), mode="overwrite")
+    hudi.write(path, pa.Table.from_pylist(first, schema=ROWS),
+               _hoodie_streamer_write_options(config.target.table_name, checkpoint, key), mode="overwrite")
     hudi_instant, hudi_meta = _newest_write_metadata(path)
-    assert hudi_meta.get(CHECKPOINT_KEY) == checkpoint, "precondition: Hudi recorded the checkpoint"
+    assert hudi_meta.get(key) == checkpoint, "precondition: Hudi recorded the checkpoint"
+    assert load_properties(*resolve(path)).version == version
 
     # (c) our pipeline resumes at HoodieStreamer's offsets.
     runner = PipelineRunner(config, spark=spark)
@@ -100,12 +113,15 @@ def test_pipeline_continues_a_topic_hoodie_streamer_started(kafka, spark, hudi01
 
     expected = sorted((r["uuid"], r["ts"]) for r in records)
     assert _uuid_ts(Table.open(path).read()) == expected, "our reader: a gap or a duplicate"
-    assert _uuid_ts(hudi015.read(path)) == expected, "Hudi 0.15: a gap or a duplicate"
+    assert _uuid_ts(hudi.read(path)) == expected, f"Hudi {hudi.version}: a gap or a duplicate"
 
     # (d) our commit leaves HoodieStreamer's checkpoint, at the topic's end offsets.
     our_instant, our_meta = _newest_write_metadata(path)
     assert our_instant == report.instant and our_instant > hudi_instant
-    resumed = KafkaOffsets.from_hoodie_streamer(our_meta[CHECKPOINT_KEY])
+    assert load_properties(*resolve(path)).version == version
+    other = CHECKPOINT_KEY if key == CHECKPOINT_KEY_V2 else CHECKPOINT_KEY_V2
+    assert other not in our_meta, f"{other} on a version-{version} table"
+    resumed = KafkaOffsets.from_hoodie_streamer(our_meta[key])
     assert resumed == KafkaOffsets(topic=topic, partitions=kafka.end_offsets(topic))
     assert STREAMER_CHECKPOINT_KEY in our_meta
     assert PipelineRunner(config, spark=spark).run_once().skipped  # nothing left to read
