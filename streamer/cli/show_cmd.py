@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         out.write(line + "\n")
     out.write(_index_line(table) + "\n")
     out.write(_handover_line(table, args.path) + "\n")
+    from streamer.services.handover import version_advice
+
+    out.write(f"  Hudi versions: {version_advice(table.properties.version)}\n")
     cols = args.columns.split(",") if args.columns else None
     out.write(f"sample ({min(args.limit, snapshot.num_rows)} of {snapshot.num_rows} rows):\n")
     for line in format_sample(snapshot, args.limit, cols):

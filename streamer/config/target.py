@@ -241,6 +241,10 @@ class TargetConfig(StrictModel):
     #: How a write finds a key's file group: ``bloom`` (lookup) or ``bucket`` (key hash).
     #: Persisted with the table; a different value for an existing table is refused.
     index: IndexSettings = BloomIndexSettings(type="bloom")
+    #: Hudi table version a *new* table is created at: 6 (Hudi 0.x, and read by every engine
+    #: that reads Hudi, Trino included), 8 (Hudi 1.0) or 9 (Hudi 1.1+). An existing table is
+    #: always written at its own version. Why 6 is the default: docs/table-versions.md.
+    table_version: Literal[6, 8, 9] = 6
     #: Keep a catalog (Hive metastore) current after each commit; none by default.
     catalog: CatalogConfig | None = None
 

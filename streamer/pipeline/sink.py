@@ -61,6 +61,7 @@ def table_config(target: TargetConfig) -> TableConfig:
         log_block_format=LogBlockFormat(target.log_block_format),
         url_encode_partitions=target.url_encode_partitions,
         index=target.writer_index,
+        table_version=target.table_version,
     )
 
 

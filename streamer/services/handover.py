@@ -54,6 +54,7 @@ class HandoverReport:
     rolled_back: int = 0
     finished_plans: list[str] = field(default_factory=list)
     compactions: list[str] = field(default_factory=list)
+    table_version: int = 6
 
     def lines(self) -> list[str]:
         out = [f"repaired: {p}" for p in self.repaired]
@@ -69,7 +70,24 @@ class HandoverReport:
             "every key is now in a base file: Hudi writers with index "
             f"{'/'.join(BASE_FILE_ONLY_INDEXES)} can continue this table without duplicates"
         )
+        out.append(version_advice(self.table_version))
         return out
+
+
+def version_advice(version: int) -> str:
+    """Which Hudi writers keep a table of ``version`` at that version (they upgrade any
+    older table they write to by default - ``hoodie.write.auto.upgrade=true`` - and an
+    upgraded table is written by this project at its new version, but no longer read by
+    engines that know only the old one)."""
+    if version >= 9:
+        return ("table version 9: Hudi 1.1+ writers continue it as is; Hudi 0.x and 1.0 "
+                "cannot write it")
+    keep = f"hoodie.write.table.version={version} hoodie.write.auto.upgrade=false"
+    if version == 8:
+        return (f"table version 8: Hudi 1.0 writers keep it; Hudi 1.1+ writers upgrade it to 9 "
+                f"unless configured with {keep}")
+    return (f"table version {version}: Hudi 0.x writers keep it; Hudi 1.x writers upgrade it "
+            f"(to 8 or 9) unless configured with {keep}")
 
 
 def log_insert_groups(table: Table) -> list[LogInsertGroup]:
@@ -107,6 +125,7 @@ def handover_to_hudi(path: str, *, lock_timeout_s: float = 120.0) -> HandoverRep
     report.repaired = repair_table_format(fs, base, lock_timeout_s=lock_timeout_s)
     writer = HudiWriter.open(base, fs=fs)
     report.rolled_back = len(writer.rollback_failed_writes())
+    report.table_version = writer.config.table_version
     table = Table.open(writer.base_path, fs=writer.fs)
     for action in (Action.LOG_COMPACTION, Action.COMPACTION):
         for outcome in execute_pending(table, action, writer_lock_timeout_s=lock_timeout_s):

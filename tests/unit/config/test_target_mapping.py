@@ -32,6 +32,7 @@ MAPPED = {
     "table_name": ("other", lambda tc, wo: tc.name == "other"),
     "key_generator": ("complex", lambda tc, wo: tc.keygen is KeyGenType.COMPLEX),
     "hive_style": (True, lambda tc, wo: tc.hive_style_partitioning),
+    "table_version": (9, lambda tc, wo: tc.table_version == 9),
     "log_block_format": ("avro", lambda tc, wo: tc.log_block_format is LogBlockFormat.AVRO),
     "compression": ("zstd", lambda tc, wo: wo.parquet_codec == "zstd"),
     "max_file_size": ("1GiB", lambda tc, wo: wo.max_file_size == 1024**3),
