@@ -173,6 +173,8 @@ class Table:
             ordering_field=p.precombine_field,
             event_time_ordering=p.merge_mode == "EVENT_TIME_ORDERING",
             populate_meta_fields=p.populate_meta_fields,
+            # version 6 belongs to Hudi 0.x, whose payload orders delete blocks its own way
+            payload_delete_order=p.version < 8,
         )
 
     def schema(self) -> pa.Schema | None:

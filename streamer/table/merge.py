@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
 from streamer.table.log_format import ROLLBACK_COMMAND, BlockType, HeaderKey
+from streamer.table.payload_deletes import payload_order_winners
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,9 @@ class MergeSpec:
     ordering_field: str | None = None
     event_time_ordering: bool = True
     populate_meta_fields: bool = True
+    #: table version 6: delete blocks ordered as Hudi 0.x's payload orders them (a record
+    #: written after a delete wins; see :mod:`streamer.table.payload_deletes`)
+    payload_delete_order: bool = False
 
     def key_columns(self) -> list[str]:
         if self.populate_meta_fields:
@@ -412,7 +416,16 @@ def _merge_sorted(
         order = order.filter(last)  # each key's last row: one gather of the winners only
     winners = merged.take(order)
     if deletes:
-        winners = _apply_deletes(winners, pa.concat_tables(deletes, promote_options="permissive"), event_time)
+        all_deletes = pa.concat_tables(deletes, promote_options="permissive")
+        picked = payload_order_winners(merged, all_deletes) if event_time and spec.payload_delete_order else None
+        if picked is None:
+            winners = _apply_deletes(winners, all_deletes, event_time)
+        else:  # keys Hudi 0.x orders differently: decided there, the rest as usual
+            keys, rows = picked
+            winners = winners.filter(pc.invert(pc.is_in(winners.column(_KEY), value_set=keys)))
+            rest = all_deletes.filter(pc.invert(pc.is_in(all_deletes.column(_KEY), value_set=keys)))
+            winners = pa.concat_tables([_apply_deletes(winners, rest, event_time), merged.take(rows)])
+            winners = winners.take(pc.sort_indices(winners, [(_KEY, "ascending")]))
     return _finish(winners, drop)
 
 
