@@ -10,9 +10,13 @@ one Hudi 1.0.2 and 1.2.0 create themselves.
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
+from streamer.config.policies import CompactionPolicy
 from streamer.read import Table
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
 from streamer.services.handover import handover_to_hudi
 from streamer.table.identity import IndexConfig, IndexType
 from streamer.write import HudiWriter, TableConfig
@@ -155,3 +159,79 @@ def test_round_trip_hudi_creates_we_continue_hudi_services_we_continue(tmp_path,
     for i in range(3):
         tg.step(w, gen, model, delete=(i == 1))
     _check(path, model, sessions, "our writes after Hudi's")
+
+
+# --- acceptance 6: a delete followed by a lower-ordered re-insert ---------------------------
+#: key -> value each table version must read (None: deleted), derived from the owning Hudi
+#: release's source (streamer.table.payload_deletes says how): version 6 as Hudi 0.15's
+#: DefaultHoodieRecordPayload orders delete blocks, versions 8/9 by event time as Hudi 1.x.
+DIVERGENCE_EXPECTED = {
+    6: {1: "reins-lower", 2: "reins-higher", 3: "upd300", 10: None},
+    8: {1: None, 2: "reins-higher", 3: "upd300", 10: "base300"},
+    9: {1: None, 2: "reins-higher", 3: "upd300", 10: "base300"},
+}
+#: The Hudi releases that own each version (their answers must equal ours), and the ones
+#: that read a version differently: checked to answer what DIVERGENCE_EXPECTED of the
+#: other rule says (red when a release changes its mind).
+OWNERS = {6: ("0.15",), 8: ("1.0", "1.2"), 9: ("1.2",)}
+OTHERS = {6: ("1.0", "1.2"), 8: (), 9: ()}
+
+
+def _divergence_table(path: str, version: int) -> str:
+    """Key 1 deleted (ordering 200), re-inserted at 150 then 120; key 2 re-inserted at 250;
+    key 3 updated to 300 then deleted at 200; key 10's base record (300) deleted at 200.
+    Returns the instant the incremental range starts after."""
+    def rows(ids, ts, val):
+        return pa.Table.from_pylist([{"id": i, "city": "sf", "ts": ts, "value": val} for i in ids], schema=tg.SCHEMA)
+
+    with tg.at_version(version):
+        w = tg.create(path)
+    w.upsert(pa.concat_tables([rows(range(1, 40), 100, "base"), rows([10], 300, "base300")]).sort_by("id"))
+    first = w.upsert(rows([1, 2, 3, 4], 200, "upd")).instant
+    w.delete(rows([10], 200, None))
+    w.delete(rows([1, 2], 200, None))
+    w.upsert(rows([3], 300, "upd300"))
+    w.delete(rows([3], 200, None))
+    w.upsert(rows([1], 150, "reins-lower"))
+    w.upsert(rows([1], 120, "reins-lower2"))
+    w.upsert(rows([2], 250, "reins-higher"))
+    return first
+
+
+def _picked(table) -> dict[int, str]:
+    rows = table.to_pylist() if hasattr(table, "to_pylist") else table
+    return {r["id"]: r["value"] for r in rows if r["id"] in (1, 2, 3, 10)}
+
+
+def _want(version: int) -> dict[int, str]:
+    return {k: v for k, v in DIVERGENCE_EXPECTED[version].items() if v is not None}
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_delete_then_lower_reinsert_reads_as_the_owning_hudi_release(tmp_path, hudi_sessions, version):
+    path = str(tmp_path / "t")
+    first = _divergence_table(path, version)
+    want = _want(version)
+    other = _want(9 if version == 6 else 6)
+    ours = Table.open(path)
+    assert _picked(ours.read()) == want, "our snapshot"
+    # the incremental range after the first update: the keys it changed, as the snapshot
+    # (key 10's base record, when it survives, was written before the range)
+    inc = {k: v for k, v in want.items() if v != "base300"}
+    assert _picked(ours.read("incremental", begin=first)) == inc, "our incremental"
+    for v in OWNERS[version]:
+        assert _picked(hudi_sessions[v].read(path)) == want, f"Hudi {v} snapshot"
+    for v in OTHERS[version]:
+        assert _picked(hudi_sessions[v].read(path)) == other, f"Hudi {v} snapshot now agrees: update OTHERS"
+    hudi_rs = _picked(tg.read_hudi_rs(path))
+    assert hudi_rs == (want if version >= 8 else other), "hudi-rs"
+    owner = "0.15" if version == 6 else "1.2"
+    assert _picked(hudi_sessions[owner].read(path, query="incremental", begin=first)) == inc
+
+    # our compaction writes the owner's answer into base files: every reader then agrees
+    comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+    assert comp is not None and execute(Table.open(path), comp).status == "completed"
+    assert _picked(Table.open(path).read()) == want
+    assert _picked(tg.read_hudi_rs(path)) == want
+    for v in (*OWNERS[version], *OTHERS[version]):
+        assert _picked(hudi_sessions[v].read(path)) == want, f"Hudi {v} after our compaction"
