@@ -42,6 +42,7 @@ from tests.support.hudi import HudiOracleError
 HEADING = "## Write: upsert throughput"
 CITIES = np.array(["sf", "nyc", "chennai", "oslo", "lima", "pune", "rome", "oslo2"])
 OURS = "mor-streamer upsert (local engine)"
+OURS_V9 = "mor-streamer upsert, table version 9 (local engine)"
 PARQUET = "plain Parquet append"
 DELTA = "Delta Lake MERGE (deltalake)"
 HUDI = "Hudi 0.15 Spark MOR upsert (bloom, MDT off)"
@@ -126,10 +127,12 @@ def _timed(fn: Callable[[], object]) -> Sample:
     return {"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu}
 
 
-def bench_ours(root: Path, batches: list[pa.Table]) -> list[Sample]:
-    path = str(root / "ours")
+def bench_ours(root: Path, batches: list[pa.Table], version: int = 6) -> list[Sample]:
+    """Our writer at table ``version`` (6 is the default table; 9 writes Avro commit
+    metadata, a layout-2 timeline and one log file per commit)."""
+    path = str(root / f"ours_v{version}")
     opts = WriteOptions(engine="local", parallelism=os.cpu_count() or 2)
-    w = HudiWriter.create(path, TableConfig("bench", ("id",), ("city",), "ts"), options=opts)
+    w = HudiWriter.create(path, TableConfig("bench", ("id",), ("city",), "ts", table_version=version), options=opts)
     return [_timed(lambda b=b: w.upsert(b)) for b in batches]
 
 
@@ -252,7 +255,8 @@ def run(sizes: list[int], n_batches: int, hudi: bool = True, seed: int = 42) -> 
                 max_id = next_id
                 batches.append(b)
             sinks: list[tuple[str, Callable[[Path, list[pa.Table]], list[Sample] | None]]] = [
-                (OURS, bench_ours), (PARQUET, bench_parquet), (DELTA, bench_delta)]
+                (OURS, bench_ours), (OURS_V9, partial(bench_ours, version=9)),
+                (PARQUET, bench_parquet), (DELTA, bench_delta)]
             if session is not None:
                 sinks.append((HUDI, partial(bench_hudi_spark, session=session, options=HUDI_OPTIONS)))
                 if size <= MDT_MAX_SIZE:
@@ -310,6 +314,11 @@ def observations(rows: list[dict], run_s: float) -> list[str]:
     """Sentences computed from this run's numbers (Hudi beside ours)."""
     out = [f"This run took {run_s / 60:.1f} min in all."]
     ours = {r["size"]: r for r in rows if r["sink"] == OURS}
+    for r in rows:
+        o = ours.get(r["size"])
+        if r["sink"] == OURS_V9 and o and o["cpu_s"] and r["cpu_s"] is not None:
+            out.append(f"Table version 9 against 6 at {r['size']:,}: CPU s per commit "
+                       f"{r['cpu_s'] / o['cpu_s']:.2f}x, wall p50 {r['median_s'] / o['median_s']:.2f}x.")
     for r in rows:
         if not r["jobs"]:
             continue

@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "streamer.cli.check_cmd",
     "streamer.cli.repair_cmd",
     "streamer.cli.handover_cmd",
+    "streamer.cli.upgrade_cmd",
     "streamer.cli.demo_cmd",
     "streamer.cli.kafka_cmd",
     "streamer.cli.setup_cmd",

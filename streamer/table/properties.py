@@ -473,7 +473,8 @@ class TableProperties:
         return TableProperties(raw)
 
 
-def _version_keys(version: int, ordering_field: str | None, keygen_class: str | None) -> dict[str, str]:
+def version_keys(version: int, ordering_field: str | None, keygen_class: str | None,
+                 *, event_time: bool | None = None) -> dict[str, str]:
     """The keys Hudi 1.x's writer adds at table version 8 or 9 (audited against tables
     Hudi 1.0.2 and 1.2.0 created: ``tests/hudi_jvm/test_table_versions.py``).
 
@@ -484,7 +485,7 @@ def _version_keys(version: int, ordering_field: str | None, keygen_class: str | 
     version 9 names the ordering fields ``ordering.fields`` and drops the payload class
     (only a custom payload is kept) for ``hoodie.table.format``.
     """
-    event_time = bool(ordering_field)
+    event_time = bool(ordering_field) if event_time is None else event_time
     raw = {
         TIMELINE_PATH: "timeline",
         TIMELINE_HISTORY_PATH: "history",
@@ -505,7 +506,32 @@ def _version_keys(version: int, ordering_field: str | None, keygen_class: str | 
         if ordering_field:
             raw[ORDERING_FIELDS] = ordering_field
         raw[TABLE_FORMAT] = "native"
+    raw[TABLE_VERSION] = str(version)
+    raw[TIMELINE_LAYOUT_VERSION] = "2"
     return raw
+
+
+def upgraded_properties(props: TableProperties, version: int) -> TableProperties:
+    """``props`` of a version-6 table as Hudi's upgrade handlers leave them at ``version``
+    (8 or 9): the keys of :func:`version_keys`, the merge mode the table had, the version
+    it began at kept as ``initial.version``; version 6's merger-strategy key dropped, and
+    at 9 the ordering field moved to ``ordering.fields`` and a standard payload class or
+    key generator class dropped (the merge mode and key generator type say the same)."""
+    kg_class = props.key_generator_class
+    raw = dict(props.raw)
+    raw.pop(MERGER_STRATEGY, None)
+    if version >= 9:
+        raw.pop(PRECOMBINE_FIELD, None)
+        if raw.get(PAYLOAD_CLASS) in (DEFAULT_PAYLOAD, OVERWRITE_PAYLOAD):
+            raw.pop(PAYLOAD_CLASS)
+    raw.update(version_keys(version, props.precombine_field, kg_class,
+                            event_time=props.merge_mode == "EVENT_TIME_ORDERING"))
+    if raw.get(KEYGEN_TYPE, "USER_PROVIDED") != "USER_PROVIDED":
+        raw.pop(KEYGEN_CLASS, None)
+    raw[INITIAL_VERSION] = props.raw.get(INITIAL_VERSION) or str(props.version)
+    out = TableProperties(raw)
+    out.raw[CHECKSUM] = str(out.expected_checksum())
+    return out
 
 
 def properties_path(base_path: str) -> str:
@@ -601,7 +627,7 @@ def new_table_properties(
     version: int = WRITE_VERSION,
 ) -> TableProperties:
     """Properties for a new table of ``version``: the keys Hudi's Spark writer of that
-    version writes (0.15 for 6, 1.0 for 8, 1.2 for 9; see :func:`_version_keys`).
+    version writes (0.15 for 6, 1.0 for 8, 1.2 for 9; see :func:`version_keys`).
 
     Audited against a MOR table Hudi 0.15.0 created (``tests/hudi_jvm``): same keys and
     values, with these differences, each accepted by Hudi's ``HoodieTableConfig``:
@@ -647,7 +673,7 @@ def new_table_properties(
             raw.setdefault(PAYLOAD_CLASS, DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD)
             raw.setdefault(MERGER_STRATEGY, DEFAULT_MERGER_STRATEGY)
     else:
-        raw.update(_version_keys(version, precombine_field, keygen_class))
+        raw.update(version_keys(version, precombine_field, keygen_class))
     raw.update(extra or {})
     props = TableProperties(raw)
     props.raw[CHECKSUM] = str(props.expected_checksum())

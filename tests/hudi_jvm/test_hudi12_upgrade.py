@@ -106,3 +106,51 @@ pipelines:
     err = capsys.readouterr().err
     assert "version 10" in err and "Traceback" not in err, err
     assert sorted(os.listdir(os.path.join(path, ".hoodie"))) == before
+
+
+def test_streamer_upgrade_to_9_then_hudi12_reads_and_continues(tmp_path, hudi12, capsys):
+    """Issue 29 acc 5: ``streamer upgrade --to 9`` on a version-6 table of ours (logs,
+    inserts into logs, deletes, a log compaction, a clean, an archive) gives a v9 table
+    that Hudi 1.2 reads and continues, and that our writer continues after Hudi."""
+    from streamer.config.policies import ArchivePolicy, CleanPolicy, LogCompactionPolicy
+    from streamer.services.archive import run_archive
+    from streamer.services.clean import run_clean
+    from streamer.services.executor import execute
+    from streamer.services.log_compaction import schedule_log_compaction
+
+    path = str(tmp_path / "t")
+    w, gen, model = tg.build(path, 8, deletes_every=3)
+    lc = schedule_log_compaction(Table.open(path), LogCompactionPolicy(min_blocks=3))
+    assert lc is not None and execute(Table.open(path), lc).status == "completed"
+    tg.step(w, gen, model)
+    run_clean(Table.open(path), CleanPolicy(retain_commits=2))
+    assert run_archive(Table.open(path), ArchivePolicy(min_commits=3, max_commits=5)).archived
+    sessions = {"1.2": hudi12}
+    want = Expected.of_rows(model.snapshot(), tg.COLUMNS)
+    checks = [Query("snapshot"), Query("read_optimized")]
+
+    capsys.readouterr()
+    assert cli(["upgrade", path, "--to", "9"]) == 0
+    assert "table version 6 -> 9" in capsys.readouterr().out
+    t = Table.open(path)
+    assert (t.properties.version, t.timeline.layout_version) == (9, 2)
+    assert all(i.completion_time for i in t.timeline.completed())
+    assert not [n for n in os.listdir(os.path.join(path, ".hoodie")) if n[:1].isdigit()], "layout-1 files left"
+    assert_readers_match(path, sessions, want, checks)
+
+    batch = gen.upserts(30, tag="h12")
+    hudi12.write(path, batch, dict(HUDI_WRITE, **{"hoodie.index.type": "BLOOM"}))
+    model.apply(batch)
+    gone = gen.deletes(model, 5)
+    hudi12.write(path, gone, dict(HUDI_WRITE, **{"hoodie.index.type": "BLOOM",
+                                                  "hoodie.datasource.write.operation": "delete"}))
+    model.apply(deletes=gone)
+    assert load_properties(t.fs, path).version == 9
+    assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), checks)
+
+    w2 = HudiWriter.open(path, options=tg.SMALL)
+    for i in range(3):
+        tg.step(w2, gen, model, 15, delete=(i == 1))
+    assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), checks)
+    ours = tg.read_ours(path)
+    assert len({(r["city"], r["id"]) for r in ours}) == len(ours), "a key twice"
