@@ -110,11 +110,18 @@ pipelines:
 
 def test_streamer_upgrade_to_9_then_hudi12_reads_and_continues(tmp_path, hudi12, capsys):
     """Issue 29 acc 5: ``streamer upgrade --to 9`` on a version-6 table of ours (logs,
-    inserts into logs, deletes, a log compaction, a clean, an archive) gives a v9 table
+    inserts into logs, deletes, a log compaction, a compaction, a clean, an archive, and
+    logs again after them) gives a v9 table
     that Hudi 1.2 reads and continues, and that our writer continues after Hudi."""
-    from streamer.config.policies import ArchivePolicy, CleanPolicy, LogCompactionPolicy
+    from streamer.config.policies import (
+        ArchivePolicy,
+        CleanPolicy,
+        CompactionPolicy,
+        LogCompactionPolicy,
+    )
     from streamer.services.archive import run_archive
     from streamer.services.clean import run_clean
+    from streamer.services.compaction import schedule_compaction
     from streamer.services.executor import execute
     from streamer.services.log_compaction import schedule_log_compaction
 
@@ -122,9 +129,12 @@ def test_streamer_upgrade_to_9_then_hudi12_reads_and_continues(tmp_path, hudi12,
     w, gen, model = tg.build(path, 8, deletes_every=3)
     lc = schedule_log_compaction(Table.open(path), LogCompactionPolicy(min_blocks=3))
     assert lc is not None and execute(Table.open(path), lc).status == "completed"
-    tg.step(w, gen, model)
-    run_clean(Table.open(path), CleanPolicy(retain_commits=2))
-    assert run_archive(Table.open(path), ArchivePolicy(min_commits=3, max_commits=5)).archived
+    comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+    assert execute(Table.open(path), comp).status == "completed"
+    for i in range(4):
+        tg.step(w, gen, model, delete=(i == 1))
+    run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    assert run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
     sessions = {"1.2": hudi12}
     want = Expected.of_rows(model.snapshot(), tg.COLUMNS)
     checks = [Query("snapshot"), Query("read_optimized")]
