@@ -36,6 +36,11 @@ class UnsupportedTableVersionError(TableError):
     """The table's version (or layout) is one we cannot read or write."""
 
 
+class UnsupportedMergeError(TableError):
+    """The table merges records by a rule we do not implement (a custom merger, a
+    partial-update payload): refused by name rather than misread."""
+
+
 class MissingFileError(TableError):
     """A file referenced by a completed instant is missing."""
 

@@ -26,7 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from streamer import defaults
-from streamer.errors import CorruptDataError, QueryError, StreamerError  # noqa: F401 - QueryError re-exported
+from streamer.errors import CorruptDataError, QueryError, StreamerError, UnsupportedMergeError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
 from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
@@ -168,6 +168,10 @@ class Table:
 
     def merge_spec(self) -> MergeSpec:
         p = self.properties
+        unsupported = p.unsupported_merge
+        if unsupported:
+            raise UnsupportedMergeError(
+                f"{unsupported}: this project merges records by event time or commit time only", self.base_path)
         return MergeSpec(
             record_key_fields=p.record_key_fields,
             ordering_field=p.precombine_field,

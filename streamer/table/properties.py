@@ -41,6 +41,7 @@ from streamer.table.table_keys import (
     MERGE_STRATEGY_ID,
     MERGER_STRATEGY,
     ORDERING_FIELDS,
+    PARTIAL_UPDATE_MODE,
     PARTITION_FIELDS,
     PARTITION_METAFILE_BASE_FORMAT,
     PAYLOAD_CLASS,
@@ -70,6 +71,10 @@ OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 #: Hudi's ``HoodieRecordMerger.DEFAULT_MERGE_STRATEGY_UUID`` (payload-based merging).
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+#: Payload classes whose merge rule is event time or commit time (what we merge by).
+STANDARD_PAYLOADS = frozenset({
+    DEFAULT_PAYLOAD, OVERWRITE_PAYLOAD, "org.apache.hudi.common.model.EventTimeAvroPayload",
+})
 #: The only log *file* format Hudi has (``HoodieFileFormat.HOODIE_LOG``, extension ``.log``).
 HOODIE_LOG = "HOODIE_LOG"
 
@@ -415,6 +420,30 @@ class TableProperties:
         if (self.raw.get(PAYLOAD_CLASS) or "").endswith(".OverwriteWithLatestAvroPayload"):
             return "COMMIT_TIME_ORDERING"
         return "EVENT_TIME_ORDERING" if self.precombine_field else "COMMIT_TIME_ORDERING"
+
+    @property
+    def unsupported_merge(self) -> str | None:
+        """Why this table's merge rule is not one we honour (``None``: it is).
+
+        We merge by event time or commit time, as the standard payloads (``Default``,
+        ``OverwriteWithLatest``, ``EventTime``) and Hudi 1.x's two built-in modes define
+        them. A custom merge mode or merger, another payload class (partial updates,
+        Debezium's, DMS's) or a partial-update mode would be misread, so the table is
+        refused naming the setting instead.
+        """
+        mode = (self.raw.get(RECORD_MERGE_MODE) or "").strip().upper()
+        if mode and mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
+            return f"{RECORD_MERGE_MODE}={mode}"
+        payload = (self.raw.get(PAYLOAD_CLASS) or "").strip()
+        if payload and payload not in STANDARD_PAYLOADS:
+            return f"{PAYLOAD_CLASS}={payload}"
+        strategy = (self.raw.get(MERGE_STRATEGY_ID) or self.raw.get(MERGER_STRATEGY) or "").strip()
+        if strategy and strategy not in (DEFAULT_MERGER_STRATEGY, COMMIT_TIME_MERGER_STRATEGY):
+            return f"{MERGE_STRATEGY_ID}={strategy}"
+        partial = (self.raw.get(PARTIAL_UPDATE_MODE) or "").strip().upper()
+        if partial and partial != "NONE":
+            return f"{PARTIAL_UPDATE_MODE}={partial}"
+        return None
 
     @property
     def populate_meta_fields(self) -> bool:

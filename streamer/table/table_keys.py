@@ -110,6 +110,7 @@ ORDERING_FIELDS = _key("hoodie.table.ordering.fields", "Ordering fields, comma s
 PRECOMBINE_FIELD = _key("hoodie.table.precombine.field", "The ordering field before version 9.", versions=_V6_V8, renamed_to=ORDERING_FIELDS)
 RECORD_MERGE_MODE = _key("hoodie.record.merge.mode", "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM; absent: from the payload class, else from whether there is an ordering field.", versions=_V8_ON)
 PAYLOAD_CLASS = _key("hoodie.compaction.payload.class", "Payload class; in version 9 only a custom payload is kept here.")
+PARTIAL_UPDATE_MODE = _key("hoodie.table.partial.update.mode", "Partial-update mode (Hudi 1.1+); this project refuses a table that sets one.", versions=_V9)
 MERGE_STRATEGY_ID = _key("hoodie.record.merge.strategy.id", "Record merger strategy id (version 8 on).", versions=_V8_ON)
 MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", "Record merger strategy id.", versions=_V6, renamed_to=MERGE_STRATEGY_ID)
 

@@ -178,6 +178,9 @@ class HudiWriter:
                 f" this writer writes versions {', '.join(map(str, WRITABLE_VERSIONS))}"
                 " (version 6 on layout 1, 8 and 9 on layout 2)"
             )
+        if props.unsupported_merge:
+            raise ConfigError(f"{path}: {props.unsupported_merge}: this writer merges records by event "
+                              "time or commit time only")
         writer = cls(fs, path, TableConfig.from_properties(props.raw), options or WriteOptions())
         if format_problems(props) or empty_clean_inflights(fs, path):
             # a table of an earlier version of this project: Apache Hudi cannot see its

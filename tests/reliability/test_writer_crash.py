@@ -60,9 +60,11 @@ def _run_child(path: str, op: str, batch: pa.Table, tmp: Path, kill_at: int | No
     return proc.returncode
 
 
-def _seed_table(root: Path) -> tuple[str, Model, BatchGen]:
+def _seed_table(root: Path, version: int = 6) -> tuple[str, Model, BatchGen]:
+    """A table of ``version``: 6, or 9 (a layout-2 timeline, one log file per commit, a
+    rollback that deletes the failed commit's files)."""
     path = str(root / "seed")
-    w = HudiWriter.create(path, TableConfig("crash", ("id",), ("city",), "ts"), options=OPTS)
+    w = HudiWriter.create(path, TableConfig("crash", ("id",), ("city",), "ts", table_version=version), options=OPTS)
     gen, model = BatchGen(11, key_space=300), Model()
     for _ in range(3):
         b = gen.upsert_batch(model, 80)
@@ -79,13 +81,14 @@ def _assert_model(path: str, model: Model) -> None:
     assert not t.timeline.pending() or all(i.action != "deltacommit" for i in t.timeline.pending())
 
 
-def test_kill9_at_random_points_then_recover(tmp_path):
+@pytest.mark.parametrize("version", [6, 9])
+def test_kill9_at_random_points_then_recover(tmp_path, version):
     with seeded(SEED) as seed:
-        _kill_at_random_points(tmp_path, seed)
+        _kill_at_random_points(tmp_path, seed, version)
 
 
-def _kill_at_random_points(tmp_path: Path, seed: int) -> None:
-    seed_path, base_model, gen = _seed_table(tmp_path)
+def _kill_at_random_points(tmp_path: Path, seed: int, version: int) -> None:
+    seed_path, base_model, gen = _seed_table(tmp_path, version)
     crash_batch = gen.upsert_batch(base_model, 160)  # touches many file groups
     recover_batch = gen.upsert_batch(base_model, 40)
 
@@ -123,8 +126,9 @@ def _kill_at_random_points(tmp_path: Path, seed: int) -> None:
         assert not list(Path(case).rglob("*.tmp")), f"temp files left at step {n} ({steps[n - 1]})"
 
 
-def test_kill9_during_rollback_then_recover(tmp_path):
-    seed_path, base_model, gen = _seed_table(tmp_path)
+@pytest.mark.parametrize("version", [6, 9])
+def test_kill9_during_rollback_then_recover(tmp_path, version):
+    seed_path, base_model, gen = _seed_table(tmp_path, version)
     crash_batch = gen.upsert_batch(base_model, 90)
     recover_batch = gen.upsert_batch(base_model, 30)
     # a commit killed after its log/base files are written, before completion

@@ -65,3 +65,25 @@ def test_show_and_handover_say_which_hudi_writers_keep_the_version(tmp_path, cap
         assert version_advice(version) in handover_to_hudi(path).lines()
     assert "hoodie.write.table.version=6 hoodie.write.auto.upgrade=false" in version_advice(6)
     assert "hoodie.write.table.version=8" in version_advice(8)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("hoodie.record.merge.mode", "CUSTOM"),
+    ("hoodie.compaction.payload.class", "org.apache.hudi.common.model.PartialUpdateAvroPayload"),
+    ("hoodie.record.merge.strategy.id", "00000000-0000-0000-0000-000000000001"),
+    ("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+])
+def test_a_merge_rule_we_cannot_honour_is_refused_by_name(tmp_path, key, value):
+    from streamer.errors import ConfigError, UnsupportedMergeError
+    from streamer.table.properties import load_properties, write_properties
+    from streamer.write import HudiWriter
+
+    path = str(tmp_path / "t")
+    with tg.at_version(9):
+        tg.build(path, 1)
+    fs = Table.open(path).fs
+    write_properties(fs, path, load_properties(fs, path).with_updates({key: value}))
+    with pytest.raises(ConfigError, match=f"{key}={value}"):
+        HudiWriter.open(path, options=tg.SMALL)
+    with pytest.raises(UnsupportedMergeError, match=f"{key}={value}"):
+        Table.open(path).read()
