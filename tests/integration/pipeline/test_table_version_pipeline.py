@@ -40,7 +40,7 @@ pipelines:
       compaction: {{mode: inline, trigger: {{delta_commits: 4}}, strategy: log_file_size}}
       clean: {{retain_commits: 2}}
       archive: {{min_commits: 4, max_commits: 6}}
-    trigger: {{mode: once}}
+    trigger: {{mode: available_now}}
     engine: local
 """
 
