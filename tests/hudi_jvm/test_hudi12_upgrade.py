@@ -1,12 +1,11 @@
 """Hudi 1.2 writes to one of our table-version-6 tables: what a user of both sees.
 
 Hudi 1.2 upgrades any table it writes to (6 -> 8 -> 9: a new timeline layout with
-completion times, new commit metadata). This project writes version 6 only, so after such
-an upgrade our writer must refuse the table in one line that says why and what to do -
-never write a v6 commit into a v9 timeline - and no reader may silently misread it:
-Hudi 1.2, hudi-rs and our reader each either return the model's rows or refuse. Since
-this project writes version 9 too, our writer continues such a table at version 9; a
-table newer than it knows is refused in one line.
+completion times, new commit metadata). Our writer must then continue the table at its
+new version - never write a v6 commit into a v9 timeline - and no reader may silently
+misread it: Hudi 1.2, hudi-rs and our reader return the model's rows. A table newer than
+the writer knows is refused in one line. ``streamer upgrade`` takes a v6 table to v9 the
+same way on our side.
 """
 
 from __future__ import annotations
