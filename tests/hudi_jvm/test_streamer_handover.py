@@ -122,6 +122,10 @@ def _continue_hoodie_streamer(kafka, spark, hudi, tmp_path, key: str, *, version
     other = CHECKPOINT_KEY if key == CHECKPOINT_KEY_V2 else CHECKPOINT_KEY_V2
     assert other not in our_meta, f"{other} on a version-{version} table"
     resumed = KafkaOffsets.from_hoodie_streamer(our_meta[key])
+    if key == CHECKPOINT_KEY_V2:  # what HoodieStreamer 1.x itself would resume from
+        found = hudi.checkpoint(path)
+        assert (found["instant"], found["class"], found["value"]) == (
+            our_instant, "StreamerCheckpointV2", our_meta[key]), found
     assert resumed == KafkaOffsets(topic=topic, partitions=kafka.end_offsets(topic))
     assert STREAMER_CHECKPOINT_KEY in our_meta
     assert PipelineRunner(config, spark=spark).run_once().skipped  # nothing left to read

@@ -266,6 +266,12 @@ class HudiSpark:
                 out.append(e)
         return out
 
+    def checkpoint(self, path: str | Path) -> dict[str, Any]:
+        """Hudi 1.x only: the checkpoint its ``CheckpointUtils.getCheckpoint`` reads from
+        the newest completed commit - ``instant``, ``class`` (``StreamerCheckpointV1`` or
+        ``V2``) and ``value``."""
+        return self.request({"op": "checkpoint", "path": str(path)})
+
     # -- writes ------------------------------------------------------------------------
     def write(
         self,

@@ -304,6 +304,24 @@ def _table_config(spark: SparkSession, req: Json) -> Json:
     }
 
 
+def _checkpoint(spark: SparkSession, req: Json) -> Json:
+    """The checkpoint Hudi 1.x's own ``CheckpointUtils.getCheckpoint`` (what HoodieStreamer
+    1.x resumes from) finds in the table's newest completed commit: its class (V1 or V2)
+    and value."""
+    jvm = spark._jvm
+    if jvm is None:
+        raise RuntimeError("the Spark session has no JVM (stopped?)")
+    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(spark._jsc.hadoopConfiguration())
+    meta = jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf) \
+        .setBasePath(req["path"]).build()
+    timeline = meta.getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
+    last = timeline.lastInstant().get()
+    commit = jvm.org.apache.hudi.common.table.timeline.TimelineUtils.getCommitMetadata(last, timeline)
+    found = jvm.org.apache.hudi.common.table.checkpoint.CheckpointUtils.getCheckpoint(commit)
+    return {"instant": str(last.requestedTime()), "class": str(found.getClass().getSimpleName()),
+            "value": str(found.getCheckpointKey())}
+
+
 def _handle(spark: SparkSession, req: Json) -> Json:
     op = req.get("op")
     if op == "batch":
@@ -316,6 +334,8 @@ def _handle(spark: SparkSession, req: Json) -> Json:
         return _sql(spark, req)
     if op == "table_config":
         return _table_config(spark, req)
+    if op == "checkpoint":
+        return _checkpoint(spark, req)
     if op == "version":
         return {"spark": spark.version, "jar": os.path.basename(os.environ["HUDI_WORKER_JAR"])}
     raise ValueError(f"unknown op {op!r}")
