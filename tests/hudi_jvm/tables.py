@@ -156,6 +156,21 @@ def rolled_back_write(path: str) -> History:
     return rec.history
 
 
+def spark_engine(path: str, spark) -> History:
+    """Upserts and a delete written through the Spark engine (a table of the version of
+    the enclosing ``tg.at_version``)."""
+    rec = Recorder(tg.create(path))
+    gen = tg.Gen(5)
+    for i in range(4):
+        batch = gen.upserts(40) if i != 2 else gen.deletes(rec.live(), 10)
+        df = spark.createDataFrame(batch.to_pylist(), schema="id long, city string, ts long, value string")
+        if i == 2:
+            rec.history.delete(rec.w.delete(df, engine="spark").instant, batch)
+        else:
+            rec.history.upsert(rec.w.upsert(df, engine="spark").instant, batch)
+    return rec.history
+
+
 #: Columns Hudi's Spark reader replaces for a key generator, for Hudi's own tables too:
 #: with TimestampBasedKeyGenerator, Hudi 0.15's read-optimized query returns the source
 #: field as the partition path string ("2023/11/14") and Hudi 1.0 as a string of the

@@ -81,16 +81,5 @@ def test_hudi_reads_its_own_timestamp_keygen_table_the_same_way(tmp_path, hudi01
 
 @pytest.mark.integration
 def test_spark_engine_table_reads_as_its_model(tmp_path, hudi_sessions, spark):
-    from tests.support import block_tables as tg
-
     path = str(tmp_path / "spark_engine")
-    rec = tables.Recorder(tg.create(path))
-    gen = tg.Gen(5)
-    for i in range(4):
-        batch = gen.upserts(40) if i != 2 else gen.deletes(rec.live(), 10)
-        df = spark.createDataFrame(batch.to_pylist(), schema="id long, city string, ts long, value string")
-        if i == 2:
-            rec.history.delete(rec.w.delete(df, engine="spark").instant, batch)
-        else:
-            rec.history.upsert(rec.w.upsert(df, engine="spark").instant, batch)
-    assert_readers_match(path, hudi_sessions, Expected.of(rec.history))
+    assert_readers_match(path, hudi_sessions, Expected.of(tables.spark_engine(path, spark)))

@@ -94,17 +94,9 @@ def test_bucket_index_table_at_version_reads_as_its_model(tmp_path, hudi_session
 def test_spark_engine_table_at_version_reads_as_its_model(tmp_path, hudi_sessions, spark, version):
     path = str(tmp_path / "spark_engine")
     with tg.at_version(version):
-        rec = tables.Recorder(tg.create(path))
-    gen = tg.Gen(5)
-    for i in range(4):
-        batch = gen.upserts(40) if i != 2 else gen.deletes(rec.live(), 10)
-        df = spark.createDataFrame(batch.to_pylist(), schema="id long, city string, ts long, value string")
-        if i == 2:
-            rec.history.delete(rec.w.delete(df, engine="spark").instant, batch)
-        else:
-            rec.history.upsert(rec.w.upsert(df, engine="spark").instant, batch)
+        history = tables.spark_engine(path, spark)
     assert _layout(path) == (version, 2)
-    assert_readers_match(path, {v: hudi_sessions[v] for v in READERS[version]}, Expected.of(rec.history))
+    assert_readers_match(path, {v: hudi_sessions[v] for v in READERS[version]}, Expected.of(history))
 
 
 def _check(path: str, model: tg.Model, sessions, step: str) -> None:
