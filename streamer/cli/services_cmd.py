@@ -178,6 +178,8 @@ class Round:
                 if o.archived:
                     out.append(f"archive: moved {len(o.archived)} instant(s) ({o.archived[0]} .. {o.archived[-1]}) "
                                f"to {o.archive_file}")
+                elif o.skipped:
+                    out.append(f"archive: not archived: {o.skipped}")
                 else:
                     out.append("archive: nothing to archive (the active timeline is within policy)")
                 if o.bound:

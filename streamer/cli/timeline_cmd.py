@@ -72,8 +72,11 @@ def rows(path: str, pending_only: bool = False, limit: int | None = None) -> lis
         action = inst.action
         if inst.is_completed and inst.pending_action and inst.pending_action != inst.action:
             action = f"{inst.action} ({inst.pending_action})"
-        out.append({"instant": inst.timestamp, "action": action, "state": inst.state.value,
-                    "details": describe(table, inst)})
+        row = {"instant": inst.timestamp, "action": action, "state": inst.state.value,
+               "details": describe(table, inst)}
+        if table.timeline.layout_version >= 2:  # table version 8+: when it completed, too
+            row["completed"] = inst.completion_time or ""
+        out.append(row)
     return out[-limit:] if limit else out
 
 
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         for r in data:
             out.write(json.dumps(r) + "\n")
         return 0
-    headers = ["instant", "action", "state", "details"]
+    headers = ["instant", "action", "state", *(["completed"] if data and "completed" in data[0] else []), "details"]
     widths = {h: max([len(h)] + [len(str(r[h])) for r in data]) for h in headers}
     out.write("  ".join(h.ljust(widths[h]) for h in headers).rstrip() + "\n")
     for r in data:

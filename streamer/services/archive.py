@@ -111,6 +111,8 @@ class ArchiveOutcome:
     archived: list[str]
     archive_file: str | None
     bound: str | None  # first instant kept because a rule forbade going further
+    #: why nothing was even considered (a table version this project does not archive)
+    skipped: str | None = None
 
 
 def archive_dir(table: Table) -> str:
@@ -300,9 +302,10 @@ def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 3
         # Table versions 8 and 9 archive into an LSM history (timeline/history: Parquet
         # files, a manifest and _version_), which this project does not write yet: their
         # active timeline grows until a Hudi 1.x writer archives it (docs/table-versions.md).
-        log.debug("%s: table version %s is not archived by this project", table.base_path,
-                  table.properties.version)
-        return ArchiveOutcome([], None, None)
+        why = (f"table version {table.properties.version} keeps its archive as an LSM history, which "
+               "this project does not write yet: its active timeline is left as it is")
+        log.debug("%s: %s", table.base_path, why)
+        return ArchiveOutcome([], None, None, skipped=why)
     lock = PlanLock(table.fs, table.base_path, "archive", expiry_s=lock_expiry_s, purpose="archive")
     if not lock.try_acquire():
         return ArchiveOutcome([], None, None)
