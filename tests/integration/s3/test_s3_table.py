@@ -18,9 +18,10 @@ SMALL = WriteOptions(small_file_limit=20_000, max_file_size=30_000, default_reco
                      slice_bloom_num_entries=500, engine="local")
 
 
-def test_writer_and_both_readers_on_s3(s3_store):
+@pytest.mark.parametrize("version", [6, 9])
+def test_writer_and_both_readers_on_s3(s3_store, version):
     uri = f"s3://lake-bucket/t-{uuid.uuid4().hex[:8]}"
-    cfg = TableConfig("model", ("id",), ("city",), "ts", hive_style_partitioning=True)
+    cfg = TableConfig("model", ("id",), ("city",), "ts", hive_style_partitioning=True, table_version=version)
     w = HudiWriter.create(uri, cfg, options=SMALL)
     gen, model = BatchGen(7), Model()
     for i, op in enumerate(["upsert", "upsert", "insert", "delete", "upsert", "upsert"]):
@@ -42,6 +43,9 @@ def test_writer_and_both_readers_on_s3(s3_store):
     assert canon(read_hudi_rs(uri)) == model.snapshot(), "hudi-rs differs"
     fs, base = resolve(uri)
     names = {s.name for s in fs.list_dir(f"{base}/.hoodie")}
+    if version >= 8:  # the timeline has its own folder; its completed instants too
+        names |= {s.name for s in fs.list_dir(f"{base}/.hoodie/timeline")}
+        assert sum("_" in n and not n.endswith((".requested", ".inflight")) for n in names) == 6
     # completed instants were single PUTs: no temp files, no lock left behind
     assert not any(n.endswith(".tmp") or n.endswith(".excl") for n in names), names
     assert ".streamer_writer.lock" not in names
