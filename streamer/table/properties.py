@@ -507,21 +507,24 @@ def version_keys(version: int, ordering_field: str | None, keygen_class: str | N
     """The keys Hudi 1.x's writer adds at table version 8 or 9 (audited against tables
     Hudi 1.0.2 and 1.2.0 created: ``tests/hudi_jvm/test_table_versions.py``).
 
-    Both versions: the timeline's layout-2 folders, the version the table began at, the
-    merge mode spelled out (event time with an ordering field, else commit time) and the
-    key generator by *type* - Hudi 1.x writes the class only for a user-provided one.
-    Version 8 keeps 0.x's ``precombine.field`` and payload class beside the mode;
+    Both versions: the timeline's layout-2 folders (``archivelog.folder`` names the
+    history too), the version the table began at, the merge mode spelled out (event time
+    with an ordering field, else commit time) and the key generator by *type* - Hudi 1.x
+    writes the class only for a user-provided one. Version 8 keeps 0.x's
+    ``precombine.field`` and payload class beside the mode, with the merger strategy id;
     version 9 names the ordering fields ``ordering.fields`` and drops the payload class
-    (only a custom payload is kept) for ``hoodie.table.format``.
+    (only a custom payload is kept) and the strategy id for ``hoodie.table.format``.
     """
     event_time = bool(ordering_field) if event_time is None else event_time
     raw = {
         TIMELINE_PATH: "timeline",
         TIMELINE_HISTORY_PATH: "history",
+        ARCHIVELOG_FOLDER: "history",
         INITIAL_VERSION: str(version),
         RECORD_MERGE_MODE: "EVENT_TIME_ORDERING" if event_time else "COMMIT_TIME_ORDERING",
-        MERGE_STRATEGY_ID: DEFAULT_MERGER_STRATEGY if event_time else COMMIT_TIME_MERGER_STRATEGY,
     }
+    if version == 8:  # version 9 derives the strategy from the mode
+        raw[MERGE_STRATEGY_ID] = DEFAULT_MERGER_STRATEGY if event_time else COMMIT_TIME_MERGER_STRATEGY
     if keygen_class:
         types = {cls: kind for kind, cls in KEYGEN_TYPE_CLASSES.items()}
         raw[KEYGEN_TYPE] = types.get(keygen_class, "USER_PROVIDED")

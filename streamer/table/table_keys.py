@@ -80,7 +80,7 @@ TIMELINE_HISTORY_PATH = _key("hoodie.timeline.history.path", "LSM history folder
 INITIAL_VERSION = _key("hoodie.table.initial.version", "The version the table was created at (Hudi 1.x).", versions=_V8_ON)
 TABLE_FORMAT = _key("hoodie.table.format", "Table format plugin; 'native' is Hudi's own.", versions=_V9, default="native")
 TIMELINE_TIMEZONE = _key("hoodie.table.timeline.timezone", "Zone of instant times; our writer says UTC.", default="LOCAL")
-ARCHIVELOG_FOLDER = _key("hoodie.archivelog.folder", "Archived timeline folder under .hoodie (deprecated by Hudi 1.x, still written).", default="archived")
+ARCHIVELOG_FOLDER = _key("hoodie.archivelog.folder", "Archived timeline folder under .hoodie (version 6); Hudi 1.x writes 'history' here (the LSM history's name).", default="archived")
 CDC_ENABLED = _key("hoodie.table.cdc.enabled", "Change-data capture logging.", default="false")
 CREATE_SCHEMA = _key("hoodie.table.create.schema", "Avro schema the table was created with.")
 BASE_FILE_FORMAT = _key("hoodie.table.base.file.format", "Base file format.", default="PARQUET")

@@ -227,3 +227,32 @@ def test_delete_then_lower_reinsert_reads_as_the_owning_hudi_release(tmp_path, h
     assert _picked(tg.read_hudi_rs(path)) == want
     for v in (*OWNERS[version], *OTHERS[version]):
         assert _picked(hudi_sessions[v].read(path)) == want, f"Hudi {v} after our compaction"
+
+
+#: Keys where a new table of ours differs from one Hudi 1.x's Spark writer creates, each
+#: accepted by Hudi: the checksum and create schema follow the table's name and columns;
+#: ``database.name`` and ``timeline.timezone`` as for version 6
+#: (:func:`streamer.table.properties.new_table_properties`); the rest are Hudi writer
+#: settings it records for itself (multiple base formats off, its Hive partition
+#: extractor, the payload option it was given).
+PROPERTY_DIFFERENCES = frozenset({
+    "hoodie.table.checksum", "hoodie.table.create.schema", "hoodie.database.name",
+    "hoodie.table.timeline.timezone", "hoodie.table.multiple.base.file.formats.enable",
+    "hoodie.table.partition_extractor_class", "hoodie.table.legacy.payload.class",
+})
+
+
+@pytest.mark.parametrize(("version", "creator"), [(9, "1.2"), (8, "1.0")])
+def test_new_table_properties_match_what_hudi_writes_at_the_version(tmp_path, hudi_sessions, version, creator):
+    from streamer.table.properties import load_properties, new_table_properties
+
+    path = str(tmp_path / "hudi")
+    hudi_sessions[creator].write(path, tg.Gen(1).upserts(20),
+                                 dict(HUDI_WRITE, **{"hoodie.metadata.enable": "false"}), mode="overwrite")
+    theirs = load_properties(Table.open(path).fs, path).raw
+    ours = new_table_properties("svc", record_key_fields=("id",), partition_fields=("city",),
+                                precombine_field="ts", keygen_class="org.apache.hudi.keygen.SimpleKeyGenerator",
+                                version=version).raw
+    differ = {k: (theirs.get(k), ours.get(k)) for k in set(theirs) | set(ours)
+              if theirs.get(k) != ours.get(k) and k not in PROPERTY_DIFFERENCES}
+    assert not differ, f"hoodie.properties differs from Hudi {creator}'s at version {version}: {differ}"
