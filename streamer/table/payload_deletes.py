@@ -42,12 +42,13 @@ def payload_order_winners(merged: pa.Table, deletes: pa.Table) -> tuple[pa.Array
     ``merged``: the slice's tagged data rows (base at sequence 0) with their ordering
     value in ``__mor_ord``; ``deletes``: tagged delete rows (``del_ord``, ``del_seq``).
     """
-    cand = _candidates(merged, deletes)
+    # only rows of keys some delete names can differ: the join below sees those alone
+    named = pc.indices_nonzero(pc.is_in(merged.column(_KEY), value_set=deletes.column(_KEY)))
+    cand = _candidates(merged.select([_KEY, _SEQ, _ORD]).take(named), deletes)
     if cand is None:
         return None
-    rows = merged.filter(pc.is_in(merged.column(_KEY), value_set=cand))
     index = pc.indices_nonzero(pc.is_in(merged.column(_KEY), value_set=cand))
-    rows = rows.append_column("__at", index)
+    rows = merged.select([_KEY, _SEQ, _ROW, _ORD]).take(index).append_column("__at", index)
     dels = deletes.filter(pc.is_in(deletes.column(_KEY), value_set=cand))
     events: dict[str, list[tuple[int, int, int, Any, int]]] = {}
     for key, seq, row, ordv, at in zip(*(rows.column(c).to_pylist() for c in (_KEY, _SEQ, _ROW, _ORD, "__at")),
@@ -63,7 +64,7 @@ def _candidates(merged: pa.Table, deletes: pa.Table) -> pa.Array | None:
     """Keys with a data record written after one of their deletes, or a base record
     ordered above one of their deletes (a superset of where the two rules differ)."""
     firsts = deletes.group_by(_KEY).aggregate([("del_seq", "min"), ("del_ord", "min")])
-    joined = merged.select([_KEY, _SEQ, _ORD]).join(firsts, _KEY, join_type="inner")
+    joined = merged.join(firsts, _KEY, join_type="inner")
     if not len(joined):
         return None
     after = pc.greater(joined.column(_SEQ), joined.column("del_seq_min"))
