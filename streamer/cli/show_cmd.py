@@ -85,10 +85,13 @@ def _handover_line(table: Table, path: str) -> str:
         opts = " ".join(f"{k}={v}" for k, v in index.hudi_write_options().items())
         return f"  Hudi writers: can continue this table when configured with {opts}"
     groups = log_insert_groups(table)
+    configured = ""
+    if index.is_global:
+        configured = " configured with " + " ".join(f"{k}={v}" for k, v in index.hudi_write_options().items())
     if not groups:
-        return "  Hudi writers: can continue this table (every key is in a base file)"
+        return f"  Hudi writers: can continue this table (every key is in a base file){configured}"
     return (f"  Hudi writers: {len(groups)} file group(s) hold keys only in log blocks; run "
-            f"`streamer handover {path}` before a Hudi writer (bloom/simple index) continues it")
+            f"`streamer handover {path}` before a Hudi writer (bloom/simple index) continues it{configured}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from streamer import defaults
 from streamer.config.base import OptionMap, StrictModel
 from streamer.config.policies import PoliciesConfig
 from streamer.config.sources import DEBEZIUM_ORDERING, SourceConfig
-from streamer.config.target import PRIMARY_KEY, FieldList, TargetConfig
+from streamer.config.target import PRIMARY_KEY, FieldList, IndexSettings, TargetConfig
 from streamer.config.transforms import TransformConfig
 from streamer.config.units import Duration, format_duration
 
@@ -237,6 +237,9 @@ class TableOverride(StrictModel):
     record_key: FieldList | None = None
     #: The table's partition fields, instead of ``target.partition_by``.
     partition_by: FieldList | None = None
+    #: The table's index, instead of ``target.index`` (a table partitioned by a column that
+    #: updates wants ``global_bloom``).
+    index: IndexSettings | None = None
 
 
 class PipelineConfig(StrictModel):
@@ -323,6 +326,13 @@ class PipelineConfig(StrictModel):
             raise ValueError("tables is for a source with topic_pattern (one table per topic)")
         elif PRIMARY_KEY in self.target.record_key:
             raise ValueError(f"target.record_key {PRIMARY_KEY} is for a source with topic_pattern")
+        global_index = [f"tables.{t}.index" for t, o in self.tables.items()
+                        if o.index is not None and o.index.type == "global_bloom"]
+        if self.target.index.type == "global_bloom":
+            global_index.insert(0, "target.index")
+        if global_index and self.engine.mode == "spark":
+            raise ValueError(f"{global_index[0]} global_bloom looks every key up on the driver: "
+                             "engine.mode must be local or auto, not spark")
         if self.errors.path and self.errors.path.rstrip("/") == self.target.path.rstrip("/"):
             raise ValueError("errors.path must differ from target.path")
         if self.trigger.mode == "continuous" and self.trigger.interval <= timedelta(0):

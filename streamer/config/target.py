@@ -119,8 +119,24 @@ class BucketIndexSettings(StrictModel):
     hash_field: FieldList = []
 
 
+class GlobalBloomIndexSettings(StrictModel):
+    """The bloom index looked up in every partition (Hudi's ``GLOBAL_BLOOM``): a record key
+    is unique across the table, so a row whose partition column changes (a status, a
+    date) does not stay behind in its old partition, and a delete finds its key wherever
+    it is. Each upsert asks every partition's file groups (their footers first), so it
+    costs more than ``bloom`` on a table of many partitions. Planned on the driver: the
+    ``local`` engine only."""
+
+    #: Hudi ``hoodie.index.type=GLOBAL_BLOOM``.
+    type: Literal["global_bloom"]
+    #: Hudi ``hoodie.bloom.index.update.partition.path``: ``true`` = an update with a new
+    #: partition value deletes the stored row in its old partition and inserts it in the
+    #: new one; ``false`` = the row is updated where it is stored.
+    update_partition_path: bool = True
+
+
 IndexSettings = Annotated[
-    BloomIndexSettings | BucketIndexSettings,
+    BloomIndexSettings | GlobalBloomIndexSettings | BucketIndexSettings,
     Field(discriminator="type"),
     BeforeValidator(_keygen_shorthand),
 ]
@@ -316,6 +332,8 @@ class TargetConfig(StrictModel):
 
         if self.index.type == "bloom":
             return IndexConfig()
+        if self.index.type == "global_bloom":
+            return IndexConfig(IndexType.GLOBAL_BLOOM, update_partition_path=self.index.update_partition_path)
         return IndexConfig(IndexType.BUCKET, self.index.num_buckets, tuple(self.index.hash_field))
 
     @property

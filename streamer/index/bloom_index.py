@@ -12,8 +12,9 @@ For every file group of the partitions a batch touches:
    an exact match makes the key an update of that file group.
 
 Full records are never read. Keys are compared as Arrow strings (UTF-8 byte order)
-throughout. Non-global, like Hudi's default bloom index: a key is looked up in its
-own partition only.
+throughout. :meth:`BloomIndex.lookup` is non-global, like Hudi's default bloom index: a
+key is looked up in its own partition only; :meth:`BloomIndex.lookup_global` asks every
+partition (Hudi's global bloom index).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class IndexResult:
 
     file_ids: pa.Array  # string, null = insert
     stats: LookupStats
+    #: the partition of each row's file group (null = not found)
+    partitions: pa.Array | None = None
 
     def is_update(self) -> pa.Array:
         return pc.is_valid(self.file_ids)
@@ -275,13 +278,7 @@ class BloomIndex:
 
     def lookup(self, keys: pa.Array, partitions: pa.Array) -> IndexResult:
         """Tag ``keys`` (aligned with ``partitions``): file id of the group holding each."""
-        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-        partitions = (
-            partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
-        )
-        n = len(keys)
-        stats = LookupStats()
-        codes = np.full(n, -1, dtype=np.int32)
+        keys, partitions = _whole(keys), _whole(partitions)
         jobs: list[tuple[FileSlice, np.ndarray, pa.Array]] = []
         for part in pc.unique(partitions).to_pylist():
             slices = self.by_partition.get(part)
@@ -291,26 +288,46 @@ class BloomIndex:
             part_keys = keys.take(pa.array(rows))
             for s in slices:
                 jobs.append((s, rows, part_keys))
+        return self._run(jobs, len(keys))
 
-        def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[str, np.ndarray]:
+    def lookup_global(self, keys: pa.Array) -> IndexResult:
+        """Tag ``keys`` in every partition (Hudi's global bloom index): the file id and the
+        partition of the group holding each; every slice's footers are asked first, so only
+        the groups that may hold a key are opened for keys."""
+        keys = _whole(keys)
+        rows = np.arange(len(keys))
+        jobs = [(s, rows, keys) for slices in self.by_partition.values() for s in slices]
+        return self._run(jobs, len(keys))
+
+    def _run(self, jobs: list[tuple[FileSlice, np.ndarray, pa.Array]], n: int) -> IndexResult:
+        stats = LookupStats()
+
+        def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[FileSlice, np.ndarray]:
             s, rows, part_keys = job
             local = LookupStats()
             mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local, self.slice_seeds,
                                   self.on_corrupt)
             stats.merge(local)
-            return s.file_id, rows[mask]
+            return s, rows[mask]
 
         if self.parallelism > 1 and len(jobs) > 1:
             with ThreadPoolExecutor(self.parallelism, thread_name_prefix="bloom-index") as ex:
                 results = list(ex.map(run, jobs))
         else:
             results = [run(j) for j in jobs]
+        codes = np.full(n, -1, dtype=np.int32)
         names: list[str] = []
-        for file_id, hit_rows in results:
+        parts: list[str] = []
+        for s, hit_rows in results:
             if len(hit_rows):
                 codes[hit_rows] = len(names)
-                names.append(file_id)
-        dict_arr = pa.DictionaryArray.from_arrays(
-            pa.array(codes, mask=codes < 0), pa.array(names, pa.string())
-        )
-        return IndexResult(dict_arr.cast(pa.string()), stats)
+                names.append(s.file_id)
+                parts.append(s.partition_path)
+        mask = codes < 0
+        file_ids = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(names, pa.string()))
+        partitions = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(parts, pa.string()))
+        return IndexResult(file_ids.cast(pa.string()), stats, partitions.cast(pa.string()))
+
+
+def _whole(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr

@@ -175,6 +175,18 @@ class Member:
         return self._cached("keys", load)
 
 
+    def columns(self, names: list[str]) -> pa.Table:
+        """Those of ``names`` the member's rows have (a data member; not cached: read for
+        the few keys a write must know more of than their presence)."""
+        if self.kind == "base":
+            with _base_errors(self.path), self.fs.open_input_file(self.path) as f:
+                pf = pq.ParquetFile(f, metadata=self._metadata, page_checksum_verification=True)
+                have = set(pf.schema_arrow.names)
+                return pf.read(columns=[c for c in names if c in have])
+        assert self.block is not None and self.kind != "delete"
+        return self.block.records(names, missing_ok=True)
+
+
 def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Callable[[str], bool]:
     """Committed = completed on the active timeline, or older than it (archived)."""
 

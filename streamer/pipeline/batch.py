@@ -78,8 +78,11 @@ def estimated_rows(batch: Batch) -> int | None:
 
 
 def on_driver(config: PipelineConfig, batch: Batch) -> bool:
-    """Whether the batch is collected to the driver (local engine) or written by Spark."""
+    """Whether the batch is collected to the driver (local engine) or written by Spark.
+    A global index plans on the driver (it looks every key up in every partition)."""
     engine = config.engine
+    if config.target.index.type == "global_bloom":
+        return True
     if engine.mode != "auto":
         return engine.mode == "local"
     estimate = estimated_rows(batch)

@@ -57,6 +57,8 @@ def child_config(parent: PipelineConfig, topic: str, record_key: list[str]) -> P
     }
     if override is not None and override.partition_by is not None:
         target_update["partition_by"] = override.partition_by
+    if override is not None and override.index is not None:
+        target_update["index"] = override.index
     errors = parent.errors
     if errors.path:
         errors = errors.model_copy(update={"path": f"{errors.path.rstrip('/')}/{table}"})

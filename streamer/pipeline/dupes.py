@@ -31,10 +31,13 @@ def _existing(config: PipelineConfig, keys: pa.Table) -> pa.Array:
     if table is None:
         return pa.array([False] * keys.num_rows, pa.bool_())
     rk, pp = keys.column(0).combine_chunks(), keys.column(1).combine_chunks()
-    found = table.lookup(rk, partitions=pp, columns=[meta_fields.RECORD_KEY,
-                                                                      meta_fields.PARTITION_PATH])
-    held = {(k, p) for k, p in zip(found.rows.column(0).to_pylist(), found.rows.column(1).to_pylist(), strict=True)}
-    return pa.array([(k, p) in held for k, p in zip(rk.to_pylist(), pp.to_pylist(), strict=True)], pa.bool_())
+    if config.target.index.type == "global_bloom":  # a key is the table's once, in any partition
+        found = table.lookup(rk, columns=[meta_fields.RECORD_KEY])
+        return pc.is_in(rk, value_set=found.rows.column(0).combine_chunks())
+    found = table.lookup(rk, partitions=pp, columns=[meta_fields.RECORD_KEY, meta_fields.PARTITION_PATH])
+    sep = "\x00"  # (key, partition) pairs matched as one string each
+    held = pc.binary_join_element_wise(found.rows.column(0), found.rows.column(1), sep)
+    return pc.is_in(pc.binary_join_element_wise(rk, pp, sep), value_set=held.combine_chunks())
 
 
 def _keys(config: PipelineConfig, rows: pa.Table) -> pa.Table:

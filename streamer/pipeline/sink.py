@@ -138,6 +138,8 @@ class TableSink:
 
     def engine_for(self, data: Any) -> str:
         """The ``engine=`` to pass with ``data`` (a prepared batch): see :func:`engine_for`."""
+        if self.target.index.type == "global_bloom":
+            return "local"  # see pipeline.batch.on_driver
         return engine_for(data, self.engine)
 
     def exists(self) -> bool:

@@ -23,6 +23,8 @@ from streamer.table.properties import WRITABLE_VERSIONS, WRITE_VERSION, TablePro
 from streamer.table.table_keys import (
     BUCKET_HASH_FIELD,
     BUCKET_NUM_BUCKETS,
+    GLOBAL_UPDATE_PARTITION_PATH,
+    HUDI_BLOOM_UPDATE_PARTITION_PATH,
     HUDI_BUCKET_ENGINE,
     HUDI_BUCKET_HASH_FIELD,
     HUDI_BUCKET_NUM_BUCKETS,
@@ -78,6 +80,9 @@ class IndexType(str, Enum):
 
     BLOOM = "bloom"
     BUCKET = "bucket"
+    #: Hudi's ``GLOBAL_BLOOM``: a key is looked up in every partition, so a record key is
+    #: unique across the table and a row whose partition value changes moves.
+    GLOBAL_BLOOM = "global_bloom"
 
 
 #: Hudi's ``bucketIdStr`` formats a bucket in 8 digits: the file id's first 8 characters.
@@ -99,6 +104,10 @@ class IndexConfig:
     type: IndexType = IndexType.BLOOM
     num_buckets: int | None = None
     hash_fields: tuple[str, ...] = ()
+    #: global bloom only (Hudi's ``hoodie.bloom.index.update.partition.path``): an update
+    #: whose partition differs from the stored row's deletes it there and inserts the row
+    #: in its new partition; ``False`` keeps the row in the partition it is stored in.
+    update_partition_path: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "type", IndexType(self.type))
@@ -110,11 +119,18 @@ class IndexConfig:
                     f"bucket index: num_buckets must be an integer in [1, {MAX_BUCKETS - 1}], not {n!r}"
                 )
         elif self.num_buckets is not None or self.hash_fields:
-            raise ConfigError("num_buckets and hash_fields belong to the bucket index, not bloom")
+            raise ConfigError(f"num_buckets and hash_fields belong to the bucket index, not {self.type.value}")
+        if not self.update_partition_path and not self.is_global:
+            raise ConfigError("update_partition_path belongs to the global_bloom index")
 
     @property
     def is_bucket(self) -> bool:
         return self.type is IndexType.BUCKET
+
+    @property
+    def is_global(self) -> bool:
+        """Keys are unique across partitions (looked up in all of them)."""
+        return self.type is IndexType.GLOBAL_BLOOM
 
     @property
     def bucket_count(self) -> int:
@@ -125,6 +141,9 @@ class IndexConfig:
 
     def describe(self) -> str:
         """``bloom`` or ``bucket (4 buckets, hash fields id)``: for errors and ``streamer show``."""
+        if self.is_global:
+            moves = "moves rows" if self.update_partition_path else "keeps rows in their partition"
+            return f"global_bloom ({moves} on a partition change)"
         if not self.is_bucket:
             return "bloom"
         fields = ",".join(self.hash_fields) or "the record key"
@@ -132,6 +151,9 @@ class IndexConfig:
 
     def properties(self) -> dict[str, str]:
         """What ``hoodie.properties`` records of this index (nothing for bloom)."""
+        if self.is_global:
+            return {INDEX_TYPE: self.type.value,
+                    GLOBAL_UPDATE_PARTITION_PATH: str(self.update_partition_path).lower()}
         if not self.is_bucket:
             return {}
         return {
@@ -143,6 +165,9 @@ class IndexConfig:
     def hudi_write_options(self) -> dict[str, str]:
         """What an Apache Hudi writer of the table must be configured with (its index is a
         write config, not a table property): for ``streamer show`` and the docs."""
+        if self.is_global:
+            return {HUDI_INDEX_TYPE: "GLOBAL_BLOOM",
+                    HUDI_BLOOM_UPDATE_PARTITION_PATH: str(self.update_partition_path).lower()}
         if not self.is_bucket:
             return {HUDI_INDEX_TYPE: "BLOOM"}
         return {
@@ -348,10 +373,16 @@ def table_index(props: TableProperties | Mapping[str, str]) -> IndexConfig:
     kind, value, fields = props.index_settings
     if kind not in {t.value for t in IndexType}:
         raise ConfigError(
-            f"table {props.name}: hoodie.properties {INDEX_TYPE}={kind!r} is not bloom or bucket"
+            f"table {props.name}: hoodie.properties {INDEX_TYPE}={kind!r} is not bloom, global_bloom or bucket"
         )
     if kind == IndexType.BLOOM.value:
         return IndexConfig()
+    if kind == IndexType.GLOBAL_BLOOM.value:
+        moves = (props.raw.get(GLOBAL_UPDATE_PARTITION_PATH) or "true").strip().lower()
+        if moves not in ("true", "false"):
+            raise ConfigError(f"table {props.name}: hoodie.properties {GLOBAL_UPDATE_PARTITION_PATH}"
+                              f"={moves!r} is not true or false")
+        return IndexConfig(IndexType.GLOBAL_BLOOM, update_partition_path=moves == "true")
     try:
         num = int(value)
     except ValueError:

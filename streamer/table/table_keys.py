@@ -119,7 +119,8 @@ MERGER_STRATEGY = _key("hoodie.compaction.record.merger.strategy", "Record merge
 #: Our own namespace, not Hudi's ``hoodie.index.type``/``hoodie.bucket.index.*``: in table
 #: version 6 those are write configs, and persisted under Hudi's names Spark SQL writers
 #: would merge them into their write config - this must not change how Hudi writes.
-INDEX_TYPE = _key("mor_streamer.index.type", "bloom or bucket (this project's key).", versions=_ALL, default="bloom")
+INDEX_TYPE = _key("mor_streamer.index.type", "bloom, global_bloom or bucket (this project's key).", versions=_ALL, default="bloom")
+GLOBAL_UPDATE_PARTITION_PATH = _key("mor_streamer.index.global.update.partition.path", "Global bloom index: a partition change moves the row (true) or keeps it where it is (this project's key).", versions=_ALL)
 BUCKET_NUM_BUCKETS = _key("mor_streamer.index.bucket.num.buckets", "Bucket count of a bucket-indexed table (this project's key).", versions=_ALL)
 BUCKET_HASH_FIELD = _key("mor_streamer.index.bucket.hash.field", "Fields a bucket index hashes (this project's key).", versions=_ALL)
 
@@ -130,6 +131,7 @@ HUDI_INDEX_TYPE = "hoodie.index.type"
 HUDI_BUCKET_ENGINE = "hoodie.index.bucket.engine"
 HUDI_BUCKET_NUM_BUCKETS = "hoodie.bucket.index.num.buckets"
 HUDI_BUCKET_HASH_FIELD = "hoodie.bucket.index.hash.field"
+HUDI_BLOOM_UPDATE_PARTITION_PATH = "hoodie.bloom.index.update.partition.path"
 
 #: Hudi's key generator types (``KeyGeneratorType``) and the class each stands for; a
 #: version 8+ table names its key generator by type. ``USER_PROVIDED`` has no class of

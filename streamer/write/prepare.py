@@ -57,8 +57,9 @@ def with_keys(table: pa.Table, cfg: TableConfig) -> pa.Table:
 
 
 def latest_per_key(table: pa.Table, ordering_field: str | None, *,
-                   key_fields: tuple[str, ...] = ()) -> pa.Table:
+                   key_fields: tuple[str, ...] = (), by_partition: bool = True) -> pa.Table:
     """Keep, for each (partition, record key), the row with the greatest ordering value (last on ties).
+    ``by_partition=False`` (a global index): for each record key, whatever its partition.
 
     Rows whose record key occurs once are kept as they are; only the rows of repeated
     keys (a few in a micro-batch of upserts) are sorted by (partition, key, ordering,
@@ -76,35 +77,33 @@ def latest_per_key(table: pa.Table, ordering_field: str | None, *,
         return table  # nothing to combine: every row is its key's last, in arrival order
     keys = table.column(RECORD_KEY_COL)
     if keys.null_count:
-        return _combine(table, ordering_field, np.arange(n, dtype=np.int64))
+        return _combine(table, ordering_field, np.arange(n, dtype=np.int64), by_partition)
     codes = pc.dictionary_encode(keys.combine_chunks()).indices.to_numpy(zero_copy_only=False)
     repeated = np.bincount(codes)[codes] > 1
     if not repeated.any():
         return table
     rows = np.flatnonzero(repeated)
     keep = ~repeated
-    keep[_combine(table.take(pa.array(rows)), ordering_field, rows)] = True
+    keep[_combine(table.take(pa.array(rows)), ordering_field, rows, by_partition)] = True
     return table.filter(pa.array(keep))
 
 
-def _combine(table: pa.Table, ordering_field: str | None, rows: np.ndarray) -> np.ndarray:
+def _combine(table: pa.Table, ordering_field: str | None, rows: np.ndarray,
+             by_partition: bool = True) -> np.ndarray:
     """``rows`` (the table's own row numbers, ascending) of the last row of each (partition,
-    key) of ``table`` by (ordering, arrival)."""
+    key) of ``table`` - each key, unless ``by_partition`` - by (ordering, arrival)."""
     n = table.num_rows
-    work = table.select([PARTITION_PATH_COL, RECORD_KEY_COL]
-                        + ([ordering_field] if ordering_field is not None else []))
+    key_cols = [PARTITION_PATH_COL, RECORD_KEY_COL] if by_partition else [RECORD_KEY_COL]
+    work = table.select(key_cols + ([ordering_field] if ordering_field is not None else []))
     work = work.append_column(_ROW_COL, pa.array(np.arange(n, dtype=np.int64)))
-    sort_keys = [
-        (PARTITION_PATH_COL, "ascending", "at_start"),
-        (RECORD_KEY_COL, "ascending", "at_start"),
-    ]
+    sort_keys = [(c, "ascending", "at_start") for c in key_cols]
     if ordering_field is not None:
         sort_keys.append((ordering_field, "ascending", "at_start"))
     sort_keys.append((_ROW_COL, "ascending", "at_start"))
     idx = pc.sort_indices(work, sort_keys=sort_keys)
     # last row of each run of equal (partition, key): differs from the next row, or final
     differs = None
-    for col in (PARTITION_PATH_COL, RECORD_KEY_COL):
+    for col in key_cols:
         s = pc.take(work.column(col), idx).combine_chunks()
         d = pc.not_equal(s.slice(0, n - 1), s.slice(1))
         differs = d if differs is None else pc.or_(differs, d)
@@ -150,7 +149,8 @@ def prepare_batch(
     n = table.num_rows
     keyed = with_keys(table, cfg)
     if combine:
-        keyed = latest_per_key(keyed, cfg.ordering_field, key_fields=cfg.record_key_fields)
+        keyed = latest_per_key(keyed, cfg.ordering_field, key_fields=cfg.record_key_fields,
+                               by_partition=not cfg.index.is_global)
     if all_deletes:
         return PreparedBatch(keyed.slice(0, 0), delete_rows(keyed, cfg.ordering_field), n)
     mask = _deleted_mask(keyed)

@@ -28,6 +28,10 @@ class CommitResult:
     lookup: LookupStats | None = None
     #: Where the plan was decided and what the driver held for it (bounded-driver checks).
     engine_stats: EngineStats | None = None
+    #: Global index: rows moved to a new partition (their old row deleted), and incoming
+    #: rows dropped because the stored row was newer by the ordering field.
+    moved: int = 0
+    stale: int = 0
     #: The table right after this commit (hand it to inline services: no re-read).
     snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
 

@@ -53,6 +53,8 @@ class PlanRequest:
     instant: str
     sizing: SizingPolicy
     parallelism: int = 1
+    #: the table's ordering field (the global index compares a moving row's with the stored one's)
+    ordering_field: str | None = None
 
     @property
     def looks_up(self) -> bool:
@@ -72,6 +74,10 @@ class Planned:
     #: rows of statistics the driver received instead (Spark: one write stat per file group
     #: written and one row count per table partition; known once the write has run)
     driver_summary_rows: int = 0
+    #: global index: rows moved to a new partition, and incoming rows dropped because the
+    #: stored row is newer (:mod:`streamer.write.moves`)
+    moved: int = 0
+    stale: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,12 @@ def plan_on_driver(keys: pa.Table, req: PlanRequest) -> Planned:
         index = BloomIndex(req.fs, req.slices, req.is_committed, req.parallelism, on_corrupt=req.on_corrupt)
         res = index.lookup(keys.column(RECORD_KEY_COL), keys.column(PARTITION_PATH_COL))
         file_ids, lookup, seeds = res.file_ids, res.stats, index.slice_seeds
+    return plan_tagged(keys, file_ids, req, lookup, seeds)
+
+
+def plan_tagged(keys: pa.Table, file_ids: pa.Array | None, req: PlanRequest,
+                lookup: LookupStats | None = None, seeds: dict | None = None) -> Planned:
+    """Plan ``keys`` whose file groups are known (``file_ids``, null = insert)."""
     plan = build_plan(keys, file_ids, req.slices, req.log_versions, req.instant, req.sizing,
                       append_to=req.append_to)
     return Planned(plan, lookup, seeds, driver_keys=keys.num_rows)

@@ -168,7 +168,7 @@ class Transaction:
             snapshot=state.snapshot.after_commit(),
             instant=instant, operation=work.operation, engine=work.engine_name, stats=stats,
             input_rows=work.input_rows, duration_s=time.monotonic() - started, rollbacks=rollbacks,
-            lookup=planned.lookup, engine_stats=engine_stats,
+            lookup=planned.lookup, engine_stats=engine_stats, moved=planned.moved, stale=planned.stale,
         )
 
     @staticmethod

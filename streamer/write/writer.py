@@ -257,7 +257,13 @@ class HudiWriter:
         """One delta commit of ``data``, through the table's :class:`Transaction`."""
         started = time.monotonic()
         cfg = self.config
-        chosen = select_engine(engine or self.options.engine, data, self.options)
+        wanted = engine or self.options.engine
+        if cfg.index.is_global:  # every key is looked up in every partition: on the driver
+            if wanted == "spark":
+                raise ConfigError(f"{self.base_path}: the global_bloom index plans on the driver; "
+                                  "write with engine local or auto, not spark")
+            wanted = "local"
+        chosen = select_engine(wanted, data, self.options)
         required = tuple(cfg.record_key_fields) + tuple(cfg.partition_fields)
         if op != "delete" and cfg.ordering_field:
             required += (cfg.ordering_field,)
@@ -367,7 +373,7 @@ class _DeltaCommit:
             slices=state.slices, log_versions=state.log_versions,
             append_to=state.append_slices, is_committed=state.is_committed(),
             on_corrupt=_refuse_corrupt(state), instant=instant, sizing=sizing,
-            parallelism=o.parallelism,
+            parallelism=o.parallelism, ordering_field=w.config.ordering_field,
         )
         return self.engine.plan(self.prepared, request)
 

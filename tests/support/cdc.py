@@ -7,6 +7,7 @@ of the pipeline, including Debezium's placeholder for an unchanged TOASTed value
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,3 +59,19 @@ def capture(postgres: Any, connect: Any, *, db: str, prefix: str, setup: str, ta
     connect.create(prefix, config)
     connect.wait_running(prefix)
     return config
+
+
+def wait_for_events(kafka, topic: str, count: int, timeout_s: float = 60.0) -> None:
+    """Until Debezium has published ``count`` messages to ``topic`` (bounded in time)."""
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while time.monotonic() < deadline:
+        try:
+            seen = sum(kafka.end_offsets(topic).values())
+        except Exception:  # the topic is created with the first event
+            seen = 0
+        if seen >= count:
+            assert seen == count, f"{seen} messages in {topic}, expected {count}"
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"only {seen} of {count} messages reached {topic} in {timeout_s:.0f}s")

@@ -22,8 +22,10 @@ from streamer.table.metadata import WriteStat
 from streamer.write.engine.base import Engine, Prepared
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
 from streamer.write.keygen import RECORD_KEY_COL
+from streamer.write.moves import route_global
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import KEY_COLUMNS, PrepareSpec, latest_per_key, prepare_rows
+from streamer.write.tagging import Planned, PlanRequest, plan_tagged
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -104,9 +106,21 @@ class LocalEngine(Engine):
         table = to_arrow(data)
         rows = prepare_rows(table, spec)
         if combine:
-            rows = latest_per_key(rows, spec.cfg.ordering_field,
-                                  key_fields=spec.cfg.record_key_fields)
+            rows = latest_per_key(rows, spec.cfg.ordering_field, key_fields=spec.cfg.record_key_fields,
+                                  by_partition=not spec.cfg.index.is_global)
         return Prepared(rows.select(list(KEY_COLUMNS)), table.num_rows, rows)
+
+    def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
+        """The driver's plan; with a global index, rows whose key is stored in another
+        partition are re-routed first (:mod:`streamer.write.moves`), which may add rows."""
+        if not (request.index.is_global and request.looks_up):
+            return super().plan(prepared, request)
+        routed = route_global(prepared.handle, request, request.ordering_field,
+                              request.index.update_partition_path)
+        prepared.handle, prepared.keys = routed.rows, routed.keys
+        planned = plan_tagged(routed.keys, routed.file_ids, request, routed.lookup, routed.seeds)
+        planned.moved, planned.stale = routed.moved, routed.stale
+        return planned
 
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
         rows: pa.Table = prepared.handle

@@ -4,7 +4,6 @@ multi-statement transactions, over two runs."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -13,7 +12,7 @@ from streamer.config import parse_pipelines
 from streamer.errors import SchemaError
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
-from tests.support.cdc import capture
+from tests.support.cdc import capture, wait_for_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -25,22 +24,6 @@ pipelines:
     trigger: {{mode: once}}
     engine: {engine}
 """
-
-
-def _wait_for_events(kafka, topic: str, count: int, timeout_s: float = 60.0) -> None:
-    """Until Debezium has published ``count`` messages to ``topic`` (bounded in time)."""
-    deadline = time.monotonic() + timeout_s
-    seen = 0
-    while time.monotonic() < deadline:
-        try:
-            seen = sum(kafka.end_offsets(topic).values())
-        except Exception:  # the topic is created with the first event
-            seen = 0
-        if seen >= count:
-            assert seen == count, f"{seen} messages in {topic}, expected {count}"
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"only {seen} of {count} messages reached {topic} in {timeout_s:.0f}s")
 
 
 def _table(config) -> dict[int, tuple]:
@@ -70,7 +53,7 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
     (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
                                                       t=tmp_path / "orders", engine=engine))
     assert not problems
-    _wait_for_events(kafka, topic, 50)  # the initial snapshot: op r
+    wait_for_events(kafka, topic, 50)  # the initial snapshot: op r
     report = PipelineRunner(config, spark=spark).run_once()
     assert (report.read, report.errored, report.filtered) == (50, 0, 0)
     assert _table(config) == _database(postgres, db)
@@ -88,7 +71,7 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
                  "UPDATE orders SET name = 'v3', qty = 0 WHERE id = 20; DELETE FROM orders WHERE id = 21; COMMIT",
                  database=db)
     streamed = 10 + 5 * 2 + 3 + 3 + 2 + 3 + 2
-    _wait_for_events(kafka, topic, 50 + streamed)
+    wait_for_events(kafka, topic, 50 + streamed)
     report = PipelineRunner(config, spark=spark).run_once()
     tombstones = 5 + 1 + 1
     assert (report.read, report.errored, report.filtered) == (streamed, 0, tombstones)
@@ -100,7 +83,7 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
     postgres.sql("UPDATE orders SET qty = -1 WHERE id % 7 = 0; DELETE FROM orders WHERE id = 100;"
                  "INSERT INTO orders VALUES (50, 'back', 50)", database=db)
     sevens = len([i for i in _database(postgres, db) if i % 7 == 0])
-    _wait_for_events(kafka, topic, 50 + streamed + sevens + 2 + 1)
+    wait_for_events(kafka, topic, 50 + streamed + sevens + 2 + 1)
     PipelineRunner(config, spark=spark).run_once()
     assert _table(config) == _database(postgres, db)
 
@@ -116,19 +99,19 @@ def test_columns_added_and_dropped_in_the_database_follow_in_the_table(kafka, ka
     (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
                                                       t=tmp_path / "orders", engine="local"))
     assert not problems
-    _wait_for_events(kafka, topic, 5)
+    wait_for_events(kafka, topic, 5)
     PipelineRunner(config, spark=spark).run_once()
 
     postgres.sql("ALTER TABLE orders ADD COLUMN color text; UPDATE orders SET color = 'red' WHERE id <= 2;"
                  "INSERT INTO orders VALUES (6, 'six', 6, NULL, 'blue')", database=db)
-    _wait_for_events(kafka, topic, 5 + 3)
+    wait_for_events(kafka, topic, 5 + 3)
     report = PipelineRunner(config, spark=spark).run_once()
     assert report.errored == 0
     got = {r["id"]: r.get("color") for r in Table.open(config.target.path).read().to_pylist()}
     assert got == {1: "red", 2: "red", 3: None, 4: None, 5: None, 6: "blue"}
 
     postgres.sql("ALTER TABLE orders DROP COLUMN note; UPDATE orders SET qty = 0 WHERE id = 3", database=db)
-    _wait_for_events(kafka, topic, 5 + 3 + 1)
+    wait_for_events(kafka, topic, 5 + 3 + 1)
     report = PipelineRunner(config, spark=spark).run_once()
     assert report.errored == 0
     rows = {r["id"]: r for r in Table.open(config.target.path).read().to_pylist()}
@@ -136,7 +119,7 @@ def test_columns_added_and_dropped_in_the_database_follow_in_the_table(kafka, ka
 
     postgres.sql("ALTER TABLE orders ALTER COLUMN qty TYPE text; UPDATE orders SET qty = 'many' WHERE id = 4",
                  database=db)
-    _wait_for_events(kafka, topic, 5 + 3 + 1 + 1)
+    wait_for_events(kafka, topic, 5 + 3 + 1 + 1)
     # an unsafe change stops the pipeline naming the column and both types, writing nothing
     with pytest.raises(SchemaError, match=r"field 'qty': type change from int64 to string"):
         PipelineRunner(config, spark=spark).run_once()

@@ -45,7 +45,8 @@ def test_bloom_is_the_default_and_bucket_maps_to_the_writer():
     ("{type: bucket, num_buckets: '8'}", "valid integer"),
     ("{type: bucket, num_buckets: true}", "valid integer"),
     ("{type: bucket, num_buckets: 4, hash_field: city}", "must be record_key fields"),
-    ("{type: hash}", "'bloom', 'bucket'"),
+    ("{type: hash}", "'bloom', 'global_bloom', 'bucket'"),
+    ("{type: bloom, update_partition_path: false}", "update_partition_path"),
     ("{type: bloom, num_buckets: 4}", "num_buckets"),
 ])
 def test_bad_index_settings_name_the_line(index, message):

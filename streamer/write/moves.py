@@ -1,0 +1,101 @@
+"""The global index's routing: a key found in another partition than its row names.
+
+With ``global_bloom`` a record key is unique across the table. Each key of the batch is
+looked up in every partition, and a key stored elsewhere than the partition its row
+computes is resolved here, before planning, as Hudi's global index does:
+
+* a delete goes to the partition that holds the key (a CDC delete often carries the key
+  alone, so its partition value is missing or stale);
+* an update with ``update_partition_path`` (the default) becomes a delete of the stored
+  row in its old file group - carrying the incoming ordering value, so the merge there
+  lets it win - and an insert in the new partition; unless the stored row is newer by
+  the ordering field (a replay), which keeps it and drops the incoming row;
+* an update without it is written where the key is stored.
+
+What comes out is an ordinary batch for :func:`~streamer.write.plan.build_plan`: rows
+(the moves' deletes appended), their key columns, and the file id each row goes to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.index.bloom_index import BloomIndex
+from streamer.index.ordering import stored_ordering
+from streamer.index.slice_members import LookupStats
+from streamer.table.fsview import FileSlice
+from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.prepare import IS_DELETE_COL, KEY_COLUMNS
+from streamer.write.tagging import PlanRequest
+
+
+@dataclass(frozen=True)
+class GlobalRouting:
+    """A batch after the global lookup: rows and keys aligned with ``file_ids``."""
+
+    rows: pa.Table
+    keys: pa.Table
+    file_ids: pa.Array
+    lookup: LookupStats
+    seeds: dict
+    moved: int  # rows inserted in a new partition (their stored row deleted)
+    stale: int  # incoming rows dropped: the stored row is newer
+
+
+def route_global(rows: pa.Table, req: PlanRequest, ordering_field: str | None,
+                 update_partition_path: bool) -> GlobalRouting:
+    """Look ``rows``' keys up in every partition and resolve the ones stored elsewhere."""
+    index = BloomIndex(req.fs, req.slices, req.is_committed, req.parallelism, on_corrupt=req.on_corrupt)
+    res = index.lookup_global(rows.column(RECORD_KEY_COL))
+    file_ids, found = res.file_ids, res.partitions
+    assert found is not None
+    parts = rows.column(PARTITION_PATH_COL).combine_chunks()
+    elsewhere = pc.fill_null(pc.not_equal(found, parts), False).to_numpy(zero_copy_only=False)
+    if not elsewhere.any():
+        return GlobalRouting(rows, rows.select(list(KEY_COLUMNS)), file_ids, res.stats, index.slice_seeds, 0, 0)
+    is_delete = pc.fill_null(rows.column(IS_DELETE_COL).combine_chunks(), False).to_numpy(zero_copy_only=False)
+    movers = elsewhere & ~is_delete if update_partition_path else np.zeros(len(parts), dtype=bool)
+    stay = elsewhere & ~movers  # deletes, and updates kept where they are stored
+    parts = pc.if_else(pa.array(stay), found, parts)
+    rows = rows.set_column(rows.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL, parts)
+    stale = np.zeros(len(parts), dtype=bool)
+    if movers.any() and ordering_field is not None:
+        stale = _stale(rows, movers, file_ids, req, ordering_field)
+        movers &= ~stale
+    moved_rows = np.flatnonzero(movers)
+    deletes = rows.take(pa.array(moved_rows))
+    deletes = deletes.set_column(deletes.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL,
+                                 found.take(pa.array(moved_rows)))
+    deletes = deletes.set_column(deletes.schema.get_field_index(IS_DELETE_COL), IS_DELETE_COL,
+                                 pa.array(np.ones(len(moved_rows), dtype=bool)))
+    delete_fids = file_ids.take(pa.array(moved_rows))
+    file_ids = pc.if_else(pa.array(movers), pa.nulls(len(parts), pa.string()), file_ids)
+    keep = pa.array(~stale)
+    rows = pa.concat_tables([rows.filter(keep), deletes])
+    file_ids = pa.concat_arrays([file_ids.filter(keep), delete_fids])
+    return GlobalRouting(rows, rows.select(list(KEY_COLUMNS)), file_ids, res.stats, index.slice_seeds,
+                         len(moved_rows), int(stale.sum()))
+
+
+def _stale(rows: pa.Table, movers: np.ndarray, file_ids: pa.Array, req: PlanRequest,
+           ordering_field: str) -> np.ndarray:
+    """Bool per row: a mover whose stored row has a greater ordering value (ties go to the
+    incoming row, as in a merge)."""
+    out = np.zeros(len(movers), dtype=bool)
+    by_id: dict[str, FileSlice] = {s.file_id: s for s in req.slices}
+    idx = np.flatnonzero(movers)
+    fids = file_ids.take(pa.array(idx))
+    for fid in pc.unique(fids).to_pylist():
+        at = idx[pc.equal(fids, fid).to_numpy(zero_copy_only=False)]
+        keys = rows.column(RECORD_KEY_COL).take(pa.array(at)).combine_chunks()
+        stored = stored_ordering(req.fs, by_id[fid], keys, ordering_field, req.is_committed)
+        incoming = rows.column(ordering_field).take(pa.array(at)).combine_chunks()
+        if stored.type != incoming.type:
+            stored = stored.cast(incoming.type)
+        newer = pc.fill_null(pc.greater(stored, incoming), False).to_numpy(zero_copy_only=False)
+        out[at[newer]] = True
+    return out
