@@ -68,7 +68,7 @@ $(JVM_ARCHIVE): $(STAMPS)/venv $(STAMPS)/jars
 	rm -f $@
 	$(BIN)/python -m tests.support.jvm_archive $@
 
-$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml jvm/hudi/pom.xml jvm/s3proxy/pom.xml jvm/hive-metastore/pom.xml jvm/connect/pom.xml
+$(STAMPS)/jars: pom.xml jvm/spark-kafka/pom.xml jvm/kafka-broker/pom.xml jvm/apicurio/pom.xml jvm/hudi/pom.xml jvm/s3proxy/pom.xml jvm/hive-metastore/pom.xml jvm/connect/pom.xml jvm/connect-apicurio/pom.xml
 	@command -v mvn >/dev/null || { echo "Maven (mvn) and Java 17+ are needed to resolve the JVM jars" >&2; exit 1; }
 	rm -rf .jvm
 	mvn -q -B package

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 #: The envelope's fields (Debezium's ``Envelope.FieldName``).
-ENVELOPE = ("before", "after", "source", "op", "ts_ms")
+#: The envelope's fields (Debezium 3.x adds ``ts_us``/``ts_ns`` and, with transaction
+#: metadata on, the ``transaction`` block): never columns of the table.
+ENVELOPE = ("before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction")
 #: Operations that carry a row: create, snapshot read, update, delete.
 ROW_OPERATIONS = ("c", "r", "u", "d")
 DELETE_OP = "d"

@@ -199,6 +199,7 @@ GROUPS_BY_DIR = {
     "tests/integration/sources/test_kafka_avro_pipeline.py": "schema_registry",
     "tests/integration/sources/test_kafka_avro_registry.py": "schema_registry",
     "tests/integration/sources/test_kafka_debezium.py": "schema_registry",
+    "tests/integration/sources/test_debezium_postgres_avro.py": "schema_registry",
 }
 
 

@@ -32,10 +32,11 @@ def collect_together(*frames: DataFrame) -> list[pa.Table]:
     if len(frames) == 1:
         return [frames[0].toArrow()]
     names = [f"_part{i}" for i in range(len(frames))]
-    # every field nullable inside the union (a frame's rows are null in the other columns;
-    # Arrow refuses a null under a non-nullable field), restored after the split
+    # every field nullable inside the union, nested ones too (a frame's rows are null in
+    # the other columns, and so are the fields of their structs: Arrow refuses a null under
+    # a non-nullable field), the top level's restored after the split
     schemas = [f.schema for f in frames]
-    relaxed = [StructType([field.__class__(field.name, field.dataType, True) for field in s.fields]) for s in schemas]
+    relaxed = [_relaxed(s) for s in schemas]
     union = None
     for i, frame in enumerate(frames):
         columns = [
@@ -56,6 +57,25 @@ def set_rows(column: pa.ChunkedArray) -> pa.Table:
     if present.num_chunks == 0:
         return pa.schema(list(column.type)).empty_table()
     return pa.Table.from_struct_array(present)
+
+
+def _relaxed(schema: StructType) -> StructType:
+    """``schema`` with every field nullable, at every depth (Debezium's ``transaction``
+    block is a nullable struct of non-nullable fields, null in most rows)."""
+    from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+    def relax(t: DataType) -> DataType:
+        if isinstance(t, StructType):
+            return StructType([StructField(f.name, relax(f.dataType), True, f.metadata) for f in t.fields])
+        if isinstance(t, ArrayType):
+            return ArrayType(relax(t.elementType), True)
+        if isinstance(t, MapType):
+            return MapType(t.keyType, relax(t.valueType), True)
+        return t
+
+    relaxed = relax(schema)
+    assert isinstance(relaxed, StructType)
+    return relaxed
 
 
 def _unnest(column: pa.ChunkedArray, schema: StructType) -> pa.Table:
