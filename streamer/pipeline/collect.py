@@ -27,7 +27,6 @@ def _quoted(name: str) -> str:
 def collect_together(*frames: DataFrame) -> list[pa.Table]:
     """``[f.toArrow() for f in frames]``, in one Spark job (same rows, columns and types)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     if len(frames) == 1:
         return [frames[0].toArrow()]
