@@ -44,6 +44,10 @@ def apicurio_avro(registry_url: str) -> dict[str, str]:
             f"{side}.converter.apicurio.registry.auto-register": "true",
             f"{side}.converter.apicurio.registry.find-latest": "true",
             f"{side}.converter.apicurio.registry.as-confluent": "true",
+            # the id in the message is the content id, which the Confluent-compatible API
+            # resolves (the converter's default, the version's global id, is another number
+            # as soon as a version's content repeats, e.g. after a connector restart)
+            f"{side}.converter.apicurio.registry.use-id": "contentId",
             f"{side}.converter.apicurio.registry.headers.enabled": "false",
         })
     out["schema.name.adjustment.mode"] = "avro"
