@@ -402,7 +402,11 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
         schema = struct_from_ddl(config.schema_ddl)
     else:  # inference reads the payloads, then the decode reads them again
         limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
-        schema = infer_json_schema(spark, base.cache(), config.infer_sample_records, limit)
+        # Debezium: every payload. A change stream's shape varies inside a batch (deletes
+        # carry ``before`` only, an added column appears mid-batch): a sample of the first
+        # records would miss it and lose the column, or the deletes' keys.
+        sample = None if config.debezium else config.infer_sample_records
+        schema = infer_json_schema(spark, base.cache(), sample, limit)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
         schema = struct_from_ddl("value STRING")
     exprs = _json_expressions(schema, config)
@@ -607,10 +611,10 @@ def kafka_originals(frame: DataFrame, payload: Column, encoding: Column) -> Call
     return originals
 
 
-def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int,
+def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int | None,
                       max_record_bytes: int | None = None) -> StructType | None:
-    """Spark's JSON schema inference over a sample of the UTF-8 payloads (text column
-    ``_raw``) of a batch; None if there are none.
+    """Spark's JSON schema inference over the first ``sample`` UTF-8 payloads (text column
+    ``_raw``) of a batch (``None``: all of them); None if there are none.
 
     Payloads over ``max_record_bytes`` are left out: they go to the error table
     undecoded, and parsing one (a runaway 50 MB record) only to infer columns from it
@@ -622,7 +626,9 @@ def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int,
     if max_record_bytes is not None:
         usable = usable & (F.octet_length(F.col("_raw")) <= F.lit(max_record_bytes))
     texts = base.where(usable)
-    texts = texts.select(F.col("_raw").alias("v")).limit(sample)
+    texts = texts.select(F.col("_raw").alias("v"))
+    if sample is not None:
+        texts = texts.limit(sample)
     inferred = spark.read.option("mode", "DROPMALFORMED").json(texts.rdd.map(lambda r: r.v))
     fields = [f for f in inferred.schema.fields if f.name != CORRUPT_COLUMN]
     return StructType(fields) if fields else None

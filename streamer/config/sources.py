@@ -141,7 +141,8 @@ class KafkaSourceConfig(StrictModel):
     options: OptionMap = {}
     #: JSON: Spark DDL of the payload (``"uuid STRING, ts BIGINT"``); None = infer from a sample.
     schema_ddl: str | None = Field(default=None, alias="schema")
-    #: JSON without ``schema``: infer the schema from up to this many payloads of each batch.
+    #: JSON without ``schema``: infer the schema from up to this many payloads of each batch
+    #: (a field first seen after them is not read); with ``debezium``, every payload is used.
     infer_sample_records: Annotated[int, Field(gt=0)] = 10_000
     #: Avro: registry to resolve schema ids, or a fixed ``.avsc`` file (relative to the YAML file).
     schema_registry: SchemaRegistry | None = None

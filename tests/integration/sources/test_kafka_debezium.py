@@ -133,3 +133,28 @@ def test_avro_change_events_through_the_registry(kafka, spark, tmp_path, schema_
     _, reports, rows = _run(kafka, spark, tmp_path, produce, extra=extra)
     assert [(r.read, r.errored, r.filtered) for r in reports] == [(8, 0, 1), (4, 0, 1)]
     assert {r["id"]: r["name"] for r in rows} == FINAL and len(rows) == len(FINAL)
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["json", "json-with-schemas"])
+def test_the_shape_of_a_whole_batch_is_read_not_a_sample_of_it(kafka, spark, tmp_path, embedded):
+    """A batch whose first events are all creates, then a column added mid-batch and
+    deletes (``before`` only): with a sample of the first records (the non-Debezium
+    default) the added column and the deletes' keys were lost."""
+    events = [pg_event("r", None, {"id": i, "name": f"n{i}"}, 10) for i in range(1, 9)]
+    events += [pg_event("u", None, {"id": 1, "name": "n1", "color": "red"}, 20),
+               pg_event("d", {"id": 2, "name": None}, None, 30), None]
+
+    def produce(topic, batch):
+        values = [None if e is None else json.dumps(wrap(e) if embedded else e) for e in batch]
+        kafka.produce(topic, values, keys=[json.dumps({"id": 0})] * len(values))
+
+    topic = kafka.create_topic(f"pg.public.orders-{uuid.uuid4().hex[:6]}", partitions=1)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=tmp_path / "t", extra=", infer_sample_records: 4",
+                                                      engine="local"))
+    assert not problems
+    produce(topic, events)
+    report = PipelineRunner(config, spark=spark).run_once()
+    assert (report.errored, report.filtered) == (0, 1)
+    rows = {r["id"]: r for r in Table.open(config.target.path).read().to_pylist()}
+    assert sorted(rows) == [1, 3, 4, 5, 6, 7, 8] and rows[1]["color"] == "red" and rows[3]["color"] is None
