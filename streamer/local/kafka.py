@@ -333,27 +333,10 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
             )
 
     def _wait_until_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        last: object = None
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                code = self._proc.returncode
-                self.stop()
-                raise KafkaBrokerError(
-                    f"Kafka broker on 127.0.0.1:{self.port} exited during start-up (code {code}); "
-                    f"log tail:\n{last}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    pass
-                KafkaClient(self.bootstrap_servers, timeout_s=5).ping()
-                return
-            except (OSError, KafkaBrokerError) as e:
-                last = e
-                time.sleep(0.25)
-        tail = self.log_tail()
-        self.stop()
-        raise KafkaBrokerError(
-            f"Kafka broker on 127.0.0.1:{self.port} did not answer within {timeout_s:.0f}s; "
-            f"last error: {last}; log tail:\n{tail}"
-        )
+        def answers() -> None:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                pass
+            KafkaClient(self.bootstrap_servers, timeout_s=5).ping()
+
+        self._wait_until(answers, timeout_s, KafkaBrokerError, retry_on=(OSError, KafkaBrokerError),
+                         waits_for="answer")

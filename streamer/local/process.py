@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar, TypeVar
@@ -109,23 +110,38 @@ class ManagedProcess:
             self.workdir = None
 
     def _wait_for_port(self, port: int, timeout_s: float, error: type[StreamerError]) -> None:
-        """Until the server accepts connections on ``port``; else stop it and raise ``error``
-        quoting its log (a server that died during start-up is not waited for)."""
+        """Until the server accepts connections on ``port`` (see :meth:`_wait_until`)."""
+
+        def connect() -> None:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                pass
+
+        self._wait_until(connect, timeout_s, error, retry_on=(OSError,), waits_for="accept connections")
+
+    def _wait_until(self, probe: Callable[[], None], timeout_s: float, error: type[StreamerError], *,
+                    retry_on: tuple[type[BaseException], ...], waits_for: str,
+                    hint: Callable[[str], str] = lambda tail: "") -> None:
+        """Until ``probe()`` returns (an exception of ``retry_on``: not yet); else stop the
+        server and raise ``error`` quoting its log. A server that died during start-up is
+        not waited for; ``hint(log tail)`` may add what the log suggests."""
         deadline = time.monotonic() + timeout_s
+        last: BaseException | None = None
         while time.monotonic() < deadline:
             code = self.exit_code()
             if code is not None:
                 tail = self.log_tail()
                 self.stop()
-                raise error(f"{self.describe()} exited during start-up (code {code}); log tail:\n{tail}")
+                raise error(f"{self.describe()} exited during start-up (code {code}){hint(tail)}; "
+                            f"log tail:\n{tail}")
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-            except OSError:
+                probe()
+                return
+            except retry_on as e:
+                last = e.__cause__ or e
                 time.sleep(0.2)
         tail = self.log_tail()
         self.stop()
-        raise error(f"{self.describe()} did not accept connections within {timeout_s:.0f}s; "
+        raise error(f"{self.describe()} did not {waits_for} within {timeout_s:.0f}s; last error: {last}; "
                     f"log tail:\n{tail}")
 
     def kill(self) -> None:

@@ -200,30 +200,9 @@ class LocalSchemaRegistry(ManagedProcess, RegistryClient):
         return env
 
     def _wait_until_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        last: object = None
         probe = RegistryClient(self.url, timeout_s=2)
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                code = self._proc.returncode
-                tail = self.log_tail()
-                self.stop()
-                raise SchemaRegistryError(
-                    f"schema registry at {self.url} exited during start-up (code {code})"
-                    f"{_hint(tail)}; log tail:\n{tail}"
-                )
-            try:
-                probe.ping()
-                return
-            except SchemaRegistryError as e:
-                last = e.__cause__ or e
-                time.sleep(0.2)
-        tail = self.log_tail()
-        self.stop()
-        raise SchemaRegistryError(
-            f"schema registry at {self.url} did not answer GET /subjects within {timeout_s:.0f}s; "
-            f"last error: {last}; log tail:\n{tail}"
-        )
+        self._wait_until(probe.ping, timeout_s, SchemaRegistryError, retry_on=(SchemaRegistryError,),
+                         waits_for="answer GET /subjects", hint=_hint)
 
 
 def _hint(log_tail: str) -> str:
