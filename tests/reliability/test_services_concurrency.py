@@ -185,6 +185,26 @@ def test_writer_compactors_and_reader_together(storage, tmp_path, request):
 
     final = commits[-1]["digest"]
     assert digest(tg.read_ours(p)) == final
-    assert digest(tg.read_hudi_rs(p)) == final
+    # a completed commit or delta commit is never an empty file (hudi-rs parses each one's
+    # JSON): this names the file if one ever is
+    empty = [(st.path, st.size) for st in fs.walk_files(f"{base}/.hoodie")
+             if st.size == 0 and st.path.endswith((".commit", ".deltacommit", ".replacecommit"))]
+    listing = [(st.path.rsplit("/", 1)[-1], st.size) for st in fs.walk_files(f"{base}/.hoodie")
+               if "/.hoodie/" in st.path and st.path.count("/") == f"{base}/.hoodie/x".count("/")]
+    assert not empty, f"empty completed instants: {empty}; timeline files: {listing}"
+    try:
+        rs = tg.read_hudi_rs(p)
+    except Exception as first:  # noqa: BLE001 - asked once more, then reported with the listing
+        # Once, in a loaded clean-clone run, hudi-rs reported a timeline file of this S3 table
+        # empty ("EOF while parsing"); three runs after it passed. The check above fails if a
+        # file really is empty; past it, a second read tells a passing glitch of the
+        # reader's S3 client from a table it cannot read (the failure quotes the listing)
+        print(f"hudi-rs read failed once ({first}); reading again")
+        time.sleep(1.0)
+        try:
+            rs = tg.read_hudi_rs(p)
+        except Exception as e:
+            raise AssertionError(f"hudi-rs cannot read the table ({e}); timeline files: {listing}") from e
+    assert digest(rs) == final
     if storage == "s3":
         fs.delete_dir(base)
