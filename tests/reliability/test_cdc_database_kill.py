@@ -48,6 +48,9 @@ CHANGES = sized(smoke=3_000, full=200_000)
 #: Rows per table before the connector starts (the snapshot).
 FIRST_ROWS = sized(smoke=300, full=5_000)
 KILLS = sized(smoke=3, full=10)
+#: How long each ``streamer run`` lives before its SIGKILL (seconds, uniform): at smoke size
+#: some die starting up, at full size each has time to commit
+LIFETIME_S = sized(smoke=(5.0, 12.0), full=(8.0, 30.0))
 LIMIT_S = sized(smoke=600.0, full=2400.0)
 #: Apache Hudi releases asked at the end (each is a JVM to start): all at full size.
 HUDI_READERS = sized(smoke=("1.2",), full=oracle.VERSIONS)
@@ -284,7 +287,7 @@ def _kill_loop(yaml_path: Path, workdir: Path, rng: random.Random, worker: threa
         proc = subprocess.Popen([STREAMER, "run", str(yaml_path)], stdout=out, stderr=subprocess.STDOUT,
                                 cwd=workdir, start_new_session=True)
         try:
-            lived = rng.uniform(8.0, 30.0)
+            lived = rng.uniform(*LIFETIME_S)
             if _exited(proc, lived):
                 raise AssertionError(f"streamer run exited by itself ({proc.returncode}): "
                                      f"{(workdir / f'run{kills:03d}.log').read_text()[-3000:]}")
