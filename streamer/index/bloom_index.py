@@ -288,7 +288,7 @@ class BloomIndex:
             part_keys = keys.take(pa.array(rows))
             for s in slices:
                 jobs.append((s, rows, part_keys))
-        return self._run(jobs, len(keys))
+        return self._run(jobs, len(keys), with_partitions=False)
 
     def lookup_global(self, keys: pa.Array) -> IndexResult:
         """Tag ``keys`` in every partition (Hudi's global bloom index): the file id and the
@@ -297,9 +297,10 @@ class BloomIndex:
         keys = _whole(keys)
         rows = np.arange(len(keys))
         jobs = [(s, rows, keys) for slices in self.by_partition.values() for s in slices]
-        return self._run(jobs, len(keys))
+        return self._run(jobs, len(keys), with_partitions=True)
 
-    def _run(self, jobs: list[tuple[FileSlice, np.ndarray, pa.Array]], n: int) -> IndexResult:
+    def _run(self, jobs: list[tuple[FileSlice, np.ndarray, pa.Array]], n: int, *,
+             with_partitions: bool) -> IndexResult:
         stats = LookupStats()
 
         def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[FileSlice, np.ndarray]:
@@ -325,6 +326,8 @@ class BloomIndex:
                 parts.append(s.partition_path)
         mask = codes < 0
         file_ids = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(names, pa.string()))
+        if not with_partitions:  # the hot path of every upsert: no second array of n strings
+            return IndexResult(file_ids.cast(pa.string()), stats)
         partitions = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(parts, pa.string()))
         return IndexResult(file_ids.cast(pa.string()), stats, partitions.cast(pa.string()))
 

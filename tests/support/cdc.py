@@ -75,3 +75,19 @@ def wait_for_events(kafka, topic: str, count: int, timeout_s: float = 60.0) -> N
             return
         time.sleep(0.3)
     raise AssertionError(f"only {seen} of {count} messages reached {topic} in {timeout_s:.0f}s")
+
+
+def lake_orders(path: str) -> dict[int, tuple]:
+    """The ``orders`` table at ``path`` as ``{id: (name, qty, note)}``; no key twice."""
+    from streamer.read import Table
+
+    rows = Table.open(path).read().to_pylist()
+    out = {r["id"]: (r["name"], r["qty"], r["note"]) for r in rows}
+    assert len(out) == len(rows), "a key is in the table twice"
+    return out
+
+
+def postgres_orders(postgres: Any, db: str) -> dict[int, tuple]:
+    """``SELECT id, name, qty, note FROM orders`` in ``db``, as :func:`lake_orders` has it."""
+    rows = postgres.rows("SELECT id, name, qty, note FROM orders", database=db)
+    return {int(i): (n, None if q is None else int(q), note) for i, n, q, note in rows}

@@ -12,7 +12,7 @@ from streamer.config import parse_pipelines
 from streamer.errors import SchemaError
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
-from tests.support.cdc import capture, wait_for_events
+from tests.support.cdc import capture, lake_orders, postgres_orders, wait_for_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -24,18 +24,6 @@ pipelines:
     trigger: {{mode: once}}
     engine: {engine}
 """
-
-
-def _table(config) -> dict[int, tuple]:
-    rows = Table.open(config.target.path).read().to_pylist()
-    out = {r["id"]: (r["name"], r["qty"], r["note"]) for r in rows}
-    assert len(out) == len(rows), "a key is in the table twice"
-    return out
-
-
-def _database(postgres, db: str) -> dict[int, tuple]:
-    rows = postgres.rows("SELECT id, name, qty, note FROM orders", database=db)
-    return {int(i): (n, None if q is None else int(q), note) for i, n, q, note in rows}
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
@@ -56,7 +44,7 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
     wait_for_events(kafka, topic, 50)  # the initial snapshot: op r
     report = PipelineRunner(config, spark=spark).run_once()
     assert (report.read, report.errored, report.filtered) == (50, 0, 0)
-    assert _table(config) == _database(postgres, db)
+    assert lake_orders(config.target.path) == postgres_orders(postgres, db)
 
     # updates (10), deletes (5, each with its tombstone), a key change (delete, tombstone,
     # create), inserts (3), and one transaction updating a row three times and deleting another
@@ -75,17 +63,17 @@ def test_a_postgres_table_arrives_as_the_database_has_it(kafka, kafka_connect, p
     report = PipelineRunner(config, spark=spark).run_once()
     tombstones = 5 + 1 + 1
     assert (report.read, report.errored, report.filtered) == (streamed, 0, tombstones)
-    table = _table(config)
-    assert table == _database(postgres, db)
+    table = lake_orders(config.target.path)
+    assert table == postgres_orders(postgres, db)
     assert table[3][2] == "3" * 3000 and table[2][2] == "n" * 4000  # completed from the table, the batch
 
     # a second round on the table as it now stands, written again over its logs
     postgres.sql("UPDATE orders SET qty = -1 WHERE id % 7 = 0; DELETE FROM orders WHERE id = 100;"
                  "INSERT INTO orders VALUES (50, 'back', 50)", database=db)
-    sevens = len([i for i in _database(postgres, db) if i % 7 == 0])
+    sevens = len([i for i in postgres_orders(postgres, db) if i % 7 == 0])
     wait_for_events(kafka, topic, 50 + streamed + sevens + 2 + 1)
     PipelineRunner(config, spark=spark).run_once()
-    assert _table(config) == _database(postgres, db)
+    assert lake_orders(config.target.path) == postgres_orders(postgres, db)
 
 
 def test_columns_added_and_dropped_in_the_database_follow_in_the_table(kafka, kafka_connect, postgres, spark,

@@ -16,7 +16,7 @@ import pytest
 from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
-from tests.support.cdc import wait_for_events
+from tests.support.cdc import lake_orders, postgres_orders, wait_for_events
 from tests.support.connect import postgres_connector
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
@@ -54,18 +54,6 @@ def apicurio_avro(registry_url: str) -> dict[str, str]:
     return out
 
 
-def _table(path: str) -> dict[int, tuple]:
-    rows = Table.open(path).read().to_pylist()
-    out = {r["id"]: (r["name"], r["qty"], r["note"]) for r in rows}
-    assert len(out) == len(rows), "a key is in the table twice"
-    return out
-
-
-def _database(postgres, db: str) -> dict[int, tuple]:
-    rows = postgres.rows("SELECT id, name, qty, note FROM orders", database=db)
-    return {int(i): (n, None if q is None else int(q), note) for i, n, q, note in rows}
-
-
 def test_avro_change_events_from_a_real_connector(kafka, kafka_connect, postgres, spark, schema_registry, tmp_path):
     tag = uuid.uuid4().hex[:6]
     db, prefix = f"avro_{tag}", f"av{tag}"
@@ -85,7 +73,7 @@ def test_avro_change_events_from_a_real_connector(kafka, kafka_connect, postgres
     wait_for_events(kafka, topic, 30)
     report = PipelineRunner(pipeline, spark=spark).run_once()
     assert (report.read, report.errored, report.filtered) == (30, 0, 0)
-    assert _table(pipeline.target.path) == _database(postgres, db)
+    assert lake_orders(pipeline.target.path) == postgres_orders(postgres, db)
 
     postgres.sql("UPDATE orders SET qty = qty * 10 WHERE id <= 5", database=db)  # 1-3 keep their TOASTed note
     postgres.sql("DELETE FROM orders WHERE id BETWEEN 21 AND 22", database=db)
@@ -96,8 +84,8 @@ def test_avro_change_events_from_a_real_connector(kafka, kafka_connect, postgres
     wait_for_events(kafka, topic, 30 + streamed)
     report = PipelineRunner(pipeline, spark=spark).run_once()
     assert (report.read, report.errored, report.filtered) == (streamed, 0, 2 + 1)
-    table = _table(pipeline.target.path)
-    assert table == _database(postgres, db)
+    table = lake_orders(pipeline.target.path)
+    assert table == postgres_orders(postgres, db)
     assert table[2][2] == "2" * 3000  # an unchanged TOASTed value, kept from the table
     columns = set(Table.open(pipeline.target.path).read().column_names)
     assert not columns & {"transaction", "ts_us", "ts_ns", "before", "after"}, "envelope fields are not columns"
