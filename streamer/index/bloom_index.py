@@ -11,7 +11,9 @@ For every file group of the partitions a batch touches:
 3. only members left with candidates are opened, and then for the key column alone;
    an exact match makes the key an update of that file group.
 
-Full records are never read. Keys are compared as Arrow strings (UTF-8 byte order)
+A batch that asks a partition about many keys against its slices' rows (a backfill, a
+catch-up after an outage) skips steps 1-3: every member's key column is matched once
+(:func:`_find_in_slices`). Full records are never read. Keys are compared as Arrow strings (UTF-8 byte order)
 throughout. :meth:`BloomIndex.lookup` is non-global, like Hudi's default bloom index: a
 key is looked up in its own partition only; :meth:`BloomIndex.lookup_global` asks every
 partition (Hudi's global bloom index).
@@ -67,15 +69,18 @@ def _find_in_slice(
     stats: LookupStats,
     seeds: dict[tuple[str, str, str], KeySummary] | None = None,
     on_corrupt: Callable[[FileSlice, list], None] | None = None,
+    members: list[Member] | None = None,
 ) -> np.ndarray:
-    """Bool mask over ``keys``: present in this slice's committed data.
+    """Bool mask over ``keys``: present in this slice's committed data (``members``: the
+    slice's, when the caller listed them already).
 
     ``seeds`` receives the slice's log-blocks summary when the newest block carries one
     (the file-group writer chains the next block's summary from it: no second read).
     """
     found = np.zeros(len(keys), dtype=bool)
-    members = slice_members(fs, file_slice, is_committed, with_deletes=True,
-                            on_corrupt=(lambda bad: on_corrupt(file_slice, bad)) if on_corrupt else None)
+    if members is None:
+        members = slice_members(fs, file_slice, is_committed, with_deletes=True,
+                                on_corrupt=_corrupt_in(file_slice, on_corrupt))
     if not members or len(keys) == 0:
         return found
     index = slice_summary(members, stats)
@@ -120,6 +125,90 @@ def _find_in_slice(
     match_held()
     found[cand_idx[live]] = True
     return found
+
+
+#: Slices asked about at least one key per this many of their rows are matched against
+#: every member's key column (read once per process and kept), their ranges and filters
+#: never asked. Why: a filter probe costs ~0.2 us per key that leaves at its first hash
+#: and ~1.4 us per key it admits, while reading and matching a key column costs
+#: ~0.05-0.1 us per row; a large batch (a backfill, a catch-up) asks every slice about
+#: tens of thousands of keys, and on the 1M-row upsert benchmark the probes were ~40% of
+#: the upsert's CPU (benchmarks/RESULTS.md, "Large batches").
+DENSE_ROWS_PER_KEY = 16
+
+
+def _is_dense(members: list[Member], n_keys: int, stats: LookupStats) -> bool:
+    """Whether ``n_keys`` are many against the members' rows (see :data:`DENSE_ROWS_PER_KEY`);
+    the row counts come from the members' footers, which a lookup reads anyway."""
+    if n_keys == 0:
+        return False
+    budget = n_keys * DENSE_ROWS_PER_KEY
+    rows = 0
+    for m in members:
+        if m.kind == "delete":
+            continue
+        if m.kind == "avro":
+            return False  # no footer to count rows: the filters decide
+        m.footer_kv(stats)
+        if m.num_rows is None:
+            return False
+        rows += m.num_rows
+        if rows > budget:
+            return False
+    return True
+
+
+def _corrupt_in(s: FileSlice, on_corrupt: Callable[[FileSlice, list], None] | None,
+                ) -> Callable[[list], None] | None:
+    return None if on_corrupt is None else lambda bad: on_corrupt(s, bad)
+
+
+def _find_in_slices(
+    fs: FileSystem,
+    slices: list[FileSlice],
+    keys: pa.Array,
+    is_committed: Callable[[str], bool],
+    stats: LookupStats,
+    seeds: dict[tuple[str, str, str], KeySummary] | None = None,
+    on_corrupt: Callable[[FileSlice, list], None] | None = None,
+) -> list[np.ndarray]:
+    """Per slice, a bool mask over ``keys``: present in its committed data.
+
+    When the keys are many against the slices' rows (:func:`_is_dense`), every member's
+    key column is matched in one pass: the keys are hashed once for all the slices and
+    each stored key is looked up once (``index_in``); then each slice's members apply in
+    write order (a delete block removes the keys written before it, a later write brings
+    a key back). Otherwise each slice asks its footers first (:func:`_find_in_slice`).
+    """
+    if len(keys) == 0 or not slices:
+        return [np.zeros(len(keys), dtype=bool) for _ in slices]
+    per_slice = [slice_members(fs, s, is_committed, with_deletes=True, on_corrupt=_corrupt_in(s, on_corrupt))
+                 for s in slices]
+    everything = [m for members in per_slice for m in members]
+    if not _is_dense(everything, len(keys), stats):
+        return [_find_in_slice(fs, s, keys, is_committed, stats, seeds, on_corrupt, members)
+                for s, members in zip(slices, per_slice, strict=True)]
+    if seeds is not None:  # what the file-group writer chains the next block's summary on
+        for s, members in zip(slices, per_slice, strict=True):
+            logs = slice_summary(members, stats).logs
+            if logs is not None and logs.min_key is not None:
+                seeds[slice_key(s)] = logs
+    columns = [m.keys(stats) for m in everything]
+    if not columns:
+        return [np.zeros(len(keys), dtype=bool) for _ in slices]
+    stored = pa.chunked_array([c if c.type == keys.type else c.cast(keys.type) for c in columns], type=keys.type)
+    where = pc.fill_null(pc.index_in(stored, value_set=keys), -1).to_numpy()
+    out: list[np.ndarray] = []
+    start = 0
+    for members in per_slice:
+        live = np.zeros(len(keys), dtype=bool)
+        for m, column in zip(members, columns[:len(members)], strict=True):
+            at = where[start:start + len(column)]
+            live[at[at >= 0]] = m.kind != "delete"
+            start += len(column)
+        columns = columns[len(members):]
+        out.append(live)
+    return out
 
 
 #: A member whose key column this process already holds is matched against the slice's
@@ -279,15 +368,13 @@ class BloomIndex:
     def lookup(self, keys: pa.Array, partitions: pa.Array) -> IndexResult:
         """Tag ``keys`` (aligned with ``partitions``): file id of the group holding each."""
         keys, partitions = _whole(keys), _whole(partitions)
-        jobs: list[tuple[FileSlice, np.ndarray, pa.Array]] = []
+        jobs: list[tuple[list[FileSlice], np.ndarray, pa.Array]] = []
         for part in pc.unique(partitions).to_pylist():
             slices = self.by_partition.get(part)
             if not slices:
                 continue
             rows = np.flatnonzero(pc.equal(partitions, part).to_numpy(zero_copy_only=False))
-            part_keys = keys.take(pa.array(rows))
-            for s in slices:
-                jobs.append((s, rows, part_keys))
+            jobs.append((slices, rows, keys.take(pa.array(rows))))
         return self._run(jobs, len(keys), with_partitions=False)
 
     def lookup_global(self, keys: pa.Array) -> IndexResult:
@@ -296,26 +383,28 @@ class BloomIndex:
         the groups that may hold a key are opened for keys."""
         keys = _whole(keys)
         rows = np.arange(len(keys))
-        jobs = [(s, rows, keys) for slices in self.by_partition.values() for s in slices]
+        jobs = [([s], rows, keys) for slices in self.by_partition.values() for s in slices]
         return self._run(jobs, len(keys), with_partitions=True)
 
-    def _run(self, jobs: list[tuple[FileSlice, np.ndarray, pa.Array]], n: int, *,
+    def _run(self, jobs: list[tuple[list[FileSlice], np.ndarray, pa.Array]], n: int, *,
              with_partitions: bool) -> IndexResult:
+        """Each job: slices asked about the same keys (a partition's), the keys' rows in the
+        batch. Jobs run on ``parallelism`` threads (the Arrow and numpy work releases the GIL)."""
         stats = LookupStats()
 
-        def run(job: tuple[FileSlice, np.ndarray, pa.Array]) -> tuple[FileSlice, np.ndarray]:
-            s, rows, part_keys = job
+        def run(job: tuple[list[FileSlice], np.ndarray, pa.Array]) -> list[tuple[FileSlice, np.ndarray]]:
+            slices, rows, part_keys = job
             local = LookupStats()
-            mask = _find_in_slice(self.fs, s, part_keys, self.is_committed, local, self.slice_seeds,
-                                  self.on_corrupt)
+            masks = _find_in_slices(self.fs, slices, part_keys, self.is_committed, local, self.slice_seeds,
+                                    self.on_corrupt)
             stats.merge(local)
-            return s, rows[mask]
+            return [(s, rows[mask]) for s, mask in zip(slices, masks, strict=True)]
 
         if self.parallelism > 1 and len(jobs) > 1:
             with ThreadPoolExecutor(self.parallelism, thread_name_prefix="bloom-index") as ex:
-                results = list(ex.map(run, jobs))
+                results = [r for rs in ex.map(run, jobs) for r in rs]
         else:
-            results = [run(j) for j in jobs]
+            results = [r for j in jobs for r in run(j)]
         codes = np.full(n, -1, dtype=np.int32)
         names: list[str] = []
         parts: list[str] = []

@@ -27,6 +27,14 @@ from streamer.table.bloom import BloomFilter, hash_chain, hash_positions
 from tests.support.bloom_tables import build_indexed_table, file_group_truth
 
 
+@pytest.fixture(autouse=True)
+def _filters_asked(monkeypatch):
+    """These lookups ask about many of a slice's keys, which the dense path would match
+    without any filter (tests/unit/index/test_dense_lookup.py): here the filter paths are
+    the subject, so it is off."""
+    monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", 0)
+
+
 def _lookup(path, keys, parts, monkeypatch, fraction, min_keys=0):
     monkeypatch.setattr(bloom_index, "BLOOM_SKIP_FRACTION", fraction)
     monkeypatch.setattr(bloom_index, "BLOOM_SKIP_MIN_KEYS", min_keys)

@@ -1,0 +1,111 @@
+"""A lookup of many keys against a partition's slices matches their key columns once,
+with the same tags as the filter paths: deletes hide the keys written before them, a key
+written again after its delete is live, and keys of other partitions are never found."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from streamer.index import bloom_index
+from streamer.index.bloom_index import BloomIndex
+from streamer.index.footer_cache import CACHE
+from streamer.read.table import Table
+from streamer.table.bloom import BloomFilter
+from streamer.write import HudiWriter
+from tests.support.bloom_tables import build_indexed_table, file_group_truth, rows
+
+
+@pytest.fixture
+def table_with_deletes(tmp_path) -> str:
+    path = build_indexed_table(tmp_path)
+    w = HudiWriter.open(path)
+    w.delete(pa.table({"id": [2001, 2002, 1005, 3010], "city": ["sf"] * 4, "ts": [9] * 4}))
+    w.upsert(rows([2002, 3010], "sf", 10))  # deleted, then written again: live again
+    return path
+
+
+def _index(path: str) -> BloomIndex:
+    CACHE.clear()
+    t = Table.open(path)
+    completed = frozenset(i.timestamp for i in t.timeline.completed())
+    return BloomIndex(t.fs, t.fsview.latest_merged_slices(), lambda i: i in completed, parallelism=1)
+
+
+def _asked(truth: dict) -> list[tuple[str, str]]:
+    gone = [("sf", "2001"), ("sf", "1005")]
+    assert not set(gone) & set(truth)
+    # every stored key, the deleted ones, new keys, and sf's keys asked in nyc
+    return sorted(truth) + gone + [("sf", "999"), ("nyc", "7"), ("nyc", "1010"), ("nyc", "2002")]
+
+
+def _probes(monkeypatch) -> list[int]:
+    probes: list[int] = []
+    real = BloomFilter.might_contain_many
+
+    def spy(self, ks):
+        probes.append(len(ks))
+        return real(self, ks)
+
+    monkeypatch.setattr(BloomFilter, "might_contain_many", spy)
+    return probes
+
+
+def test_dense_lookup_tags_like_the_filter_paths_and_probes_no_filter(table_with_deletes, monkeypatch):
+    truth = file_group_truth(table_with_deletes)
+    asked = _asked(truth)
+    keys, parts = pa.array([k for _, k in asked]), pa.array([p for p, _ in asked])
+    expected = [truth.get(a) for a in asked]
+    probes = _probes(monkeypatch)
+
+    monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", 0)
+    sparse = _index(table_with_deletes).lookup(keys, parts)
+    assert probes, "the filter path probes filters"
+    probes.clear()
+    monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", 10**6)
+    dense = _index(table_with_deletes).lookup(keys, parts)
+
+    assert sparse.file_ids.to_pylist() == expected
+    assert dense.file_ids.to_pylist() == expected
+    assert probes == []
+    # every data and delete member was read for keys, each once
+    assert len(dense.stats.key_ids) == len(set(dense.stats.key_ids))
+
+
+def test_dense_global_lookup_finds_each_key_in_its_own_partition(table_with_deletes, monkeypatch):
+    truth = file_group_truth(table_with_deletes)
+    by_key = {k: (p, f) for (p, k), f in truth.items()}
+    asked = sorted(by_key) + ["2001", "999999"]
+    monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", 10**6)
+    got = _index(table_with_deletes).lookup_global(pa.array(asked))
+    assert got.file_ids.to_pylist() == [by_key.get(k, (None, None))[1] for k in asked]
+    assert got.partitions.to_pylist() == [by_key.get(k, (None, None))[0] for k in asked]
+
+
+def test_dense_is_decided_by_the_keys_against_the_rows(table_with_deletes, monkeypatch):
+    """Few keys against the slices' rows keep the filter path (the default threshold)."""
+    probes = _probes(monkeypatch)
+    _index(table_with_deletes).lookup(pa.array(["1010", "999"]), pa.array(["sf", "sf"]))
+    assert probes, "two keys against ~600 rows ask the filters"
+    probes.clear()
+    truth = file_group_truth(table_with_deletes)
+    sf = sorted(k for p, k in truth if p == "sf")
+    _index(table_with_deletes).lookup(pa.array(sf), pa.array(["sf"] * len(sf)))
+    assert probes == [], "every key of the partition is matched directly"
+
+
+def test_dense_lookup_writes_the_same_table(tmp_path, monkeypatch):
+    """An upsert planned by either path writes identical rows to identical file groups."""
+    tables = {}
+    for name, dense in (("sparse", 0), ("dense", 10**6)):
+        monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", dense)
+        path = build_indexed_table(tmp_path / name)
+        HudiWriter.open(path).upsert(pa.concat_tables([rows(list(range(1000, 1400, 3)), "sf", 20),
+                                                       rows(list(range(2000, 2200, 7)), "sf", 20),
+                                                       rows([5001, 6000], "nyc", 20)]))
+        got = Table.open(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "v"])
+        tables[name] = sorted(got.to_pylist(), key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
+        groups = {(p, k): f.split("-")[0] for (p, k), f in file_group_truth(path).items()}
+        tables[name + "_groups"] = sorted(groups.values())
+    assert tables["dense"] == tables["sparse"]
+    assert len(tables["dense_groups"]) == len(tables["sparse_groups"])
