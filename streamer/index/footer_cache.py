@@ -62,6 +62,21 @@ class FooterCache:
                     self._bytes -= freed
         return value
 
+    def put(self, kind: str, path: str, size: int, mtime_ns: int, value: Any, nbytes: int) -> None:
+        """Keep ``value`` for a file this process has just written (what a later lookup
+        would otherwise read back from storage); the same bounds as :meth:`get_or_load`."""
+        if size <= 0 or mtime_ns <= 0 or nbytes > self.max_bytes // 4:
+            return
+        key = (kind, path, size, mtime_ns)
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.max_bytes and self._items:
+                _, (_, freed) = self._items.popitem(last=False)
+                self._bytes -= freed
+
     def peek(self, kind: str, path: str, size: int, mtime_ns: int) -> Any | None:
         """The cached value if there is one (counted as a hit), else ``None``; never loads.
 

@@ -91,7 +91,7 @@ class Member:
         """(path, size, mtime) this member is cached under (see :meth:`_cached`)."""
         if self.block is None:
             return self.path, self.size, self.mtime_ns
-        return f"{self.member_id}#{self.instant}", self.size, 1 if self.size > 0 else 0
+        return block_cache_key(self.path, self.block.offset, self.instant, self.size)
 
     def _cached(self, kind: str, load: Callable[[], tuple[T, int]]) -> T:
         """``load()`` once per process for this immutable member (see :mod:`footer_cache`).
@@ -185,6 +185,20 @@ class Member:
                 return pf.read(columns=[c for c in names if c in have])
         assert self.block is not None and self.kind != "delete"
         return self.block.records(names, missing_ok=True)
+
+
+def block_cache_key(log_path: str, offset: int, instant: str, log_size: int) -> tuple[str, int, int]:
+    """The cache key of the block at ``offset`` of a log file of ``log_size`` bytes (see
+    :meth:`Member._cached`)."""
+    return f"{log_path}@{offset}#{instant}", log_size, 1 if log_size > 0 else 0
+
+
+def remember_block_keys(log_path: str, log_size: int, instant: str, blocks: list[tuple[int, pa.Array]]) -> None:
+    """Keep the record keys of data blocks this process has just written, by their offset
+    in the log file: the next lookup matches them without reading them back (a 1M-row
+    upsert's blocks were ~5% of the next one's CPU to read again)."""
+    for offset, keys in blocks:
+        CACHE.put("keys", *block_cache_key(log_path, offset, instant, log_size), keys, keys.nbytes)
 
 
 def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Callable[[str], bool]:

@@ -89,7 +89,12 @@ class _LengthGroup:
 
 
 def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[int, list[_LengthGroup]]:
-    """The input's keys grouped by word count, mixed and ready to hash."""
+    """The input's keys grouped by word count, mixed and ready to hash.
+
+    Each key's words are read as little-endian uint32 at any byte offset of the data (an
+    unaligned view), one gather per word rather than one per byte; the tail's bytes come
+    from one more word read past the key's whole words (the data is padded for the last key).
+    """
     arr = _as_binary(keys)
     n = len(arr)
     if n == 0:
@@ -99,45 +104,54 @@ def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[in
     lengths = np.diff(offsets)
     if (lengths == 0).any():
         raise ValueError("bloom filter keys must not be empty (Hudi rejects zero-length keys)")
+    padded = np.zeros(int(offsets[-1]) + 4, dtype=np.uint8)
+    padded[: int(offsets[-1])] = data[: int(offsets[-1])]
+    words_at = np.ndarray(shape=(len(padded) - 3,), dtype="<u4", buffer=padded, strides=(1,))
     starts_all = offsets[:-1]
     words_all = lengths >> 2
-    uniq = np.unique(words_all)
+    lo, hi = int(words_all.min()), int(words_all.max())
+    uniq = [lo] if lo == hi else [int(w) for w in np.unique(words_all)]
     groups = []
     for nwords in uniq:
-        nwords = int(nwords)
         idx = np.arange(n, dtype=np.int64) if len(uniq) == 1 else np.flatnonzero(words_all == nwords)
         m = len(idx)
         starts = starts_all if len(uniq) == 1 else starts_all[idx]
         lens = lengths if len(uniq) == 1 else lengths[idx]
+        kmix = np.empty((nwords, m), dtype=np.uint32)
         with np.errstate(over="ignore"):
-            if nwords:
-                wbytes = data[starts[:, None] + np.arange(nwords * 4, dtype=np.int32)[None, :]]
-                kmix = wbytes.view("<u4").reshape(m, nwords).T.copy()
-                kmix *= _M
-                kmix ^= kmix >> np.uint32(24)
-                kmix *= _M
-            else:
-                kmix = np.empty((0, m), dtype=np.uint32)
+            for j in range(nwords):
+                k = kmix[j]
+                np.take(words_at, starts + 4 * j, out=k)
+                k *= _M
+                k ^= k >> np.uint32(24)
+                k *= _M
         left = lens - nwords * 4
         tail = has_tail = None
         if left.any():
-            # Java folds the tail in as b[-3]<<16 ^ b[-2]<<8 ^ b[-1] of sign-extended
-            # bytes, i.e. ((b0 << 8) ^ b1) << 8 ^ b2 for three tail bytes, and so on
-            tv = np.zeros(m, dtype=np.int32)
-            base = starts + nwords * 4
-            for i in range(3):
-                more = left > i
-                if not more.any():
-                    break
-                b = data[np.where(more, base + i, 0)].view(np.int8).astype(np.int32)
-                tv = np.where(more, (tv << 8) ^ b, tv)
-            tail = tv.view(np.uint32)
+            tail = _tail_terms(words_at[starts + nwords * 4], left)
             if not left.all():
                 has_tail = left > 0
-        ulen = np.unique(lens)
-        length = np.uint32(ulen[0]) if len(ulen) == 1 else lens.astype(np.uint32)
+        length = np.uint32(lens[0]) if len(uniq) == 1 and lo == hi and (lens == lens[0]).all() \
+            else lens.astype(np.uint32)
         groups.append(_LengthGroup(idx, length, kmix, tail, has_tail))
     return n, groups
+
+
+def _tail_terms(word: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """The tail's xor term per key, from the word that starts at its tail (uint32, little
+    endian: byte ``i`` of the tail is ``word >> 8i``) and the tail's length (0-3).
+
+    Hadoop's MurmurHash folds sign-extended tail bytes in as ``b0 << 16 ^ b1 << 8 ^ b2``
+    for three bytes, ``b0 << 8 ^ b1`` for two and ``b0`` for one.
+    """
+    w = word.astype(np.int64)
+    b = [((w >> (8 * i)) & 0xFF) for i in range(3)]
+    s = [(x ^ 0x80) - 0x80 for x in b]  # sign-extended, as Java's (int) byte
+    one = s[0]
+    two = (s[0] << 8) ^ s[1]
+    three = (s[0] << 16) ^ (s[1] << 8) ^ s[2]
+    tv = np.where(left == 1, one, np.where(left == 2, two, np.where(left == 3, three, 0)))
+    return (tv & 0xFFFFFFFF).astype(np.uint32)
 
 
 class PreparedKeys:
@@ -166,12 +180,14 @@ class PreparedKeys:
         return out
 
 
-def _murmur_next(seed: np.ndarray, g: _LengthGroup) -> np.ndarray:
-    """One Hadoop MurmurHash of the group's keys with per-key seeds (uint32, new array).
+def _murmur_next(seed: np.ndarray, g: _LengthGroup, out: np.ndarray | None = None,
+                 tmp: np.ndarray | None = None) -> np.ndarray:
+    """One Hadoop MurmurHash of the group's keys with per-key seeds (uint32; into ``out``
+    when given, which may be ``seed`` itself; ``tmp``: scratch of the same shape).
 
     (uint32 array arithmetic wraps silently, as Java's int arithmetic does.)
     """
-    h = seed ^ g.length
+    h = np.bitwise_xor(seed, g.length, out=out)
     for j in range(g.kmix.shape[0]):
         h *= _M
         h ^= g.kmix[j]
@@ -183,16 +199,18 @@ def _murmur_next(seed: np.ndarray, g: _LengthGroup) -> np.ndarray:
             t = h ^ g.tail
             t *= _M
             np.copyto(h, t, where=g.has_tail)
-    h ^= h >> np.uint32(13)
+    tmp = np.right_shift(h, np.uint32(13), out=tmp)
+    h ^= tmp
     h *= _M
-    h ^= h >> np.uint32(15)
+    np.right_shift(h, np.uint32(15), out=tmp)
+    h ^= tmp
     return h
 
 
 def _positions(h: np.ndarray, vector_size: int) -> np.ndarray:
     """Java's ``Math.abs(h % vectorSize)`` for int32 ``h`` (given as uint32), as uint32."""
     a = np.abs(h.view(np.int32)).view(np.uint32)  # abs(MIN_VALUE) wraps to 2**31: still right
-    return a % np.uint32(vector_size)
+    return np.remainder(a, np.uint32(vector_size), out=a)
 
 
 def hash_chain(keys: Sequence[str] | pa.Array | pa.ChunkedArray, nb_hash: int) -> np.ndarray:
@@ -204,10 +222,15 @@ def hash_chain(keys: Sequence[str] | pa.Array | pa.ChunkedArray, nb_hash: int) -
     n, groups = _length_groups(keys)
     out = np.empty((nb_hash, n), dtype=np.uint32)
     for g in groups:
+        whole = len(groups) == 1  # the keys in input order: hash straight into the rows
         h = np.zeros(len(g.idx), dtype=np.uint32)
+        tmp = np.empty_like(h)
         for i in range(nb_hash):
-            h = _murmur_next(h, g)
-            out[i, g.idx] = h
+            if whole:
+                h = _murmur_next(h, g, out=out[i], tmp=tmp)
+            else:
+                h = _murmur_next(h, g, out=h, tmp=tmp)
+                out[i, g.idx] = h
     return out
 
 

@@ -32,8 +32,9 @@ import pyarrow.compute as pc
 
 from streamer import defaults, faults
 from streamer.fs import FileSystem
+from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata, extend
-from streamer.index.slice_members import is_committed_fn, slice_members
+from streamer.index.slice_members import is_committed_fn, remember_block_keys, slice_members
 from streamer.table import meta_fields
 from streamer.table.base_file import parquet_bytes
 from streamer.table.fsview import FileSlice
@@ -197,6 +198,9 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
     faults.step(f"before base file {name}")
     ctx.fs.write_atomic(path, content)
     faults.step(f"after base file {name}")
+    if ctx.fs.is_local:  # a base file's cache key has its modification time: one stat, local only
+        st = ctx.fs.status(path)
+        CACHE.put("keys", st.path, st.size, st.mtime_ns or 0, keys, keys.nbytes)
     return WriteStat(
         file_id=task.file_id,
         path=_rel_path(task.partition, name),
@@ -265,8 +269,10 @@ def _parsed_schema(text: str) -> dict:
     return json.loads(text)
 
 
-def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header: dict) -> list[bytes]:
-    """The framed data blocks of ``data`` (sorted by key), split by ``ctx.log_block_max_size``.
+def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header: dict,
+                 ) -> list[tuple[bytes, pa.Array | None]]:
+    """The framed data blocks of ``data`` (sorted by key), split by ``ctx.log_block_max_size``,
+    each with its record keys (Parquet blocks; ``None`` for Avro).
 
     Parquet blocks chain the log blocks' cumulative key range: each block's is the
     previous block's plus its own keys, so the newest block's covers the slice's logs.
@@ -275,12 +281,11 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
     if ctx.block_format is not LogBlockFormat.PARQUET:
         avro_schema = _parsed_schema(ctx.writer_avro_schema)
         return [
-            encode_data_block(
-                data.slice(start, length), header, kind=BlockType.AVRO_DATA, avro_schema=avro_schema
-            )
+            (encode_data_block(data.slice(start, length), header, kind=BlockType.AVRO_DATA,
+                               avro_schema=avro_schema), None)
             for start, length in ranges
         ]
-    blocks: list[bytes] = []
+    blocks: list[tuple[bytes, pa.Array | None]] = []
     seed = _slice_seed(ctx, task)
     for i, (start, length) in enumerate(ranges):
         rows = data.slice(start, length)
@@ -288,7 +293,7 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
         kv = block_metadata(keys, seed, ctx.bloom, task.base_instant, with_bloom=ctx.block_filters)
         # rows are already sorted by key; framing the Parquet bytes ourselves skips
         # encode_data_block's default-sized filter that our kv would replace anyway
-        blocks.append(encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec)))
+        blocks.append((encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec)), keys))
         if i + 1 < len(ranges):
             # the next block chains on exactly what this one's footer says
             seed = KeySummary.from_kv(
@@ -303,6 +308,7 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
                          tuple(task.log_files), name_instant=ctx.instant if ctx.log_per_instant else None)
     header = {HeaderKey.INSTANT_TIME: ctx.instant, HeaderKey.SCHEMA: ctx.writer_avro_schema}
     blocks: list[bytes] = []
+    written_keys: list[tuple[int, pa.Array]] = []  # (offset in the log file, keys) per data block
     is_delete = pc.equal(rows.column(OP_COL), OP_DELETE)
     if pc.any(is_delete).as_py():
         upserts, deletes = rows.filter(pc.invert(is_delete)), rows.filter(is_delete)
@@ -310,7 +316,10 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
         upserts, deletes = rows, rows.slice(0, 0)
     if upserts.num_rows:
         data = _with_meta(ctx, upserts, task, task.file_id)
-        blocks.extend(_data_blocks(ctx, task, data, header))
+        for block, keys in _data_blocks(ctx, task, data, header):
+            if keys is not None:
+                written_keys.append((sum(len(b) for b in blocks), keys))
+            blocks.append(block)
     if deletes.num_rows:
         ordering = (deletes.column(ctx.ordering_field)
                     if ctx.ordering_field and ctx.ordering_field in deletes.column_names else None)
@@ -318,4 +327,6 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
             ordering = None  # some deletes are by key: all of the block orders by commit time
         blocks.append(delete_block(deletes.column(RECORD_KEY_COL), deletes.column(PARTITION_PATH_COL),
                                    ordering, {HeaderKey.INSTANT_TIME: ctx.instant}))
-    return write_log_file(ctx.fs, target, ctx.instant, blocks)
+    stat = write_log_file(ctx.fs, target, ctx.instant, blocks)
+    remember_block_keys(target.path_of(target.log_name), stat.file_size_in_bytes, ctx.instant, written_keys)
+    return stat

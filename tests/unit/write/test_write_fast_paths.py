@@ -136,3 +136,46 @@ def test_only_repeated_keys_are_sorted_and_the_result_is_the_full_sorts(seed):
     assert latest_per_key(t, "ts").to_pylist() == expected.to_pylist()
     assert latest_per_key(t, None).to_pylist() == t.take(
         pa.array(np.sort(_combine(t, None, np.arange(n))))).to_pylist()
+
+
+def test_keys_this_process_wrote_are_not_read_back_by_the_next_lookup(tmp_path, monkeypatch):
+    """The file-group writer keeps the record keys of the blocks and (local) base files it
+    writes in the footer cache, under the keys the index asks for: the next upsert in the
+    process reads no key column back, and tags exactly as a cold process does."""
+    from streamer.index.footer_cache import CACHE
+    from streamer.index.slice_members import Member
+    from streamer.write import HudiWriter, TableConfig, WriteOptions
+
+    def batch(ids, ts):
+        return pa.table({"id": ids, "city": ["sf" if i % 2 else "nyc" for i in ids], "ts": [ts] * len(ids),
+                         "v": [f"v{ts}-{i}" for i in ids]})
+
+    loads: list[str] = []
+    real = Member.keys
+
+    def spy(self, stats):
+        before = CACHE.misses
+        out = real(self, stats)
+        if CACHE.misses > before:
+            loads.append(self.member_id)
+        return out
+
+    monkeypatch.setattr(Member, "keys", spy)
+    CACHE.clear()
+    path = str(tmp_path / "t")
+    w = HudiWriter.create(path, TableConfig("t", ("id",), ("city",), "ts"), options=WriteOptions(engine="local"))
+    w.upsert(batch(list(range(0, 2000)), 1))  # base files
+    w.upsert(batch(list(range(0, 2000, 3)) + list(range(2000, 3000)), 2))  # updates + inserts: blocks
+    loads.clear()
+    w.upsert(batch(list(range(1, 3000, 2)), 3))
+    assert loads == [], "every key column the lookup matched was in memory"
+
+    # a cold process reads them and ends with the same table
+    CACHE.clear()
+    HudiWriter.open(path).upsert(batch(list(range(0, 3000, 5)), 4))
+    assert loads, "a cold lookup reads key columns"
+    from streamer.read.table import Table
+    got = Table.open(path).read(columns=["_hoodie_record_key", "v"]).to_pylist()
+    assert len(got) == 3000 and len({r["_hoodie_record_key"] for r in got}) == 3000
+    latest = {r["_hoodie_record_key"]: r["v"] for r in got}
+    assert latest["5"] == "v4-5" and latest["7"] == "v3-7" and latest["2999"] == "v3-2999" and latest["2"] == "v1-2"
