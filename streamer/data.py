@@ -2,7 +2,9 @@
 
 A batch is either a Spark DataFrame (classic or Spark Connect) or anything Arrow takes
 (``pyarrow.Table``, ``RecordBatch``, a dict of columns...). Every component that must
-tell them apart asks here, instead of probing attributes on ``data: Any``.
+tell them apart asks here, instead of probing attributes on ``data: Any``. And how a
+batch's rows are split by a column's values (its partitions), which the index and the
+planner both do.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def is_spark_dataframe(data: Any) -> bool:
@@ -46,3 +50,24 @@ def to_arrow(data: Any) -> pa.Table:
     if is_spark_dataframe(data):
         return data.toArrow()
     return pa.table(data)
+
+
+def rows_by_value(values: pa.Array | pa.ChunkedArray) -> list[tuple[object, np.ndarray]]:
+    """Each distinct value of ``values`` (first seen first) with its row numbers, ascending.
+
+    One dictionary encoding (a hash of each value), then integer comparisons: comparing
+    a million partition paths with each of 8 partitions as strings cost ~4x as much.
+    """
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(arr) == 0:
+        return []
+    enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)
+    out: list[tuple[object, np.ndarray]] = []
+    names = enc.dictionary.to_pylist()
+    for code in np.unique(codes):
+        if code < 0:
+            out.append((None, np.flatnonzero(codes < 0)))
+        else:
+            out.append((names[int(code)], np.flatnonzero(codes == code)))
+    return out

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer import defaults
+from streamer.data import rows_by_value
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
 from streamer.index.slice_members import (
@@ -369,12 +370,10 @@ class BloomIndex:
         """Tag ``keys`` (aligned with ``partitions``): file id of the group holding each."""
         keys, partitions = _whole(keys), _whole(partitions)
         jobs: list[tuple[list[FileSlice], np.ndarray, pa.Array]] = []
-        for part in pc.unique(partitions).to_pylist():
-            slices = self.by_partition.get(part)
-            if not slices:
-                continue
-            rows = np.flatnonzero(pc.equal(partitions, part).to_numpy(zero_copy_only=False))
-            jobs.append((slices, rows, keys.take(pa.array(rows))))
+        for part, rows in rows_by_value(partitions):
+            slices = self.by_partition.get(part) if isinstance(part, str) else None
+            if slices:
+                jobs.append((slices, rows, keys.take(pa.array(rows))))
         return self._run(jobs, len(keys), with_partitions=False)
 
     def lookup_global(self, keys: pa.Array) -> IndexResult:

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamer.data import rows_by_value
 from streamer.index.bucket import bucket_file_id, bucket_layout
 from streamer.table.fsview import FileSlice
 from streamer.table.naming import new_file_id
@@ -190,10 +191,11 @@ def _assign_inserts(
         if sizing.use_small_files
         else []
     )
-    for part in pc.unique(ins_parts).to_pylist():
+    for value, at in rows_by_value(ins_parts):
+        part = str(value)  # partition paths are never null (keygen: "" for an unpartitioned table)
         if part not in existing_parts:
             new_partitions.append(part)
-        rows = inserts[pc.equal(ins_parts, part).to_numpy(zero_copy_only=False)]
+        rows = inserts[at]
         buckets = plan_inserts(
             part, len(rows), groups, sizing.avg_record_size, sizing.small_file_limit, sizing.max_file_size
         )
