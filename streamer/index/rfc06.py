@@ -25,9 +25,11 @@ bytes). The cumulative key range is kept because it is free (two keys): keys out
 it (time-ordered keys, a cold file group) still cost only the newest block's footer
 and the base file's.
 
-Blocks' own filters use ``BloomParams.block_fpp`` (1e-6, 29 bits per key), base files
-Hudi's ``fpp`` (1e-9): Hudi's bloom index reads our base files' filters, nobody but us
-reads a block's, and a false positive costs one key-column read of that block.
+Blocks' own filters have the bits of ``BloomParams.block_fpp`` (1e-6: 29 bits per key)
+and 10 hash functions instead of that rate's 20 (``block_hashes``: ~5e-6 false
+positives), base files Hudi's ``fpp`` (1e-9) and its 30: Hudi's bloom index reads our
+base files' filters, nobody but us reads a block's, and a false positive costs one
+key-column read of that block.
 
 Older formats stay readable and indexable: blocks that carry a cumulative filter of the
 logs (``mor_streamer.logs.bloomfilter``) or of the whole slice (``mor_streamer.slice.*``,
@@ -91,6 +93,12 @@ class BloomParams:
     slice_fpp: float = 1e-6
     slice_max_entries: int = 200_000
     block_fpp: float = 1e-6
+    #: Hash functions of a block's filter. Why not the rate's optimum (20 at 1e-6): every
+    #: key written is hashed that many times, and on a 1M-row upsert the block filters
+    #: were ~20% of the CPU (benchmarks/RESULTS.md, "Large batches"). With the same 29
+    #: bits per key, 10 hashes give ~4.8e-6 false positives per probe, 8 give 1.2e-5;
+    #: keys not in a block leave its filter after a hash or two either way.
+    block_hashes: int = 10
 
     def sized_for(self, n: int) -> BloomFilter:
         """A base file's filter for ``n`` keys."""
@@ -100,7 +108,8 @@ class BloomParams:
     def block_sized_for(self, n: int) -> BloomFilter:
         """A log block's own filter for ``n`` keys."""
         entries = max(128, min(n, self.num_entries))
-        return BloomFilter.new_dynamic(entries, self.block_fpp, max(entries, self.max_entries))
+        return BloomFilter.new_dynamic(entries, self.block_fpp, max(entries, self.max_entries),
+                                       max_hashes=self.block_hashes)
 
     def new_slice(self) -> BloomFilter:
         return BloomFilter.new_dynamic(self.slice_num_entries, self.slice_fpp, self.slice_max_entries)

@@ -319,12 +319,19 @@ class BloomFilter:
         num_entries: int = DEFAULT_NUM_ENTRIES,
         fpp: float = DEFAULT_FPP,
         max_entries: int = DEFAULT_MAX_ENTRIES,
+        *,
+        max_hashes: int | None = None,
     ) -> BloomFilter:
+        """Hudi's sizing for ``num_entries`` keys at ``fpp``; ``max_hashes`` caps the hash
+        functions (the bits stay: fewer hashes per key, a somewhat higher false-positive
+        rate - see ``streamer.index.rfc06.BloomParams.block_hashes``). The count is in the
+        serialized header, so every reader probes with the filter's own."""
         bits = bit_size(num_entries, fpp)
+        k = num_hashes(bits, num_entries)
         return cls(
             DYNAMIC_V0,
             bits,
-            num_hashes(bits, num_entries),
+            k if max_hashes is None else max(1, min(k, max_hashes)),
             row_capacity=num_entries,
             max_entries=max_entries,
         )

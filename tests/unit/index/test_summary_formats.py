@@ -113,3 +113,24 @@ def test_block_footers_do_not_grow_with_the_slices_earlier_blocks(tmp_path):
     # a lookup still finds keys of every block and of the base file only
     w.upsert(_rows([4990, 5150, 5850], 9))
     assert sorted(Table.open(p).read().column("id").to_pylist()) == [*range(5000), *range(5100, 5900)]
+
+
+def test_a_block_filter_has_the_rates_bits_and_fewer_hashes():
+    """A block's own filter: 29 bits per key (the bits of block_fpp), block_hashes hash
+    functions; it never misses a key and its false positives stay near the design rate."""
+    import numpy as np
+
+    from streamer.table.bloom import BloomFilter
+
+    params = rfc06.BloomParams()
+    keys = pa.array([f"key-{i:07d}" for i in range(60_000)])
+    f = params.block_sized_for(len(keys))
+    full = BloomFilter.new_dynamic(60_000, params.block_fpp, 100_000)
+    assert f.vector_size == full.vector_size and f.nb_hash == params.block_hashes < full.nb_hash
+    f.add_many(keys)
+    parsed = BloomFilter.from_footer(f.serialize(), f.type_code)
+    assert parsed.nb_hash == params.block_hashes
+    assert parsed.might_contain_many(keys).all()
+    absent = pa.array([f"other-{i:08d}" for i in np.arange(400_000)])
+    false_positives = int(parsed.might_contain_many(absent).sum())
+    assert false_positives <= 20  # ~4.8e-6 expected: ~2 of 400,000
