@@ -53,7 +53,9 @@ FILE_ID = "_hoodie_file_id"
 class IndexResult:
     """Per input row: the file group it updates, or null (an insert)."""
 
-    file_ids: pa.Array  # string, null = insert
+    #: string (a dictionary of the groups' ids from :meth:`BloomIndex.lookup`: no string
+    #: per row), null = insert
+    file_ids: pa.Array
     stats: LookupStats
     #: the partition of each row's file group (null = not found)
     partitions: pa.Array | None = None
@@ -414,8 +416,8 @@ class BloomIndex:
                 parts.append(s.partition_path)
         mask = codes < 0
         file_ids = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(names, pa.string()))
-        if not with_partitions:  # the hot path of every upsert: no second array of n strings
-            return IndexResult(file_ids.cast(pa.string()), stats)
+        if not with_partitions:  # the hot path of every upsert: no array of n strings
+            return IndexResult(file_ids, stats)
         partitions = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(parts, pa.string()))
         return IndexResult(file_ids.cast(pa.string()), stats, partitions.cast(pa.string()))
 

@@ -152,19 +152,28 @@ def _assign_touched(
     existing_task: Callable[[str, str], int],
     task_ids: np.ndarray,
 ) -> None:
-    """Updates and deletes go to the group the index found (dictionary-encoded, so the
-    per-group lookup runs once per group, not per row)."""
+    """Updates and deletes go to the group the index found: partitions and file ids are
+    dictionary-encoded (the index hands its file ids over encoded already), so the task
+    of each (partition, file id) pair is asked once and rows map to it by integer codes."""
     touched = np.flatnonzero((ops == OP_UPDATE) | (ops == OP_DELETE))
     if not len(touched):
         return
-    group_key = pc.binary_join_element_wise(
-        parts.take(pa.array(touched)), file_ids.take(pa.array(touched)), "\x00"
-    )
-    enc = pc.dictionary_encode(group_key)
-    dict_tids = np.array(
-        [existing_task(*g.split("\x00", 1)) for g in enc.dictionary.to_pylist()], dtype=np.int32
-    )
-    task_ids[touched] = dict_tids[enc.indices.to_numpy(zero_copy_only=False)]
+    at = pa.array(touched)
+    fids = _encoded(file_ids.take(at))
+    pids = _encoded(parts.take(at))
+    n_fids = len(fids.dictionary)
+    pair = pids.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_fids \
+        + fids.indices.to_numpy(zero_copy_only=False)
+    f_names, p_names = fids.dictionary.to_pylist(), pids.dictionary.to_pylist()
+    pairs, which = np.unique(pair, return_inverse=True)  # the pairs present, not all combinations
+    pair_tids = np.array([existing_task(p_names[c // n_fids], f_names[c % n_fids]) for c in pairs.tolist()],
+                         dtype=np.int32)
+    task_ids[touched] = pair_tids[which]
+
+
+def _encoded(arr: pa.Array) -> pa.DictionaryArray:
+    """``arr`` as a dictionary array (as it is when it is one)."""
+    return arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
 
 
 def _assign_inserts(
