@@ -345,7 +345,8 @@ def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
                     if ctx.ordering_field and ctx.ordering_field in deletes.column_names else None)
         if ordering is not None and ordering.null_count:
             ordering = None  # some deletes are by key: all of the block orders by commit time
-        blocks.append(delete_block(deletes.column(RECORD_KEY_COL), deletes.column(PARTITION_PATH_COL),
+        partitions = pc.fill_null(pa.nulls(deletes.num_rows, pa.string()), task.partition)  # the group's
+        blocks.append(delete_block(deletes.column(RECORD_KEY_COL), partitions,
                                    ordering, {HeaderKey.INSTANT_TIME: ctx.instant}))
     stat = write_log_file(ctx.fs, target, ctx.instant, blocks)
     remember_block_keys(target.path_of(target.log_name), stat.file_size_in_bytes, ctx.instant, written_keys)

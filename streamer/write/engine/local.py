@@ -21,10 +21,16 @@ from streamer.data import to_arrow as batch_to_arrow
 from streamer.table.metadata import WriteStat
 from streamer.write.engine.base import Engine, Prepared
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
-from streamer.write.keygen import RECORD_KEY_COL
+from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.moves import route_global
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
-from streamer.write.prepare import KEY_COLUMNS, PrepareSpec, latest_per_key, prepare_rows
+from streamer.write.prepare import (
+    IS_DELETE_COL,
+    KEY_COLUMNS,
+    PrepareSpec,
+    latest_per_key,
+    prepare_rows,
+)
 from streamer.write.tagging import Planned, PlanRequest, plan_tagged
 
 T = TypeVar("T")
@@ -132,6 +138,9 @@ class LocalEngine(Engine):
         if pc.any(dropped).as_py():
             rows = rows.filter(pc.invert(dropped))
         groups = task_groups(rows.column(TASK_COL).to_numpy())
+        # what a file group writes: the data, the record key and the operation (its
+        # partition is the task's): the gathers move no column that is not written
+        rows = rows.drop_columns([c for c in (TASK_COL, IS_DELETE_COL, PARTITION_PATH_COL) if c in rows.column_names])
 
         def run(item: tuple[int, np.ndarray]) -> WriteStat:
             tid, idx = item
