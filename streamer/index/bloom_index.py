@@ -187,10 +187,15 @@ def _find_in_slices(
         return [np.zeros(len(keys), dtype=bool) for _ in slices]
     per_slice = [slice_members(fs, s, is_committed, with_deletes=True, on_corrupt=_corrupt_in(s, on_corrupt))
                  for s in slices]
+    if not _is_dense([m for members in per_slice for m in members], len(keys), stats):
+        masks = []
+        for i, s in enumerate(slices):
+            # one slice's members at a time: a base file's member holds its parsed footer
+            # (~1 MB with Hudi's filter), and a partition may have hundreds of slices
+            members, per_slice[i] = per_slice[i], []
+            masks.append(_find_in_slice(fs, s, keys, is_committed, stats, seeds, on_corrupt, members))
+        return masks
     everything = [m for members in per_slice for m in members]
-    if not _is_dense(everything, len(keys), stats):
-        return [_find_in_slice(fs, s, keys, is_committed, stats, seeds, on_corrupt, members)
-                for s, members in zip(slices, per_slice, strict=True)]
     if seeds is not None:  # what the file-group writer chains the next block's summary on
         for s, members in zip(slices, per_slice, strict=True):
             logs = slice_summary(members, stats).logs
