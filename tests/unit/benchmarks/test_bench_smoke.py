@@ -69,3 +69,16 @@ def test_before_child_upserts_with_the_trees_code(tmp_path: Path) -> None:
                                           bench_growth.UPSERT_TS, tmp_path)
     assert wall > 0 and cpu > 0 and written > 0
     assert not (tmp_path / "run" / ".hoodie").samefile(work / "at-3000" / ".hoodie"), "a copy, not the table"
+
+
+def test_large_child_and_report():
+    from benchmarks import bench_large
+
+    runs = {k: [bench_large.child(k, 2000, [2000, 2000], seed=1)] for k in bench_large.SINKS}
+    for (r,) in runs.values():
+        assert [u["table_rows"] for u in r["upserts"]] == [2000, 3400]
+        assert r["peak_rss_mb"] >= r["base_rss_mb"] > 0
+    big = {"ours": dict(bench_large.child("ours", 2000, [6000], seed=2), big_rows=6000)}
+    lines = bench_large.report(bench_large.summarise({"runs": runs}), big, 2000, 1)
+    text = "\n".join(lines)
+    assert "ours / delta-rs CPU" in text and "one upsert of 6,000 rows" in text
