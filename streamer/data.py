@@ -52,6 +52,11 @@ def to_arrow(data: Any) -> pa.Table:
     return pa.table(data)
 
 
+def dictionary_encoded(arr: pa.Array) -> pa.DictionaryArray:
+    """``arr`` as a dictionary array (as it is when it is one)."""
+    return arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+
+
 def rows_by_value(values: pa.Array | pa.ChunkedArray) -> list[tuple[object, np.ndarray]]:
     """Each distinct value of ``values`` (nulls last) with its row numbers, ascending.
 
@@ -61,7 +66,7 @@ def rows_by_value(values: pa.Array | pa.ChunkedArray) -> list[tuple[object, np.n
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if len(arr) == 0:
         return []
-    enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+    enc = dictionary_encoded(arr)
     codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)
     names = enc.dictionary.to_pylist()
     nulls = codes < 0

@@ -13,8 +13,8 @@ For every file group of the partitions a batch touches:
 
 A batch that asks a partition about many keys against its slices' rows (a backfill, a
 catch-up after an outage) skips steps 1-3: every member's key column is matched once
-(:func:`_find_in_slices`). Full records are never read. Keys are compared as Arrow strings (UTF-8 byte order)
-throughout. :meth:`BloomIndex.lookup` is non-global, like Hudi's default bloom index: a
+(:func:`_find_in_slices`). Full records are never read. Keys are compared as Arrow
+strings (UTF-8 byte order) throughout. :meth:`BloomIndex.lookup` is non-global, like Hudi's default bloom index: a
 key is looked up in its own partition only; :meth:`BloomIndex.lookup_global` asks every
 partition (Hudi's global bloom index).
 """
@@ -207,14 +207,15 @@ def _find_in_slices(
     stored = pa.chunked_array([c if c.type == keys.type else c.cast(keys.type) for c in columns], type=keys.type)
     where = pc.fill_null(pc.index_in(stored, value_set=keys), -1).to_numpy()
     out: list[np.ndarray] = []
+    lengths = iter(len(c) for c in columns)
     start = 0
     for members in per_slice:
         live = np.zeros(len(keys), dtype=bool)
-        for m, column in zip(members, columns[:len(members)], strict=True):
-            at = where[start:start + len(column)]
+        for m in members:
+            end = start + next(lengths)
+            at = where[start:end]
             live[at[at >= 0]] = m.kind != "delete"
-            start += len(column)
-        columns = columns[len(members):]
+            start = end
         out.append(live)
     return out
 

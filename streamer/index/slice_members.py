@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamer.errors import CorruptDataError, MissingFileError
-from streamer.fs import FileSystem, read_failure
+from streamer.fs import FileStatus, FileSystem, read_failure
 from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import KeySummary, UnionSummary
 from streamer.table import meta_fields
@@ -191,6 +191,12 @@ def block_cache_key(log_path: str, offset: int, instant: str, log_size: int) -> 
     """The cache key of the block at ``offset`` of a log file of ``log_size`` bytes (see
     :meth:`Member._cached`)."""
     return f"{log_path}@{offset}#{instant}", log_size, 1 if log_size > 0 else 0
+
+
+def remember_base_file_keys(status: FileStatus, keys: pa.Array) -> None:
+    """Keep the record keys of a base file this process has just written, under its path,
+    size and modification time as a listing gives them (see :meth:`Member._cache_key`)."""
+    CACHE.put("keys", status.path, status.size, status.mtime_ns or 0, keys, keys.nbytes)
 
 
 def remember_block_keys(log_path: str, log_size: int, instant: str, blocks: list[tuple[int, pa.Array]]) -> None:

@@ -131,8 +131,7 @@ def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[in
             tail = _tail_terms(words_at[starts + nwords * 4], left)
             if not left.all():
                 has_tail = left > 0
-        length = np.uint32(lens[0]) if len(uniq) == 1 and lo == hi and (lens == lens[0]).all() \
-            else lens.astype(np.uint32)
+        length = np.uint32(lens[0]) if (lens == lens[0]).all() else lens.astype(np.uint32)
         groups.append(_LengthGroup(idx, length, kmix, tail, has_tail))
     return n, groups
 
@@ -221,8 +220,8 @@ def hash_chain(keys: Sequence[str] | pa.Array | pa.ChunkedArray, nb_hash: int) -
     """
     n, groups = _length_groups(keys)
     out = np.empty((nb_hash, n), dtype=np.uint32)
+    whole = len(groups) == 1  # the keys in input order: hash straight into the rows
     for g in groups:
-        whole = len(groups) == 1  # the keys in input order: hash straight into the rows
         h = np.zeros(len(g.idx), dtype=np.uint32)
         tmp = np.empty_like(h)
         for i in range(nb_hash):

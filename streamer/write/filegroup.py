@@ -32,9 +32,13 @@ import pyarrow.compute as pc
 
 from streamer import defaults, faults
 from streamer.fs import FileSystem
-from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata, extend
-from streamer.index.slice_members import is_committed_fn, remember_block_keys, slice_members
+from streamer.index.slice_members import (
+    is_committed_fn,
+    remember_base_file_keys,
+    remember_block_keys,
+    slice_members,
+)
 from streamer.table import meta_fields
 from streamer.table.base_file import parquet_bytes
 from streamer.table.fsview import FileSlice
@@ -218,8 +222,7 @@ def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, tok
     ctx.fs.write_atomic(path, content)
     faults.step(f"after base file {name}")
     if ctx.fs.is_local:  # a base file's cache key has its modification time: one stat, local only
-        st = ctx.fs.status(path)
-        CACHE.put("keys", st.path, st.size, st.mtime_ns or 0, keys, keys.nbytes)
+        remember_base_file_keys(ctx.fs.status(path), keys)
     return WriteStat(
         file_id=task.file_id,
         path=_rel_path(task.partition, name),

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.data import rows_by_value
+from streamer.data import dictionary_encoded, rows_by_value
 from streamer.index.bucket import bucket_file_id, bucket_layout
 from streamer.table.fsview import FileSlice
 from streamer.table.naming import new_file_id
@@ -159,8 +159,8 @@ def _assign_touched(
     if not len(touched):
         return
     at = pa.array(touched)
-    fids = _encoded(file_ids.take(at))
-    pids = _encoded(parts.take(at))
+    fids = dictionary_encoded(file_ids.take(at))
+    pids = dictionary_encoded(parts.take(at))
     n_fids = len(fids.dictionary)
     pair = pids.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_fids \
         + fids.indices.to_numpy(zero_copy_only=False)
@@ -169,11 +169,6 @@ def _assign_touched(
     pair_tids = np.array([existing_task(p_names[c // n_fids], f_names[c % n_fids]) for c in pairs.tolist()],
                          dtype=np.int32)
     task_ids[touched] = pair_tids[which]
-
-
-def _encoded(arr: pa.Array) -> pa.DictionaryArray:
-    """``arr`` as a dictionary array (as it is when it is one)."""
-    return arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
 
 
 def _assign_inserts(
