@@ -13,7 +13,15 @@ from streamer.index.footer_cache import CACHE
 from streamer.read.table import Table
 from streamer.table.bloom import BloomFilter
 from streamer.write import HudiWriter
-from tests.support.bloom_tables import build_indexed_table, file_group_truth, rows
+from tests.support.bloom_tables import build_indexed_table, rows
+from tests.support.write_model import read_hudi_rs
+
+
+def file_group_truth(path: str) -> dict[tuple[str, str], str]:
+    """``{(partition path, record key): file id}`` as hudi-rs reads the table (not our reader)."""
+    t = read_hudi_rs(path).select(["_hoodie_partition_path", "_hoodie_record_key", "_hoodie_file_name"])
+    return {(r["_hoodie_partition_path"], r["_hoodie_record_key"]): r["_hoodie_file_name"].split("_")[0]
+            for r in t.to_pylist()}
 
 
 @pytest.fixture
@@ -95,17 +103,23 @@ def test_dense_is_decided_by_the_keys_against_the_rows(table_with_deletes, monke
 
 
 def test_dense_lookup_writes_the_same_table(tmp_path, monkeypatch):
-    """An upsert planned by either path writes identical rows to identical file groups."""
+    """An upsert planned by either path writes the rows of the model (read by hudi-rs), and
+    each key stays in the file group that held it."""
     tables = {}
+    upsert = pa.concat_tables([rows(list(range(1000, 1400, 3)), "sf", 20), rows(list(range(2000, 2200, 7)), "sf", 20),
+                               rows([5001, 6000], "nyc", 20)])
     for name, dense in (("sparse", 0), ("dense", 10**6)):
         monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", dense)
         path = build_indexed_table(tmp_path / name)
-        HudiWriter.open(path).upsert(pa.concat_tables([rows(list(range(1000, 1400, 3)), "sf", 20),
-                                                       rows(list(range(2000, 2200, 7)), "sf", 20),
-                                                       rows([5001, 6000], "nyc", 20)]))
-        got = Table.open(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "v"])
-        tables[name] = sorted(got.to_pylist(), key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
-        groups = {(p, k): f.split("-")[0] for (p, k), f in file_group_truth(path).items()}
-        tables[name + "_groups"] = sorted(groups.values())
+        model = {(r["city"], str(r["id"])): r["v"] for r in read_hudi_rs(path).to_pylist()}
+        before = file_group_truth(path)
+        for r in upsert.to_pylist():
+            model[(r["city"], str(r["id"]))] = r["v"]
+        HudiWriter.open(path).upsert(upsert)
+        got = read_hudi_rs(path).to_pylist()
+        assert {(r["_hoodie_partition_path"], r["_hoodie_record_key"]): r["v"] for r in got} == model
+        assert len(got) == len(model)
+        after = file_group_truth(path)
+        assert all(after[k] == fid for k, fid in before.items())
+        tables[name] = sorted(model.items())
     assert tables["dense"] == tables["sparse"]
-    assert len(tables["dense_groups"]) == len(tables["sparse_groups"])
