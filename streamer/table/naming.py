@@ -115,7 +115,10 @@ def parse_log_file_name(name: str) -> LogFileName | None:
 _ESCAPED = frozenset(
     [*map(chr, range(0x20)), '"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[", "]", "^"]
 )
-_HEX2 = re.compile(r"[+]?[0-9A-Fa-f]+")
+#: ``%`` and the two characters Hudi's ``unescapePathName`` decodes after it: two hex digits,
+#: or ``+`` and one (Java's ``Integer.parseInt(.., 16)`` takes a leading sign). Scanning left
+#: to right, a ``%`` not followed by such a pair stays as it is.
+_PERCENT_CODE = re.compile(r"%(\+[0-9A-Fa-f]|[0-9A-Fa-f]{2})")
 
 
 def escape_path_name(value: str) -> str:
@@ -131,18 +134,7 @@ def unescape_path_name(value: str) -> str:
     """
     if "%" not in value:
         return value
-    out: list[str] = []
-    i, n = 0, len(value)
-    while i < n:
-        c = value[i]
-        # Hudi's bound is i + 2 < length (Java's Integer.parseInt(.., 16) takes a leading +)
-        if c == "%" and i + 2 < n and _HEX2.fullmatch(value[i + 1 : i + 3]):
-            out.append(chr(int(value[i + 1 : i + 3], 16)))
-            i += 3
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return _PERCENT_CODE.sub(lambda m: chr(int(m[1], 16)), value)
 
 
 def escape_path_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import posixpath
+import re
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -139,27 +140,24 @@ def _split_key_value(line: str) -> tuple[str, str]:
 
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+#: A backslash and what it escapes: ``\uXXXX`` (four characters after the ``u``, else the
+#: ``u`` alone) or any one character; a backslash at the very end stays as it is.
+_BACKSLASH_ESCAPE = re.compile(r"\\(u.{4}|.)", re.DOTALL)
+
+
+def _unescaped(m: re.Match[str]) -> str:
+    """One escape of :data:`_BACKSLASH_ESCAPE` as Java's ``Properties.load`` reads it (bad
+    hex after ``\\u`` raises, as Java's "Malformed \\uxxxx encoding" does)."""
+    code = m[1]
+    if len(code) == 5:
+        return chr(int(code[1:], 16))
+    return _ESCAPES.get(code, code)
 
 
 def _unescape(s: str) -> str:
     if "\\" not in s:
         return s
-    out: list[str] = []
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c != "\\" or i + 1 >= n:
-            out.append(c)
-            i += 1
-            continue
-        nxt = s[i + 1]
-        if nxt == "u" and i + 6 <= n:
-            out.append(chr(int(s[i + 2 : i + 6], 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    text = "".join(out)
+    text = _BACKSLASH_ESCAPE.sub(_unescaped, s)
     # Java escapes a character beyond the BMP as a UTF-16 surrogate pair: join the halves
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 

@@ -30,6 +30,14 @@ def opt(t: Any) -> list[Any]:
     return ["null", t]
 
 
+def deletion_head(start_field: str) -> list[dict[str, Any]]:
+    """The fields a deleting action's metadata starts with (``HoodieCleanMetadata``,
+    ``HoodieRollbackMetadata``): when it started, how long it took, how many files it
+    deleted. Avro resolves by name, so only the names and types must match Hudi's."""
+    return [{"name": start_field, "type": STRING}, {"name": "timeTakenInMillis", "type": "long"},
+            {"name": "totalFilesDeleted", "type": "int"}]
+
+
 def read_avro(data: bytes, path: str = "<avro>") -> tuple[dict[str, Any], dict[str, Any]]:
     """(writer schema, first record) of a single-record Avro container file."""
     try:

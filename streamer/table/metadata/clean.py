@@ -42,9 +42,7 @@ _CLEAN_PARTITION = {
 
 CLEAN_METADATA_SCHEMA: dict[str, Any] = {
     "type": "record", "name": "HoodieCleanMetadata", "namespace": NS, "fields": [
-        {"name": "startCleanTime", "type": STRING},
-        {"name": "timeTakenInMillis", "type": "long"},
-        {"name": "totalFilesDeleted", "type": "int"},
+        *avro.deletion_head("startCleanTime"),
         {"name": "earliestCommitToRetain", "type": STRING},
         {"name": "lastCompletedCommitTimestamp", "default": "", "type": STRING},
         {"name": "partitionMetadata", "type": {"type": "map", "values": _CLEAN_PARTITION}},

@@ -29,9 +29,7 @@ ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
 
 ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
     "type": "record", "name": "HoodieRollbackMetadata", "namespace": NS, "fields": [
-        {"name": "startRollbackTime", "type": STRING},
-        {"name": "timeTakenInMillis", "type": "long"},
-        {"name": "totalFilesDeleted", "type": "int"},
+        *avro.deletion_head("startRollbackTime"),
         {"name": "commitsRollback", "type": STR_ARR},
         {"name": "partitionMetadata", "type": {"type": "map", "values": {
             "type": "record", "name": "HoodieRollbackPartitionMetadata", "fields": [
