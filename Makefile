@@ -17,7 +17,7 @@ HUDI_VENV := .venv-hudi
 # a third less CPU per JVM start, for the hundred or so a run starts.
 JVM_ARCHIVE := .cache/spark-classes.jsa
 
-.PHONY: demo test test-campaigns setup venv jars hudi-env pushgateway lint fast bench clean
+.PHONY: demo test test-campaigns setup venv jars hudi-env pushgateway mariadb lint fast bench clean
 
 # Python writes and reuses its bytecode caches here even where the environment turns them
 # off: a run starts a few hundred interpreters (each `streamer run` of the campaigns, each
@@ -43,12 +43,13 @@ test-campaigns: setup hudi-env $(JVM_ARCHIVE)
 fast: setup
 	$(BIN)/python -m pytest -m "not integration and not kafka and not slow and not hudi_jvm" $(PYTEST_ARGS)
 
-setup: venv jars pushgateway
+setup: venv jars pushgateway mariadb
 
 venv: $(STAMPS)/venv
 jars: $(STAMPS)/jars
 hudi-env: $(STAMPS)/hudi-env
 pushgateway: $(STAMPS)/pushgateway
+mariadb: $(STAMPS)/mariadb
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +103,38 @@ $(STAMPS)/pushgateway:
 	  echo "error: building the push gateway $(PUSHGATEWAY_VERSION) with $(GO) failed (see above)" >&2; \
 	  echo "  $(GO_INSTALL_HINT), then run: make pushgateway" >&2; \
 	  exit 1; }; \
+	mkdir -p $(STAMPS) && touch $@
+
+# A MariaDB server for the MySQL change-data-capture tests (tests/support/mariadb.py starts
+# its own `mariadbd` in a temp folder; Debian packages MariaDB, not Oracle's MySQL). Found on
+# the PATH or in /usr/sbin (`mariadbd`, or a `mysqld` that is MariaDB's), nothing is
+# installed; else, as root, Debian's mariadb-server is installed without starting its
+# system service (a policy-rc.d that refuses service starts while apt runs, removed after
+# unless one was there already), and the service the package enables is disabled again;
+# not as root, the step says what to install and fails.
+MARIADB_HINT := install MariaDB 10.11+ (Debian/Ubuntu: sudo apt-get install mariadb-server), then run: make mariadb
+
+$(STAMPS)/mariadb:
+	@search="$$PATH:/usr/sbin:/usr/local/sbin"; \
+	found=$$(PATH="$$search" command -v mariadbd) || { \
+	  found=$$(PATH="$$search" command -v mysqld) && "$$found" --version | grep -q MariaDB || found=; }; \
+	if [ -z "$$found" ]; then \
+	  if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	    echo "error: no MariaDB server (mariadbd) on the PATH or in /usr/sbin; the MySQL change-data-capture tests start one." >&2; \
+	    echo "  $(MARIADB_HINT)" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "installing Debian's mariadb-server (service not started)"; \
+	  policy=/usr/sbin/policy-rc.d; ours=; \
+	  if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' >$$policy && chmod 755 $$policy && ours=1; fi; \
+	  apt-get update -q >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mariadb-server >/dev/null; \
+	  rc=$$?; [ -n "$$ours" ] && rm -f $$policy; \
+	  if [ $$rc != 0 ]; then echo "error: apt-get install mariadb-server failed (code $$rc); $(MARIADB_HINT)" >&2; exit 1; fi; \
+	  if command -v systemctl >/dev/null; then systemctl disable --quiet mariadb.service >/dev/null 2>&1 || true; fi; \
+	  found=$$(PATH="$$PATH:/usr/sbin" command -v mariadbd) || { echo "error: mariadb-server installed but no mariadbd found" >&2; exit 1; }; \
+	fi; \
+	echo "MariaDB server: $$found ($$($$found --version))"; \
 	mkdir -p $(STAMPS) && touch $@
 
 lint: venv

@@ -59,7 +59,7 @@ def postgres() -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def kafka_connect(kafka) -> Iterator[object]:
-    """A real Kafka Connect worker with Debezium's Postgres connector, on the session's broker."""
+    """A real Kafka Connect worker with Debezium's Postgres and MariaDB connectors, on the session's broker."""
     from tests.support.connect import LocalConnect
 
     with LocalConnect(bootstrap_servers=kafka.bootstrap_servers) as worker:

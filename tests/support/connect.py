@@ -107,6 +107,10 @@ class LocalConnect(ManagedProcess):
         """Create (or reconfigure) connector ``name``."""
         self._request("PUT", f"/connectors/{name}/config", config)
 
+    def delete(self, name: str) -> None:
+        """Stop and remove connector ``name`` (its offsets stay in the worker's file)."""
+        self._request("DELETE", f"/connectors/{name}")
+
     def wait_running(self, name: str, timeout_s: float = 60.0) -> None:
         """Until the connector and its task run; a failed task raises with its trace."""
         deadline = time.monotonic() + timeout_s
@@ -151,4 +155,39 @@ def postgres_connector(*, port: int, database: str, prefix: str, tables: str, sl
         "tasks.max": "1",
         "decimal.handling.mode": "string",
         "time.precision.mode": "connect",
+    }
+
+
+#: Debezium's connector classes for a binlog database: MySQL's, and MariaDB's (its own
+#: connector since Debezium 2.7; the MySQL connector no longer takes a MariaDB server).
+BINLOG_CONNECTORS = {
+    "mysql": "io.debezium.connector.mysql.MySqlConnector",
+    "mariadb": "io.debezium.connector.mariadb.MariaDbConnector",
+}
+
+
+def binlog_connector(*, flavour: str, port: int, user: str, password: str, server_id: int, database: str,
+                     prefix: str, tables: str, history_servers: str) -> dict[str, str]:
+    """Debezium's MySQL or MariaDB connector (``flavour``) on a loopback server, reading
+    ``database``'s binary log as a replica with id ``server_id`` (unique among the server's
+    replicas); the schema history (the DDL it replays on a restart) in a Kafka topic of
+    ``history_servers``."""
+    return {
+        "connector.class": BINLOG_CONNECTORS[flavour],
+        "database.hostname": "127.0.0.1",
+        "database.port": str(port),
+        "database.user": user,
+        "database.password": password,
+        "database.server.id": str(server_id),
+        "database.ssl.mode": {"mysql": "disabled", "mariadb": "disable"}[flavour],
+        "topic.prefix": prefix,
+        "database.include.list": database,
+        "table.include.list": tables,
+        "schema.history.internal.kafka.bootstrap.servers": history_servers,
+        "schema.history.internal.kafka.topic": f"{prefix}.schema-history",
+        "include.schema.changes": "false",
+        "snapshot.mode": "initial",
+        "snapshot.locking.mode": "minimal",
+        "tasks.max": "1",
+        "decimal.handling.mode": "string",
     }

@@ -1,7 +1,8 @@
-"""Fixtures for the source tests: one real schema registry per test session.
+"""Fixtures for the source tests: one real schema registry and one MariaDB server per test session.
 
-Kept here (not in ``tests/conftest.py``) because only Avro source tests need it; it
-starts lazily on first use, so nothing else pays its start-up (~7 s).
+Kept here (not in ``tests/conftest.py``) because only source tests need them (the Avro ones
+the registry, the MySQL change-data-capture ones MariaDB); each starts lazily on first use,
+so nothing else pays its start-up (~7 s, ~2 s).
 """
 
 from __future__ import annotations
@@ -19,3 +20,12 @@ def schema_registry() -> Iterator[object]:
     with schema_registry_for_tests() as registry:
         yield registry
 
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[object]:
+    """A real MariaDB server with its binary log in row format (the MySQL change-data-capture
+    tests), one per test session, started on first use (~2 s)."""
+    from tests.support.mariadb import LocalMariaDB
+
+    with LocalMariaDB() as server:
+        yield server
