@@ -177,6 +177,7 @@ def parquet_bytes(table: pa.Table, kv: Mapping[str, str], *, codec: str = defaul
     delta = [c for c in DELTA_COLUMNS
              if c in table.column_names and pa.types.is_string(table.schema.field(c).type)]
     skip = plain_columns(table).union(delta)
+    kv = {**kv, SPARK_CALENDAR_KEY: SPARK_CALENDAR_VERSION}
     with pq.ParquetWriter(
         sink,
         table.schema,
@@ -195,6 +196,17 @@ def parquet_bytes(table: pa.Table, kv: Mapping[str, str], *, codec: str = defaul
         writer.write_table(table)
         writer.add_key_value_metadata(dict(kv))
     return sink.getvalue().to_pybytes()
+
+
+#: The footer key Spark reads to tell which calendar a file's dates and timestamps are in
+#: (``DataSourceUtils.datetimeRebaseSpec``): a Spark 3+ version means the proleptic
+#: Gregorian calendar Arrow writes, so they are read as they are. A file without it is
+#: refused, by default, if it holds a date before 1582-10-15 or a timestamp before 1900
+#: (``INCONSISTENT_BEHAVIOR_CROSS_VERSION.READ_ANCIENT_DATETIME``), which a ``0001-01-01``
+#: from a database made Apache Hudi's Spark readers do (tests/hudi_jvm/test_debezium_tables.py).
+SPARK_CALENDAR_KEY = "org.apache.spark.version"
+#: The first Spark version of the proleptic Gregorian calendar.
+SPARK_CALENDAR_VERSION = "3.0.0"
 
 
 def plain_columns(table: pa.Table) -> set[str]:
