@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from streamer.config.sources import KafkaSourceConfig, SchemaRegistry
 from streamer.errors import SourceError
+from streamer.sources import connect_schema
 from streamer.sources.avro import parse_avro_schema, records_to_spark_batch, spark_arrow_schema
 from streamer.sources.kafka.records import METADATA_COLUMNS, kafka_errors
 from streamer.table.avro_schema import avro_to_arrow
@@ -115,6 +116,7 @@ class AvroDecoder:
         include_metadata: bool = False,
         max_record_bytes: int | None = None,
         tombstones_ok: bool = False,
+        connect_types: bool = False,
     ) -> None:
         if (lookup is None) == (fixed_schema is None):
             raise SourceError("AvroDecoder needs exactly one of a schema lookup or a fixed schema")
@@ -128,6 +130,8 @@ class AvroDecoder:
         self.max_record_bytes = max_record_bytes
         #: Null values are rows of nulls, not errors (a change stream's tombstones).
         self.tombstones_ok = tombstones_ok
+        #: Kafka Connect's named types become their logical types (``source.connect_types``).
+        self.connect_types = connect_types
 
     @classmethod
     def from_config(cls, config: KafkaSourceConfig) -> AvroDecoder:
@@ -142,6 +146,7 @@ class AvroDecoder:
             include_metadata=config.include_metadata,
             max_record_bytes=None if config.max_record_bytes is None else int(config.max_record_bytes),
             tombstones_ok=config.debezium is not None,
+            connect_types=config.debezium is not None and config.connect_types,
         )
 
     # -- driver side ------------------------------------------------------------------------
@@ -190,8 +195,13 @@ class AvroDecoder:
         fn = make_decoder(reader, writers, self.wire_format, self.fixed_schema is not None, out_schema,
                           self.max_record_bytes, self.tombstones_ok)
         decoded = raw.mapInArrow(fn, from_arrow_schema(out_schema)).cache()
+        columns = [F.col(f"`{f.name}`").alias(f.name) for f in value_schema]
+        if self.connect_types:  # Debezium's named dates and timestamps, as the JSON decode has them
+            spark_fields = connect_schema.annotate_avro(from_arrow_schema(value_schema), parse_avro_schema(reader))
+            columns = [connect_schema.to_logical(c, f).alias(f.name) if connect_schema.needs_conversion(f) else c
+                       for c, f in zip(columns, spark_fields.fields, strict=True)]
         good = decoded.where(F.col(ERROR_FIELD).isNull()).select(
-            *[F.col(f"`{f.name}`") for f in value_schema],
+            *columns,
             *([F.col(src).alias(name) for name, src in METADATA_COLUMNS.items()] if self.include_metadata else []),
         )
         bad = kafka_errors(decoded.where(F.col(ERROR_FIELD).isNotNull()), F.base64("value"), "base64", F.col(ERROR_FIELD))

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 from streamer.config.sources import KafkaSourceConfig
 from streamer.errors import SourceError
+from streamer.sources import connect_schema
 from streamer.sources.base import (
     ERROR_SCHEMA_DDL,
     SOURCE_ERROR_COL,
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 
 CORRUPT_COLUMN = "_corrupt_record"
 MALFORMED_JSON = "malformed JSON, or values that do not match the schema's types"
+#: A record without ``schema`` and ``payload`` in a batch whose others embed their schemas.
+NOT_WRAPPED = ("no embedded schema: the batch's other records are {schema, payload} "
+               "(Kafka Connect's JsonConverter with schemas.enable), this one is not")
 RAW_KAFKA_DDL = (
     "key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
@@ -400,13 +404,17 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     schema: StructType | None
     if config.schema_ddl is not None:  # cached by the reader, if it reads both df and errors (Batch.cache)
         schema = struct_from_ddl(config.schema_ddl)
-    else:  # inference reads the payloads, then the decode reads them again
+    else:  # the schemas or inference read the payloads, then the decode reads them again
         limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
-        # Debezium: every payload. A change stream's shape varies inside a batch (deletes
-        # carry ``before`` only, an added column appears mid-batch): a sample of the first
-        # records would miss it and lose the column, or the deletes' keys.
-        sample = None if config.debezium else config.infer_sample_records
-        schema = infer_json_schema(spark, base.cache(), sample, limit)
+        schema = None
+        if config.debezium and config.connect_types:
+            schema = connect_schema.envelope_type(connect_schema.batch_schemas(base.cache(), _usable(limit)))
+        if schema is None:
+            # Debezium: every payload. A change stream's shape varies inside a batch (deletes
+            # carry ``before`` only, an added column appears mid-batch): a sample of the first
+            # records would miss it and lose the column, or the deletes' keys.
+            sample = None if config.debezium else config.infer_sample_records
+            schema = infer_json_schema(spark, base.cache(), sample, limit)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
         schema = struct_from_ddl("value STRING")
     exprs = _json_expressions(schema, config)
@@ -417,6 +425,8 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
                         explain_errors=_explainer(spark, exprs))
     frames = Frames.of(*_split(base, parsed, exprs))
     frames()[2][1].cache()  # the flagged rows: df and errors both read them
+    if connect_schema.is_typed(schema):
+        return _Decoded(base, frames)  # the types are the schemas' own: nothing to prefer
 
     def redecode(types: StructType) -> Frames:
         from streamer.sources.files import prefer_types
@@ -564,11 +574,18 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
         F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
-    good = (*[F.col("_p").getField(f.name).alias(f.name) for f in schema.fields], *_metadata_columns(config))
+    is_bad_record = ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
+    typed = connect_schema.is_typed(schema)
+    if typed:  # the batch's other records carry their schemas: this one must too
+        unwrapped = F.col("_p.payload").isNull()
+        reason = reason.when(unwrapped, F.lit(NOT_WRAPPED))
+        is_bad_record = is_bad_record | unwrapped
+    good = (*[connect_schema.to_logical(F.col("_p").getField(f.name), f).alias(f.name) if typed
+              else F.col("_p").getField(f.name).alias(f.name) for f in schema.fields],
+            *_metadata_columns(config))
     bad = tuple(error_columns(*_payload(), F.col("_reason")))
     is_bad = F.col("_reason").isNotNull()
     # every branch of ``reason`` yields text, so it is null exactly when none of them holds
-    is_bad_record = ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
     is_bad_record = F.col("_raw").isNotNull() & is_bad_record if tombstones_ok else F.col("_raw").isNull() | is_bad_record
     if limit is not None:
         is_bad_record = is_bad_record | (F.octet_length(F.col("_raw")) > F.lit(limit))
@@ -622,16 +639,23 @@ def infer_json_schema(spark: SparkSession, base: DataFrame, sample: int | None,
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    usable = F.col("_raw").isNotNull() & F.is_valid_utf8(F.col("_raw"))
-    if max_record_bytes is not None:
-        usable = usable & (F.octet_length(F.col("_raw")) <= F.lit(max_record_bytes))
-    texts = base.where(usable)
+    texts = base.where(_usable(max_record_bytes))
     texts = texts.select(F.col("_raw").alias("v"))
     if sample is not None:
         texts = texts.limit(sample)
     inferred = spark.read.option("mode", "DROPMALFORMED").json(texts.rdd.map(lambda r: r.v))
     fields = [f for f in inferred.schema.fields if f.name != CORRUPT_COLUMN]
     return StructType(fields) if fields else None
+
+
+def _usable(max_record_bytes: int | None) -> Column:
+    """The records a schema is learnt from: UTF-8 text, within ``max_record_bytes``."""
+    from pyspark.sql import functions as F
+
+    usable = F.col("_raw").isNotNull() & F.is_valid_utf8(F.col("_raw"))
+    if max_record_bytes is not None:
+        usable = usable & (F.octet_length(F.col("_raw")) <= F.lit(max_record_bytes))
+    return usable
 
 
 def _metadata_columns(config: KafkaSourceConfig) -> list[Column]:

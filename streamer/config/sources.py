@@ -161,6 +161,16 @@ class KafkaSourceConfig(StrictModel):
     #: and position), the table's ``ordering_field`` unless it names one. Tombstones (null
     #: values) are skipped and counted as filtered. JSON with or without embedded schemas.
     debezium: Literal["postgres", "mysql"] | None = None
+    #: With ``debezium``, columns get the database's types from the Connect schema: JSON
+    #: with embedded schemas (``{schema, payload}``, Kafka Connect's JsonConverter with
+    #: ``schemas.enable``) is decoded by the schema each record carries (``int`` and
+    #: ``bigint`` apart, ``numeric(12,2)`` as ``decimal(12,2)`` with Debezium's default
+    #: ``decimal.handling.mode: precise``), and in JSON and Avro alike Debezium's named
+    #: dates and timestamps (``io.debezium.time.Date``, ``MicroTimestamp``...) become dates
+    #: and timestamps (docs/cdc-postgres.md). ``false``: the types the values have (JSON
+    #: inferred: integers ``bigint``, dates as day numbers, decimals as base64 text; Avro
+    #: its primitive types), as tables written before this setting existed have them.
+    connect_types: bool = True
     #: Records larger than this go to the error table instead of the table (None = no limit).
     max_record_bytes: Size | None = 8 * 1024**2
     #: Timeout for driver-side metadata calls (partitions, watermarks).

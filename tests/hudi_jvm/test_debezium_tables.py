@@ -9,15 +9,18 @@ broker; the expected rows come from a model that applies the events in log order
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import uuid
+from decimal import Decimal
 
 import pytest
 
 from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from tests.hudi_jvm.compare import Expected, Query, assert_readers_match
-from tests.support.cdc import PLACEHOLDER, RowModel, pg_event
+from tests.support.cdc import PLACEHOLDER, RowModel, connect_envelope, pg_event
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance, pytest.mark.kafka]
 
@@ -71,3 +74,49 @@ def test_a_debezium_table_reads_alike_in_every_reader(kafka, spark, tmp_path, hu
     assert all(PLACEHOLDER not in str(r["note"]) for r in rows)
     assert_readers_match(config.target.path, hudi_sessions, Expected.of_rows(rows, COLUMNS),
                          [Query("snapshot"), Query("read_optimized")])
+
+
+#: A row's columns as Debezium's Postgres connector types them in JSON with embedded
+#: schemas, with its defaults (precise decimals, adaptive times).
+TYPED_COLUMNS = [
+    {"type": "int32", "optional": False, "field": "id"},
+    {"type": "bytes", "optional": True, "field": "amount", "name": "org.apache.kafka.connect.data.Decimal",
+     "parameters": {"scale": "2", "connect.decimal.precision": "12"}},
+    {"type": "int32", "optional": True, "field": "born", "name": "io.debezium.time.Date"},
+    {"type": "int64", "optional": True, "field": "seen", "name": "io.debezium.time.MicroTimestamp"},
+    {"type": "string", "optional": True, "field": "at", "name": "io.debezium.time.ZonedTimestamp"},
+    {"type": "array", "optional": True, "field": "days",
+     "items": {"type": "int32", "optional": True, "name": "io.debezium.time.Date"}},
+]
+EPOCH = dt.date(1970, 1, 1)
+
+
+def _typed(i: int, amount: str, born: dt.date, seen: dt.datetime) -> tuple[dict, dict]:
+    """(the event's row as Debezium sends it, the row the table must hold)."""
+    unscaled = int(Decimal(amount).scaleb(2))
+    micros = (seen - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+    sent = {"id": i, "amount": base64.b64encode(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big",
+                                                                   signed=True)).decode(),
+            "born": (born - EPOCH).days, "seen": micros, "at": f"{seen.isoformat()}Z", "days": [(born - EPOCH).days]}
+    stored = {"id": i, "amount": Decimal(amount), "born": born, "seen": seen, "at": seen, "days": [born]}
+    return sent, stored
+
+
+def test_database_types_from_embedded_schemas_read_alike_in_every_reader(kafka, spark, tmp_path, hudi_sessions):
+    topic = kafka.create_topic(f"pg.public.kinds-{uuid.uuid4().hex[:6]}", partitions=1)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=tmp_path / "kinds"))
+    assert not problems
+    rows = [_typed(1, "-1234.50", dt.date(1969, 7, 20), dt.datetime(1969, 12, 31, 23, 59, 59, 999_999)),
+            _typed(2, "9999999999.99", dt.date(2038, 1, 19), dt.datetime(2038, 1, 19, 3, 14, 8)),
+            _typed(3, "0.01", dt.date(1, 1, 1), dt.datetime(1970, 1, 1))]
+    update = _typed(1, "-0.01", dt.date(2000, 2, 29), dt.datetime(2000, 2, 29, 12, 0, 0, 500_000))
+    batches = [[pg_event("r", None, sent, 100 + i) for i, (sent, _) in enumerate(rows)],
+               [pg_event("u", None, update[0], 200), pg_event("d", {"id": 3}, None, 210), None]]
+    for events in batches:
+        kafka.produce(topic, [None if e is None else json.dumps(connect_envelope(e, TYPED_COLUMNS)) for e in events])
+        report = PipelineRunner(config, spark=spark).run_once()
+        assert report.errored == 0
+    expected = [update[1], rows[1][1]]
+    assert_readers_match(config.target.path, hudi_sessions, Expected.of_rows(expected, [c["field"] for c in TYPED_COLUMNS]),
+                         [Query("snapshot")])

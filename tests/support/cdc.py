@@ -91,3 +91,30 @@ def postgres_orders(postgres: Any, db: str) -> dict[int, tuple]:
     """``SELECT id, name, qty, note FROM orders`` in ``db``, as :func:`lake_orders` has it."""
     rows = postgres.rows("SELECT id, name, qty, note FROM orders", database=db)
     return {int(i): (n, None if q is None else int(q), note) for i, n, q, note in rows}
+
+
+#: Debezium's Postgres ``source`` block schema, as its JsonConverter output carries it.
+_PG_SOURCE_SCHEMA = {"type": "struct", "optional": False, "name": "io.debezium.connector.postgresql.Source",
+                     "field": "source", "fields": [
+                         {"type": "string", "optional": False, "field": "version"},
+                         {"type": "string", "optional": False, "field": "connector"},
+                         {"type": "string", "optional": False, "field": "name"},
+                         {"type": "int64", "optional": False, "field": "ts_ms"},
+                         {"type": "string", "optional": False, "field": "db"},
+                         {"type": "string", "optional": False, "field": "schema"},
+                         {"type": "string", "optional": False, "field": "table"},
+                         {"type": "int64", "optional": True, "field": "txId"},
+                         {"type": "int64", "optional": True, "field": "lsn"},
+                         {"type": "int64", "optional": True, "field": "xmin"}]}
+
+
+def connect_envelope(event: dict[str, Any], columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """``event`` as Kafka Connect's JsonConverter writes it with ``schemas.enable``: its
+    Connect schema (the row's ``columns``, Connect field schemas, in ``before`` and
+    ``after``) beside it as ``payload``."""
+    row = {"type": "struct", "optional": True, "name": "pg.public.orders.Value", "fields": columns}
+    schema = {"type": "struct", "optional": False, "name": "pg.public.orders.Envelope", "version": 2, "fields": [
+        {**row, "field": "before"}, {**row, "field": "after"}, _PG_SOURCE_SCHEMA,
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"}]}
+    return {"schema": schema, "payload": event}

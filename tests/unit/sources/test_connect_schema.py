@@ -1,0 +1,183 @@
+"""JSON with embedded Connect schemas decoded by the schemas (streamer/sources/connect_schema.py):
+each Debezium/Kafka Connect type reaches the table as the database's type, with its value."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Context, Decimal
+
+import pytest
+
+from streamer.config.sources import KafkaSourceConfig
+from streamer.errors import SourceError
+from streamer.sources.debezium import change_rows
+from streamer.sources.kafka.source import NOT_WRAPPED, json_decoder
+from tests.support.cdc import connect_envelope, pg_event
+
+pytestmark = pytest.mark.integration
+
+UTC = dt.timezone.utc
+
+
+def unscaled(value: Decimal, scale: int) -> str:
+    """Connect's decimal: base64 of the unscaled value, big-endian two's complement."""
+    n = int(value.scaleb(scale, Context(prec=60)))  # the default context rounds to 28 digits
+    return base64.b64encode(n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True)).decode()
+
+
+def col(field: str, kind: str, name: str | None = None, **extra) -> dict:
+    out = {"type": kind, "optional": field != "id", "field": field, **extra}
+    if name:
+        out["name"] = name
+    return out
+
+
+COLUMNS = [
+    col("id", "int32"),
+    col("small", "int16"),
+    col("big", "int64"),
+    col("ratio", "float"),
+    col("amount", "bytes", "org.apache.kafka.connect.data.Decimal",
+        parameters={"scale": "2", "connect.decimal.precision": "12"}),
+    col("huge", "bytes", "org.apache.kafka.connect.data.Decimal",
+        parameters={"scale": "4", "connect.decimal.precision": "38"}),
+    col("born", "int32", "io.debezium.time.Date"),
+    col("seen", "int64", "io.debezium.time.MicroTimestamp"),
+    col("seen_ms", "int64", "org.apache.kafka.connect.data.Timestamp"),
+    col("seen_ns", "int64", "io.debezium.time.NanoTimestamp"),
+    col("at", "string", "io.debezium.time.ZonedTimestamp"),
+    col("opens", "int64", "io.debezium.time.MicroTime"),
+    col("blob", "bytes"),
+    col("loose", "struct", "io.debezium.data.VariableScaleDecimal",
+        fields=[{"type": "int32", "optional": False, "field": "scale"},
+                {"type": "bytes", "optional": False, "field": "value"}]),
+    col("holidays", "array", items={"type": "int32", "optional": True, "name": "io.debezium.time.Date"}),
+    col("doc", "string", "io.debezium.data.Json"),
+]
+HUGE = Decimal("-1234567890123456789012345678901234.5678")  # 38 digits: 16 bytes unscaled
+BORN = dt.date(1969, 7, 20)  # before 1970: a negative day number
+SEEN = dt.datetime(1969, 12, 31, 23, 59, 59, 999_999)
+
+
+def row(i: int, **over) -> dict:
+    days = (BORN - dt.date(1970, 1, 1)).days
+    micros = (SEEN - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+    out = {"id": i, "small": -7, "big": 2**40 + i, "ratio": 0.5, "amount": unscaled(Decimal("-1234.50") * i, 2),
+           "huge": unscaled(HUGE, 4), "born": days, "seen": micros, "seen_ms": 1_700_000_000_123,
+           "seen_ns": micros * 1000 - 1, "at": "2024-03-01T10:00:00.250000Z", "opens": 36_000_000_000,
+           "blob": base64.b64encode(b"\x00\xffdata").decode(),
+           "loose": {"scale": 3, "value": unscaled(Decimal("-0.042"), 3)},
+           "holidays": [days, 0], "doc": '{"a": 1}'}
+    return {**out, **over}
+
+
+def raw_frame(spark, values: list[str | None]):
+    rows = [("t", 0, i, dt.datetime(2024, 1, 1, tzinfo=UTC), None if v is None else v.encode())
+            for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, "topic string, partition int, offset bigint, timestamp timestamp, value binary")
+
+
+def decode(spark, values: list[str | None], **extra):
+    config = KafkaSourceConfig(type="kafka", bootstrap_servers="127.0.0.1:1", topic="t", debezium="postgres", **extra)
+    good, bad, _ = json_decoder(spark, raw_frame(spark, values), config).frames()
+    return change_rows(good, "postgres"), bad
+
+
+def test_each_connect_type_arrives_as_the_database_type_with_its_value(spark):
+    events = [connect_envelope(pg_event("c", None, row(1), 10), COLUMNS),
+              connect_envelope(pg_event("u", row(1), row(2, id=1), 20), COLUMNS),
+              connect_envelope(pg_event("d", row(3, amount=None), None, 30), COLUMNS)]
+    rows, bad = decode(spark, [json.dumps(e) for e in events] + [None])
+    assert bad.count() == 0
+    types = dict(rows.dtypes)
+    assert {c: types[c] for c in ("id", "small", "big", "ratio", "amount", "huge", "born", "seen", "seen_ms",
+                                  "seen_ns", "at", "opens", "blob", "loose", "holidays", "doc")} == {
+        "id": "int", "small": "smallint", "big": "bigint", "ratio": "float", "amount": "decimal(12,2)",
+        "huge": "decimal(38,4)", "born": "date", "seen": "timestamp", "seen_ms": "timestamp", "seen_ns": "timestamp",
+        "at": "timestamp", "opens": "bigint", "blob": "binary", "loose": "string", "holidays": "array<date>",
+        "doc": "string"}
+    got = {r._event_lsn: r for r in rows.collect()}
+    first, update, delete = got[10], got[20], got[30]
+    assert (first.id, first.small, first.big, first.amount, first.huge) == (1, -7, 2**40 + 1, Decimal("-1234.50"), HUGE)
+    assert update.amount == Decimal("-2469.00") and update.id == 1
+    assert delete._hoodie_is_deleted and delete.id == 3 and delete.amount is None
+    assert first.born == BORN and first.holidays == [BORN, dt.date(1970, 1, 1)]
+    # timestamps read in the session's zone (UTC): the database's wall time
+    assert first.seen == SEEN and first.seen_ns == SEEN - dt.timedelta(microseconds=1)
+    assert first.seen_ms == dt.datetime(2023, 11, 14, 22, 13, 20, 123_000)
+    assert first.at == dt.datetime(2024, 3, 1, 10, 0, 0, 250_000)
+    assert (first.opens, bytes(first.blob), first.loose, first.doc) == (36_000_000_000, b"\x00\xffdata", "-0.042",
+                                                                          '{"a": 1}')
+
+
+@pytest.mark.parametrize("value", ["0", "0.01", "-0.01", "127.99", "-128.00", "9999999999.99", "-9999999999.99",
+                                   "42949672.96", "-42949672.97"])
+def test_decimals_of_every_byte_length_and_sign(spark, value):
+    columns = [col("id", "int32"), COLUMNS[4]]
+    event = connect_envelope(pg_event("c", None, {"id": 1, "amount": unscaled(Decimal(value), 2)}, 10), columns)
+    rows, _ = decode(spark, [json.dumps(event)])
+    assert rows.first().amount == Decimal(value)
+
+
+def test_schemas_of_one_batch_merge_an_added_column_and_a_widened_one(spark):
+    before = [col("id", "int32"), col("qty", "int32")]
+    after = [col("id", "int32"), col("qty", "int64"), col("color", "string")]
+    events = [connect_envelope(pg_event("c", None, {"id": 1, "qty": 5}, 10), before),
+              connect_envelope(pg_event("c", None, {"id": 2, "qty": 2**40, "color": "red"}, 20), after)]
+    rows, bad = decode(spark, [json.dumps(e) for e in events])
+    assert bad.count() == 0
+    assert {c: t for c, t in rows.dtypes if c in ("id", "qty", "color")} == {"id": "int", "qty": "bigint",
+                                                                            "color": "string"}
+    assert sorted((r.id, r.qty, r.color) for r in rows.collect()) == [(1, 5, None), (2, 2**40, "red")]
+
+
+def test_a_record_without_its_schema_in_a_typed_batch_is_an_error_row_not_dropped(spark):
+    typed = connect_envelope(pg_event("c", None, {"id": 1}, 10), [col("id", "int32")])
+    plain = pg_event("c", None, {"id": 2}, 20)
+    rows, bad = decode(spark, [json.dumps(typed), json.dumps(plain), "{not json"])
+    assert [r.id for r in rows.collect()] == [1]
+    reasons = sorted(r.reason for r in bad.collect())
+    assert len(reasons) == 2 and NOT_WRAPPED in reasons
+
+
+def test_without_embedded_schemas_or_with_the_setting_off_the_values_decide(spark):
+    typed = connect_envelope(pg_event("c", None, {"id": 1, "born": 19000}, 10),
+                             [col("id", "int32"), col("born", "int32", "io.debezium.time.Date")])
+    rows, _ = decode(spark, [json.dumps(typed)], connect_types=False)
+    assert {c: t for c, t in rows.dtypes if c in ("id", "born")} == {"id": "bigint", "born": "bigint"}
+    rows, _ = decode(spark, [json.dumps(pg_event("c", None, {"id": 1}, 10))])
+    assert dict(rows.dtypes)["id"] == "bigint"
+
+
+def test_a_decimal_wider_than_spark_takes_is_refused_by_name(spark):
+    wide = col("amount", "bytes", "org.apache.kafka.connect.data.Decimal",
+               parameters={"scale": "2", "connect.decimal.precision": "50"})
+    event = connect_envelope(pg_event("c", None, {"id": 1, "amount": unscaled(Decimal("1.5"), 2)}, 10),
+                             [col("id", "int32"), wide])
+    with pytest.raises(SourceError, match=r"field 'amount': decimal\(50, 2\).*decimal.handling.mode"):
+        decode(spark, [json.dumps(event)])[0].collect()
+
+
+def test_avro_named_types_are_found_through_name_references(spark):
+    """Debezium's Avro ``after`` names ``before``'s record type: its fields convert too."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from streamer.sources.connect_schema import METADATA_KEY, annotate_avro, needs_conversion
+    from streamer.table.avro_schema import avro_to_arrow
+
+    value = {"type": "record", "name": "Value", "namespace": "pg.public.kinds", "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "born", "type": ["null", {"type": "int", "connect.name": "io.debezium.time.Date"}]},
+        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}]}]}
+    envelope = {"type": "record", "name": "Envelope", "namespace": "pg.public.kinds", "fields": [
+        {"name": "before", "type": ["null", value]}, {"name": "after", "type": ["null", "Value"]},
+        {"name": "op", "type": "string"}]}
+    annotated = annotate_avro(from_arrow_schema(avro_to_arrow(envelope)), envelope)
+    before, after, op = annotated.fields
+    for side in (before, after):
+        born = side.dataType["born"]
+        assert born.metadata[METADATA_KEY]["name"] == "io.debezium.time.Date"
+        assert METADATA_KEY not in side.dataType["day"].metadata  # a logical type already: decoded as a date
+    assert needs_conversion(before) and needs_conversion(after) and not needs_conversion(op)
