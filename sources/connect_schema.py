@@ -78,7 +78,7 @@ MAX_PRECISION = 38
 #: FLOAT32/FLOAT64), and the Spark type of their JSON values (bytes: base64 text).
 _PRIMITIVES = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float": "float",
                "double": "double", "boolean": "boolean", "string": "string", "bytes": "string"}
-#: Numeric types in widening order (a field seen as both takes the later one).
+#: Numeric types in widening order (a field seen as two of them takes the wider).
 _WIDENING = ("tinyint", "smallint", "int", "bigint", "float", "double")
 
 
@@ -88,7 +88,7 @@ _WIDENING = ("tinyint", "smallint", "int", "bigint", "float", "double")
 def physical_type(schema: Mapping[str, Any], where: str) -> DataType:
     """The Spark type ``from_json`` parses a value of Connect ``schema`` as (``where``
     names the field in errors)."""
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType, _parse_datatype_string
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
     kind = schema.get("type")
     if kind == "struct":
@@ -107,7 +107,15 @@ def physical_type(schema: Mapping[str, Any], where: str) -> DataType:
     primitive = _PRIMITIVES.get(str(kind))
     if primitive is None:
         raise SourceError(f"{where}: Connect type {kind!r} is not one Kafka Connect defines")
-    return _parse_datatype_string(primitive)
+    return _spark_primitive(primitive)
+
+
+def _spark_primitive(name: str) -> DataType:
+    from pyspark.sql import types as T
+
+    return {"tinyint": T.ByteType(), "smallint": T.ShortType(), "int": T.IntegerType(), "bigint": T.LongType(),
+            "float": T.FloatType(), "double": T.DoubleType(), "boolean": T.BooleanType(),
+            "string": T.StringType()}[name]
 
 
 def physical_field(schema: Mapping[str, Any], where: str) -> StructField:
@@ -297,6 +305,12 @@ def _merge_field(a: StructField, b: StructField) -> StructField:
     ta, tb = a.dataType.simpleString(), b.dataType.simpleString()
     if ta in _WIDENING and tb in _WIDENING and "name" not in ma and "name" not in mb:
         return b if _WIDENING.index(tb) >= _WIDENING.index(ta) else a
+    if ma.get("name") == mb.get("name") == DECIMAL:  # numeric(10,2) -> numeric(12,2): the wider
+        pa_, pb = (m.get("parameters") or {} for m in (ma, mb))
+        if pa_.get("scale") == pb.get("scale"):
+            wider = max(int(p.get("connect.decimal.precision", MAX_PRECISION)) for p in (pa_, pb))
+            return StructField(a.name, a.dataType, True, {METADATA_KEY: {
+                **ma, "parameters": {**pa_, "connect.decimal.precision": str(wider)}}})
     log.info("field %r is %s in one schema of the batch and %s in another: read as text", a.name, ta, tb)
     return StructField(a.name, StringType(), True, {METADATA_KEY: {"type": "string"}})
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _BLOCK = re.compile(r"<!-- example(?:: file (?P<file>\S+))? -->\n```(?P<lang>\w+)\n(?P<body>.*?)\n```", re.S)
+_FENCED = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S | re.M)
 _STREAMER = re.compile(r"^(?:\.venv/bin/)?streamer(?:\s+(?P<args>[^#]*?))?\s*(?:#.*)?$")
 _SHELL_SYNTAX = set("|;&<>$`()*?[]{}\\\"'")
 _HEREDOC = re.compile(r"<<-?\s*'?\"?(?P<tag>\w+)'?\"?")
@@ -136,6 +137,20 @@ def _in_process(fn: Callable[[], int | None]) -> tuple[int, str, str]:
                 root.addHandler(h)
         root.setLevel(level)
     return rc, out.getvalue(), err.getvalue()
+
+
+def run_streamer(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """``streamer ARGS`` in this process, in ``cwd``, as :func:`run_examples` runs one:
+    (exit code, stdout, stderr)."""
+    from streamer.cli import main
+
+    with _inside(cwd):
+        return _in_process(lambda: main(args))
+
+
+def fenced_blocks(doc: Path) -> list[tuple[str, str]]:
+    """Every fenced block of ``doc``, marked as an example or not: (language, body)."""
+    return [(m["lang"], m["body"]) for m in _FENCED.finditer(doc.read_text())]
 
 
 def run_examples(doc: Path, cwd: Path, observe: Callable[[Ran], dict] | None = None) -> list[Ran]:

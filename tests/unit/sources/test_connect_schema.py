@@ -112,13 +112,14 @@ def test_each_connect_type_arrives_as_the_database_type_with_its_value(spark):
                                                                           '{"a": 1}')
 
 
-@pytest.mark.parametrize("value", ["0", "0.01", "-0.01", "127.99", "-128.00", "9999999999.99", "-9999999999.99",
-                                   "42949672.96", "-42949672.97"])
-def test_decimals_of_every_byte_length_and_sign(spark, value):
+def test_decimals_of_every_byte_length_and_sign(spark):
+    values = ["0", "0.01", "-0.01", "1.27", "-1.28", "127.99", "-128.00", "9999999999.99", "-9999999999.99",
+              "42949672.96", "-42949672.97", "-0.00"]
     columns = [col("id", "int32"), COLUMNS[4]]
-    event = connect_envelope(pg_event("c", None, {"id": 1, "amount": unscaled(Decimal(value), 2)}, 10), columns)
-    rows, _ = decode(spark, [json.dumps(event)])
-    assert rows.first().amount == Decimal(value)
+    events = [connect_envelope(pg_event("c", None, {"id": i, "amount": unscaled(Decimal(v), 2)}, 10 + i), columns)
+              for i, v in enumerate(values)]
+    rows, _ = decode(spark, [json.dumps(e) for e in events])
+    assert {r.id: r.amount for r in rows.collect()} == {i: Decimal(v) for i, v in enumerate(values)}
 
 
 def test_schemas_of_one_batch_merge_an_added_column_and_a_widened_one(spark):
@@ -131,6 +132,20 @@ def test_schemas_of_one_batch_merge_an_added_column_and_a_widened_one(spark):
     assert {c: t for c, t in rows.dtypes if c in ("id", "qty", "color")} == {"id": "int", "qty": "bigint",
                                                                             "color": "string"}
     assert sorted((r.id, r.qty, r.color) for r in rows.collect()) == [(1, 5, None), (2, 2**40, "red")]
+
+
+def test_a_decimal_whose_precision_grows_within_a_batch_takes_the_wider(spark):
+    def amount(precision: str) -> dict:
+        return col("amount", "bytes", "org.apache.kafka.connect.data.Decimal",
+                   parameters={"scale": "2", "connect.decimal.precision": precision})
+
+    events = [connect_envelope(pg_event("c", None, {"id": 1, "amount": unscaled(Decimal("1.50"), 2)}, 10),
+                               [col("id", "int32"), amount("10")]),
+              connect_envelope(pg_event("c", None, {"id": 2, "amount": unscaled(Decimal("-123456789.01"), 2)}, 20),
+                               [col("id", "int32"), amount("12")])]
+    rows, _ = decode(spark, [json.dumps(e) for e in events])
+    assert dict(rows.dtypes)["amount"] == "decimal(12,2)"
+    assert sorted(r.amount for r in rows.collect()) == [Decimal("-123456789.01"), Decimal("1.50")]
 
 
 def test_a_record_without_its_schema_in_a_typed_batch_is_an_error_row_not_dropped(spark):
