@@ -82,3 +82,13 @@ def test_large_child_and_report():
     lines = bench_large.report(bench_large.summarise({"runs": runs}), big, 2000, 1)
     text = "\n".join(lines)
     assert "ours / delta-rs CPU" in text and "one upsert of 6,000 rows" in text
+
+
+@pytest.mark.integration
+def test_debezium_decode_variants_all_return_every_record(spark, tmp_path: Path) -> None:
+    from benchmarks import bench_debezium_decode as bench
+
+    bench.raw_batch(300, tmp_path / "raw.parquet")
+    raw = spark.read.parquet(str(tmp_path / "raw.parquet"))
+    runs = bench.variants(spark, raw)
+    assert len(runs) == 3 and all(fn() == 300 for fn in runs.values())
