@@ -115,9 +115,8 @@ def _run(args: argparse.Namespace, stop: threading.Event) -> int:
         log.warning("stopped: %s", e)
         return 0
     except PipelinesFailedError as e:
-        ok = len(configs) - len(e.failures)
-        log.error("%d of %d pipeline(s) failed (%s); %d ran", len(e.failures), len(configs),
-                  ", ".join(e.failures), ok)
+        log.error("%d of %d pipeline(s) failed (%s); %d ran", len(e.failures), e.total,
+                  ", ".join(e.failures), e.total - len(e.failures))
         return 1
     finally:
         observers.close()

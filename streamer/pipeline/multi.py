@@ -54,11 +54,13 @@ class Discover(Protocol):
 class PipelinesFailedError(StreamerError):
     """Some pipelines of a run failed (the others ran to the end); one line per failure.
 
-    ``failures`` maps each failed pipeline's name to its exception.
+    ``failures`` maps each failed pipeline's name to its exception; ``total`` counts the
+    run's pipelines, the ones a whole-database pipeline discovered included.
     """
 
-    def __init__(self, failures: dict[str, BaseException]) -> None:
+    def __init__(self, failures: dict[str, BaseException], total: int | None = None) -> None:
         self.failures = dict(failures)
+        self.total = max(total or 0, len(self.failures))
         lines = [failure_line(name, e) for name, e in self.failures.items()]
         head = f"{len(lines)} pipeline(s) failed" if len(lines) > 1 else ""
         super().__init__("\n".join([head, *lines]) if head else lines[0])
@@ -96,9 +98,10 @@ class _Failures:
         for name, error in failures.items():
             self.add(name, error)
 
-    def raise_if_any(self) -> None:
+    def raise_if_any(self, runners: Sequence[PipelineRunner]) -> None:
         if self.by_name:
-            raise PipelinesFailedError(self.by_name)
+            names = {r.config.name for r in runners} | set(self.by_name)
+            raise PipelinesFailedError(self.by_name, total=len(names))
 
 
 def run_pipelines(
@@ -175,7 +178,7 @@ def run_pipelines(
                 s.close()
         for lease in leases:
             lease.release()
-    failures.raise_if_any()
+    failures.raise_if_any(runners)
     return runners
 
 

@@ -4,8 +4,8 @@ A lock is a file created *exclusively* (:meth:`FileSystem.create_exclusive`) by 
 process that wins. It names its owner (uuid, host, pid, purpose) and a heartbeat the
 owner refreshes from a thread. A lock is *stale* - and may be taken over - when its
 heartbeat is older than ``expiry_s`` or, on the same host, when its owner's process is
-gone (so a holder killed with ``kill -9`` does not block its successor for a whole
-expiry), or when this very process gave it up without being able to delete it (a
+gone, its pid unused or used by a process that started at another time (so a holder
+killed with ``kill -9`` does not block its successor for a whole expiry), or when this very process gave it up without being able to delete it (a
 release that the store failed: the next run in the same process, a supervisor's
 restart of a pipeline, must not wait out its own predecessor's lock).
 
@@ -64,6 +64,8 @@ LOCKS_DIR = posixpath.join(".aux", ".locks")
 #: Owners whose release failed in this process (the store refused the delete): their
 #: lock files are stale to any later taker here, whatever their heartbeat says.
 _abandoned: set[str] = set()
+#: This process's start time by pid (a forked child has a pid, and a start, of its own).
+_own_starts: dict[int, int | None] = {}
 #: When this process first saw each (lock, owner, heartbeat): see FileLock._unchanged_for.
 _seen: dict[tuple[str, str, float], float] = {}
 _seen_lock = threading.Lock()
@@ -76,6 +78,10 @@ class LockInfo:
     pid: int
     heartbeat: float
     purpose: str = ""
+    #: When the holder's process started (:func:`process_start`), so that another process
+    #: given the same pid later is not taken for the holder. None: not known (another OS,
+    #: or a lock written by an earlier version), then the pid alone decides.
+    started: int | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -84,10 +90,21 @@ class LockInfo:
     def from_bytes(cls, data: bytes) -> LockInfo | None:
         try:
             d = json.loads(data)
+            started = d.get("started")
             return cls(str(d["owner"]), str(d["host"]), int(d["pid"]), float(d["heartbeat"]),
-                       str(d.get("purpose", "")))
+                       str(d.get("purpose", "")), None if started is None else int(started))
         except (ValueError, KeyError, TypeError):
             return None
+
+    def holder_alive(self) -> bool:
+        """Whether the holding process (on this host) still runs: its pid exists and, where
+        the start time is known on both sides, belongs to the same process."""
+        if not pid_alive(self.pid):
+            return False
+        if self.started is None:
+            return True
+        now = process_start(self.pid)
+        return now is None or now == self.started
 
     def describe(self, now: float | None = None) -> str:
         age = (now or time.time()) - self.heartbeat
@@ -106,6 +123,30 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc/PID/stat``,
+    field 22), or None where that cannot be read.
+
+    Why: pids are reused. Linux hands out at most ``pid_max`` (32,768 by default) and
+    every thread of every JVM takes one, so on a busy host the pid of a writer killed with
+    ``kill -9`` can belong to another process seconds later; a lock that trusted the pid
+    alone would wait out the whole expiry for a holder long dead (or, for a pipeline's
+    lease, refuse to run it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # the command name (field 2) is in parentheses and may hold spaces or parentheses
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _own_start(pid: int) -> int | None:
+    if pid not in _own_starts:
+        _own_starts[pid] = process_start(pid)
+    return _own_starts[pid]
 
 
 class FileLock:
@@ -139,7 +180,7 @@ class FileLock:
             return True
         if self._unchanged_for(info) > self.expiry_s:
             return True  # a heartbeat "from the future" (our clock stepped back) stopped moving
-        return info.host == self.host and not pid_alive(info.pid)
+        return info.host == self.host and not info.holder_alive()
 
     def _unchanged_for(self, info: LockInfo) -> float:
         """How long (this process's monotonic clock) the lock has shown this same heartbeat.
@@ -173,7 +214,8 @@ class FileLock:
 
     # ------------------------------------------------------------------ acquire/release
     def _me(self) -> bytes:
-        return LockInfo(self.owner, self.host, os.getpid(), time.time(), self.purpose).to_bytes()
+        pid = os.getpid()
+        return LockInfo(self.owner, self.host, pid, time.time(), self.purpose, _own_start(pid)).to_bytes()
 
     def _fresh_file(self, path: str) -> bool:
         """``path`` exists and was modified within one expiry."""

@@ -317,7 +317,10 @@ def _drain(yaml_path: Path, workdir: Path, log) -> None:
     time.sleep(5)
     done = subprocess.run([STREAMER, "run", str(yaml_path), "--available-now"], cwd=workdir,
                           capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if done.returncode != 0:  # the lines that name a failure first: a Spark warning can fill the tail
+        output = done.stdout + done.stderr
+        named = [line for line in output.splitlines() if " ERROR " in line or "failed" in line]
+        raise AssertionError("\n".join(named[-20:]) + "\n...\n" + output[-3000:])
     log("drained")
 
 

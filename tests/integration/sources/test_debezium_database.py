@@ -133,6 +133,7 @@ def test_one_pipeline_takes_a_whole_database(kafka, kafka_connect, postgres, spa
     # types; every other table ran on
     assert isinstance(error, PipelinesFailedError), error
     assert sorted(error.failures) == ["shop-audit", "shop-orders"]
+    assert error.total == 4, "the run's tables: customers, orders, audit (refused), returns (found mid-run)"
     assert "no primary key" in str(error) and "tables.audit.record_key" in str(error)
     assert "pipeline shop-orders failed: field 'total': type change from int64 to string" in str(error)
     total = {r["id"]: r["total"] for r in Table.open(str(tmp_path / "orders")).read().to_pylist()}

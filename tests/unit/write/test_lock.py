@@ -182,6 +182,46 @@ def test_dead_writer_is_taken_over_at_once(store):
         lock.release()
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times are read from /proc")
+def test_a_dead_holders_pid_reused_by_another_process_does_not_keep_the_lock(tmp_path):
+    """A writer killed with ``kill -9`` whose pid the system has since given to another
+    process (a JVM's thread is enough, on a busy host) is gone all the same: its lock is
+    taken over at once, not after the expiry. The lock records the holder's start time."""
+    import subprocess
+
+    from streamer.write.lock import process_start
+
+    fs, base = resolve(str(tmp_path))
+    other = subprocess.Popen(["sleep", "60"])  # the process now holding the dead writer's pid
+    try:
+        started = process_start(other.pid)
+        assert started is not None
+        lock = WriterLock(fs, base)
+        fs.write_bytes(lock.path, LockInfo("ghost", lock.host, other.pid, time.time(), "writer",
+                                           started - 1).to_bytes())
+        assert lock.try_acquire(), "a reused pid kept a dead holder's lock"
+        assert lock.took_over is not None and lock.took_over.owner == "ghost"
+        lock.release()
+        # the same pid *and* start time: that process is the holder, alive
+        fs.write_bytes(lock.path, LockInfo("live", lock.host, other.pid, time.time(), "writer", started).to_bytes())
+        assert not WriterLock(fs, base).try_acquire()
+        # a lock of an earlier version (no start time): the pid alone decides, as before
+        fs.write_bytes(lock.path, LockInfo("old", lock.host, other.pid, time.time(), "writer").to_bytes())
+        assert not WriterLock(fs, base).try_acquire()
+    finally:
+        other.kill()
+        other.wait(10)
+
+
+def test_a_lock_names_its_holders_start_time(tmp_path):
+    from streamer.write.lock import process_start
+
+    fs, base = resolve(str(tmp_path))
+    info = LockInfo.from_bytes(FileLock(fs, f"{base}/lock")._me())
+    assert info is not None and info.pid == os.getpid()
+    assert info.started == process_start(os.getpid())
+
+
 def test_pipeline_lease_admits_one_instance(store):
     from streamer.errors import LeaseHeldError
     from streamer.pipeline.lease import PipelineLease
