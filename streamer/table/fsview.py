@@ -44,7 +44,7 @@ def short_file_reason(size: int, committed: int) -> str:
     return f"log file is {size} bytes, shorter than the {committed} bytes completed writes put in it"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BaseFile:
     path: str
     file_id: str
@@ -58,7 +58,7 @@ class BaseFile:
         return posixpath.basename(self.path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogFile:
     path: str
     file_id: str
@@ -76,7 +76,7 @@ class LogFile:
         return (self.base_instant, self.version, self.write_token)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileSlice:
     """A base file (optional) and its log files, in the order they were written."""
 

@@ -22,14 +22,14 @@ if TYPE_CHECKING:
     from streamer.read.table import Table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileBox:
     name: str
     kind: Literal["base", "log"]
     bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupRow:
     """One file group's latest slice as a snapshot reads it, and the pending plans naming it."""
 
