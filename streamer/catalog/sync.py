@@ -59,11 +59,11 @@ class SyncResult:
         return bool(self.created or self.altered or self.partitions_added)
 
     def line(self) -> str:
-        what = []
-        if self.created:
-            what.append(f"created {', '.join(self.created)}")
-        if self.altered:
-            what.append(f"altered {', '.join(self.altered)}")
+        what = [
+            f"{verb} {', '.join(tables)}"
+            for verb, tables in (("created", self.created), ("altered", self.altered))
+            if tables
+        ]
         if self.partitions_added:
             what.append(f"{self.partitions_added} partition(s) added")
         names = ", ".join(f"{self.database}.{t}" for t in self.tables)
