@@ -128,16 +128,16 @@ class IndexConfig:
         return self.type is IndexType.BUCKET
 
     @property
-    def is_global(self) -> bool:
-        """Keys are unique across partitions (looked up in all of them)."""
-        return self.type is IndexType.GLOBAL_BLOOM
-
-    @property
     def bucket_count(self) -> int:
         """``num_buckets`` of a bucket index (always set there); an error for bloom."""
         if self.num_buckets is None:
             raise ConfigError("the bloom index has no buckets (num_buckets belongs to the bucket index)")
         return self.num_buckets
+
+    @property
+    def is_global(self) -> bool:
+        """Keys are unique across partitions (looked up in all of them)."""
+        return self.type is IndexType.GLOBAL_BLOOM
 
     def describe(self) -> str:
         """``bloom`` or ``bucket (4 buckets, hash fields id)``: for errors and ``streamer show``."""
