@@ -318,6 +318,18 @@ class TableProperties:
         return tuple(name for name, _ in self.typed_partition_fields)
 
     @property
+    def hive_style_partitioning(self) -> bool:
+        return self._flag(HIVE_STYLE_PARTITIONING)
+
+    @property
+    def url_encode_partitioning(self) -> bool:
+        return self._flag(URL_ENCODE_PARTITIONING)
+
+    @property
+    def drop_partition_columns(self) -> bool:
+        return self._flag(DROP_PARTITION_COLUMNS)
+
+    @property
     def key_generator_class(self) -> str | None:
         """The key generator's Java class, or ``None`` when the table names none.
 
@@ -446,18 +458,6 @@ class TableProperties:
     @property
     def populate_meta_fields(self) -> bool:
         return self._flag(POPULATE_META_FIELDS)
-
-    @property
-    def hive_style_partitioning(self) -> bool:
-        return self._flag(HIVE_STYLE_PARTITIONING)
-
-    @property
-    def url_encode_partitioning(self) -> bool:
-        return self._flag(URL_ENCODE_PARTITIONING)
-
-    @property
-    def drop_partition_columns(self) -> bool:
-        return self._flag(DROP_PARTITION_COLUMNS)
 
     @property
     def base_file_extension(self) -> str:
