@@ -48,12 +48,12 @@ class CommitResult:
         return sum(s.num_deletes for s in self.stats)
 
     @property
-    def bytes_written(self) -> int:
-        return sum(s.total_write_bytes for s in self.stats)
-
-    @property
     def new_file_groups(self) -> int:
         return sum(1 for s in self.stats if not s.is_log)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.total_write_bytes for s in self.stats)
 
     @property
     def is_empty(self) -> bool:
