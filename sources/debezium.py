@@ -94,6 +94,10 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     extra = [c for c in events.columns if c not in (*ENVELOPE, "payload", "schema")]
     if "op" not in events.columns and "payload" in events.columns:
         events = events.select("payload.*", *extra)
+    if _only_tombstones(events):
+        # the decoder found no payload to learn a shape from: a batch of tombstones only
+        # (a batch boundary after a delete). It changes no row.
+        return _no_changes(events, database, [c for c in extra if c != "value"])
     missing = [f for f in ("op", "after", "before", "source") if f not in events.columns]
     if missing:
         raise ValueError(f"not Debezium change events: no field(s) {missing} in the values "
@@ -117,6 +121,25 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     rows = events.select(*meta, *data, is_delete.alias(IS_DELETED), *extra)
     assert ordering in rows.columns
     return rows
+
+
+def _only_tombstones(events: DataFrame) -> bool:
+    """Whether ``events`` is the JSON decoder's frame for a batch without one payload (its
+    one ``value`` column, all null), which has no envelope to unpack."""
+    from pyspark.sql import functions as F
+
+    if "value" not in events.columns or {"op", "before", "after", "source"} & set(events.columns):
+        return False
+    return events.where(F.col("value").isNotNull()).isEmpty()
+
+
+def _no_changes(events: DataFrame, database: str, extra: list[str]) -> DataFrame:
+    """No rows, in the columns :func:`change_rows` always has (the metadata, the delete flag)."""
+    from pyspark.sql import functions as F
+
+    meta = [F.lit(None).cast("bigint" if name in _BIGINT or name == "_event_seq" else "string").alias(name)
+            for name in metadata_columns(database)]
+    return events.where(F.lit(False)).select(*meta, F.lit(False).alias(IS_DELETED), *extra)
 
 
 def _row_fields(types: dict[str, DataType]) -> list[str]:

@@ -35,6 +35,7 @@ from streamer.pipeline.checkpoint import (
 )
 from streamer.pipeline.errors_table import ErrorTable
 from streamer.pipeline.lease import PipelineLease
+from streamer.pipeline.null_columns import typed_like_table
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
 from streamer.pipeline.sink import TableSink
 from streamer.pipeline.stream import run_polling, run_stream
@@ -390,7 +391,8 @@ class PipelineRunner:
         if prepared.written == 0 and not self.sink.exists():
             return None
         meta = {**checkpoint_metadata(end), BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
-        good = prepared.good if prepared.written else self._no_rows()
+        # a column the batch has no value in takes the table's type (pipeline/null_columns.py)
+        good = typed_like_table(prepared.good, self._table_schema()) if prepared.written else self._no_rows()
         writer = self.sink.writer(_arrow_schema(good))
         # Checked by the writer under its lock: no other run of this pipeline committed a
         # position since ours was read (its batch would overlap ours).
@@ -408,11 +410,20 @@ class PipelineRunner:
         """No rows, in the table's data columns (an existing table's: see :meth:`_commit`)."""
         import pyarrow as pa
 
-        from streamer.table.snapshot import TableSnapshot
         from streamer.write.schema import data_schema
 
-        schema = TableSnapshot.load(self.sink.fs, self.sink.path).latest_schema()
+        schema = self._table_schema()
         return (data_schema(schema) if schema is not None else pa.schema([])).empty_table()
+
+    def _table_schema(self) -> pa.Schema | None:
+        """The table's latest data schema (None: no table yet), as this run last saw it."""
+        from streamer.table.snapshot import TableSnapshot
+
+        if self._snapshot is not None:
+            return self._snapshot.latest_schema()
+        if not self.sink.exists():
+            return None
+        return TableSnapshot.load(self.sink.fs, self.sink.path).latest_schema()
 
     def _check_error_fraction(self, prepared: PreparedBatch) -> None:
         limit = self.config.errors.max_error_fraction

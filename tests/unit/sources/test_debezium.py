@@ -140,3 +140,22 @@ def test_a_change_stream_orders_by_the_log_position_unless_told(db, extra, order
     (config,), problems = parse_pipelines(YAML.format(db=db, extra=extra))
     assert not problems
     assert config.target.ordering_field == ordering
+
+
+def test_a_batch_of_tombstones_only_changes_no_row(spark):
+    """A batch can end between a delete and its tombstone: the next may hold tombstones
+    only, which the JSON decoder gives as one ``value`` column of nulls (nothing to learn a
+    shape from). No row, and the columns every change batch has; a ``value`` that is not
+    null is still no Debezium event."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType())])
+    nulls = spark.createDataFrame([(None,), (None,)], schema).withColumn("_kafka_offset", F.lit(7))
+    rows = change_rows(nulls, "postgres")
+    assert rows.count() == 0
+    assert rows.columns == [*metadata_columns("postgres"), "_hoodie_is_deleted", "_kafka_offset"]
+    assert dict(rows.dtypes)["_event_lsn"] == "bigint"
+    assert dict(change_rows(nulls, "mysql").dtypes)["_event_seq"] == "bigint"
+    with pytest.raises(ValueError, match="not Debezium change events"):
+        change_rows(spark.createDataFrame([("x",)], schema), "postgres")
