@@ -31,6 +31,7 @@ from streamer.pipeline.errors_table import (
     with_no_reasons,
     with_originals,
 )
+from streamer.pipeline.key_changes import rows_before_deletes
 from streamer.pipeline.unavailable import PLACEHOLDER, placeholder_columns, resolve
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.sources.debezium import change_rows
@@ -213,8 +214,12 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
         return table.read(columns=["_hoodie_record_key", *columns],
                           filter=pc.field("_hoodie_record_key").isin(wanted))
 
+    def before_deletes(positions: pa.Array, columns: list[str]) -> pa.Table | None:
+        table = open_table(config.target.path, config.s3_settings())
+        return None if table is None else rows_before_deletes(table, positions, columns)
+
     done = resolve(good, keys, config.target.ordering_field, stored, deleted=IS_DELETED,
-                   operation="_change_operation_type")
+                   operation="_change_operation_type", deleted_rows=before_deletes)
     if PAYLOAD_COL in done.column_names:
         flagged = pc.and_(pc.is_valid(done.column(REASON_COL)), pc.is_null(done.column(PAYLOAD_COL)))
         if pc.any(flagged).as_py():
@@ -258,9 +263,9 @@ def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
     tests = [F.col(f"`{f.name}`") == F.lit(PLACEHOLDER if isinstance(f.dataType, StringType) else PLACEHOLDER.encode())
              for f in rows.schema.fields
              if isinstance(f.dataType, StringType | BinaryType) and f.name not in (REASON_COL, PAYLOAD_COL)]
-    if not tests:
-        return rows, None
     keys = list(config.target.record_key)
+    if not tests or not set(keys) <= set(rows.columns):  # no text, or no row (a batch of tombstones)
+        return rows, None
     # over the batch's cached rows: cheap to evaluate again for each use
     touched = rows.where(reduce(lambda a, b: a | b, tests)).select(*keys).distinct()
     if not touched.take(1):

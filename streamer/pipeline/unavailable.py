@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.pipeline.errors_table import REASON_COL
+from streamer.pipeline.key_changes import DELETED_AT
 
 #: Debezium's default ``unavailable.value.placeholder``.
 PLACEHOLDER = "__debezium_unavailable_value"
@@ -36,6 +37,10 @@ PLACEHOLDER = "__debezium_unavailable_value"
 #: Given record keys and column names, the table's current values: a table with
 #: ``_hoodie_record_key`` and those columns (None: no table yet).
 StoredValues = Callable[[pa.Array, list[str]], "pa.Table | None"]
+#: Given the positions (ordering values) of key changes whose delete an earlier batch
+#: committed, and column names: the old keys' rows as they were before those deletes, with
+#: the position in :data:`DELETED_AT` (:func:`streamer.pipeline.key_changes.rows_before_deletes`).
+DeletedValues = Callable[[pa.Array, list[str]], "pa.Table | None"]
 
 _KEY = "_hoodie_record_key"
 
@@ -58,7 +63,8 @@ def placeholder_columns(rows: pa.Table, skip: tuple[str, ...] = ()) -> list[str]
 
 
 def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: StoredValues,
-            deleted: str | None = None, operation: str | None = None) -> pa.Table:
+            deleted: str | None = None, operation: str | None = None,
+            deleted_rows: DeletedValues | None = None) -> pa.Table:
     """``rows`` with every placeholder replaced (module doc); rows that cannot be
     completed get a reason in :data:`REASON_COL` (added if absent) and keep their values.
 
@@ -71,7 +77,8 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     create's unchanged values are the old key's. A create whose value is not in the batch
     takes it from the old key's earlier changes in the batch, else from the table's row
     of the old key (whose delete the same batch writes). When the delete came in an
-    earlier batch the old row is gone: that row goes to the error table.
+    earlier batch the old row is gone from the snapshot: ``deleted_rows`` finds it as it
+    was before that delete; a row found nowhere goes to the error table.
     """
     columns = placeholder_columns(rows, skip=(REASON_COL,))
     if not columns:
@@ -86,6 +93,10 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         is_delete = flags.to_numpy(zero_copy_only=False)
     resolved: dict[str, pa.Array] = {}
     need_table: dict[str, np.ndarray] = {}
+    # a change that has no earlier change of its key carrying the value follows the key's
+    # first change in the batch, which alone is completed from outside the batch
+    first = np.arange(n) == group_start
+    followers: dict[str, np.ndarray] = {}
     for name in columns:
         values = rows.column(name).combine_chunks().take(pa.array(order))
         is_ph = pc.fill_null(pc.equal(values, _needle(values.type)), False).to_numpy(zero_copy_only=False)
@@ -93,13 +104,20 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         # the nearest earlier change of the same key that carried the value
         previous = np.maximum.accumulate(np.where(~is_ph, np.arange(n), -1))
         source = np.where(is_ph & (previous >= group_start), previous, np.where(is_ph, -1, np.arange(n)))
-        resolved[name] = values.take(pa.array(np.where(source >= 0, source, 0)))
-        need_table[name] = source < 0
+        resolved[name] = values.take(pa.array(np.where(source >= 0, source, np.arange(n))))
+        need_table[name] = (source < 0) & first
+        followers[name] = (source < 0) & ~first
     lookup_keys = sorted_keys
     if operation is not None and ordering is not None and operation in rows.column_names:
         lookup_keys = _key_changes(rows, order, group_start, sorted_keys, ordering, operation, is_delete,
                                    resolved, need_table, columns)
     missing = _from_table(lookup_keys, resolved, need_table, stored)
+    if missing and deleted_rows is not None and ordering is not None and operation in rows.column_names:
+        creates = pc.equal(rows.column(operation).combine_chunks().take(pa.array(order)), "c")
+        positions = rows.column(ordering).combine_chunks().take(pa.array(order))
+        missing = _from_deleted(positions, pc.fill_null(creates, False).to_numpy(zero_copy_only=False),
+                                resolved, missing, deleted_rows)
+    missing = _follow_first(group_start, followers, resolved, missing)
     reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
                                  else [None] * n)
     for name, mask in missing.items():
@@ -153,6 +171,24 @@ def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sor
     return pa.array(lookup, sorted_keys.type)
 
 
+def _follow_first(group_start: np.ndarray, followers: dict[str, np.ndarray], resolved: dict[str, pa.Array],
+                  missing: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Give each follower (a placeholder with no earlier value of its key in the batch)
+    its key's first change's value, as completed (in place): a create of a key change and
+    the updates of the new key after it in one batch take the old key's value alike.
+    Returns what is missing, followers included."""
+    starts = pa.array(group_start)
+    out = dict(missing)
+    for name, follow in followers.items():
+        if not follow.any():
+            continue
+        resolved[name] = pc.if_else(pa.array(follow), resolved[name].take(starts), resolved[name])
+        first_missing = missing.get(name)
+        if first_missing is not None:
+            out[name] = first_missing | (follow & first_missing[group_start])
+    return out
+
+
 def _needle(t: pa.DataType) -> pa.Scalar:
     text = pa.types.is_string(t) or pa.types.is_large_string(t)
     return pa.scalar(PLACEHOLDER if text else PLACEHOLDER.encode(), t)
@@ -201,3 +237,31 @@ def _from_table(sorted_keys: pa.Array, resolved: dict[str, pa.Array], need_table
                                         resolved[name])
         missing[name] = mask & (hits < 0)
     return missing
+
+
+def _from_deleted(positions: pa.Array, creates: np.ndarray, resolved: dict[str, pa.Array],
+                  missing: dict[str, np.ndarray], deleted_rows: DeletedValues) -> dict[str, np.ndarray]:
+    """Fill the creates still missing a value from the rows their key change's delete
+    removed in an earlier commit, matched by position (in place); what is still missing."""
+    wanted = np.zeros(len(positions), dtype=bool)
+    for mask in missing.values():
+        wanted |= mask
+    wanted &= creates
+    if not wanted.any():
+        return missing
+    found = deleted_rows(pc.unique(positions.filter(pa.array(wanted))), list(missing))
+    if found is None or not found.num_rows:
+        return missing
+    at = found.column(DELETED_AT).combine_chunks().cast(positions.type)
+    hits = pc.fill_null(pc.index_in(positions, value_set=at), -1).to_numpy(zero_copy_only=False)
+    hits = np.where(wanted, hits, -1)
+    take = pa.array(np.where(hits >= 0, hits, 0))
+    still: dict[str, np.ndarray] = {}
+    for name, mask in missing.items():
+        fill = mask & (hits >= 0) if name in found.column_names else np.zeros_like(mask)
+        if fill.any():
+            values = found.column(name).combine_chunks().take(take).cast(resolved[name].type)
+            resolved[name] = pc.if_else(pa.array(fill), values, resolved[name])
+        if (mask & ~fill).any():
+            still[name] = mask & ~fill
+    return still

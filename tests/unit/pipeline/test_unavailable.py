@@ -89,3 +89,61 @@ def test_a_key_change_takes_the_old_keys_values():
     assert reasons["b"] is None and reasons["d"] is None
     assert "'f'" in reasons["f"]  # the old row was deleted by an earlier batch: nowhere to be found
     assert calls == [(["c", "e"], ["note"])]
+
+
+def test_a_key_change_whose_delete_an_earlier_batch_committed_takes_the_deleted_row():
+    """The batch boundary fell between the delete of the old key and the create of the new
+    one: the create's unchanged value is the old row's as it was before that delete, found by
+    the shared log position (``deleted_rows``, streamer/pipeline/key_changes.py). Only a
+    create is completed that way, and one found nowhere still goes to the error table."""
+    from streamer.pipeline.key_changes import DELETED_AT
+
+    asked = []
+
+    def deleted_rows(positions: pa.Array, columns: list[str]) -> pa.Table | None:
+        asked.append((sorted(positions.to_pylist()), columns))
+        return pa.table({"_hoodie_record_key": ["e"], "note": ["e before its delete"], DELETED_AT: [40]})
+
+    batch = pa.table({"id": ["f", "g", "u"], "_event_lsn": [40, 50, 40], "note": [PH, PH, PH],
+                      "_hoodie_is_deleted": [False, False, False], "_change_operation_type": ["c", "c", "u"]})
+    stored, _ = stored_from({})
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
+                  operation="_change_operation_type", deleted_rows=deleted_rows)
+    notes = dict(zip(out.column("id").to_pylist(), out.column("note").to_pylist(), strict=True))
+    reasons = dict(zip(out.column("id").to_pylist(), out.column(REASON_COL).to_pylist(), strict=True))
+    assert notes["f"] == "e before its delete" and reasons["f"] is None
+    assert "'g'" in reasons["g"]  # no delete at 50
+    assert "'u'" in reasons["u"]  # an update, not a create: its key is its own
+    assert asked == [([40, 50], ["note"])]
+
+
+def test_the_changes_after_a_completed_first_change_of_a_key_follow_it():
+    """A key's later changes in the batch that carry the placeholder take its first
+    change's value however that was completed: the new key's updates after a key change
+    take the old key's text (from the batch, the table, or the deleted row), and an update
+    after an update from the table takes the table's value; one found nowhere fails all."""
+    from streamer.pipeline.key_changes import DELETED_AT
+
+    def deleted_rows(positions: pa.Array, columns: list[str]) -> pa.Table | None:
+        return pa.table({"_hoodie_record_key": ["e"], "note": ["e text"], DELETED_AT: [40]})
+
+    ks, lsn, note, deleted, ops = zip(
+        ("a", 10, "a text", False, "u"), ("a", 20, None, True, "d"), ("b", 20, PH, False, "c"),
+        ("b", 25, PH, False, "u"),                                  # a -> b in the batch, then b updated
+        ("f", 40, PH, False, "c"), ("f", 45, PH, False, "u"),       # e -> f, e's delete committed before
+        ("k", 50, PH, False, "u"), ("k", 55, PH, False, "u"),       # k's text in the table
+        ("z", 60, PH, False, "u"), ("z", 65, PH, False, "u"),       # z's text nowhere
+        strict=True)
+    batch = pa.table({"id": list(ks), "_event_lsn": list(lsn), "note": list(note),
+                      "_hoodie_is_deleted": list(deleted), "_change_operation_type": list(ops)})
+    stored, calls = stored_from({"k": "k stored"})
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
+                  operation="_change_operation_type", deleted_rows=deleted_rows)
+    got = list(zip(out.column("id").to_pylist(), out.column("_event_lsn").to_pylist(),
+                   out.column("note").to_pylist(), [r is not None for r in out.column(REASON_COL).to_pylist()],
+                   strict=True))
+    assert got == [("a", 10, "a text", False), ("a", 20, None, False), ("b", 20, "a text", False),
+                   ("b", 25, "a text", False), ("f", 40, "e text", False), ("f", 45, "e text", False),
+                   ("k", 50, "k stored", False), ("k", 55, "k stored", False),
+                   ("z", 60, PH, True), ("z", 65, PH, True)]
+    assert calls == [(["f", "k", "z"], ["note"])]  # the first change of each key alone is looked up
