@@ -101,13 +101,15 @@ class LocalPostgres(ManagedProcess):
             "listen_addresses": "'127.0.0.1'",
             "unix_socket_directories": f"'{data}'",
             "wal_level": "logical",
-            "max_wal_senders": "8",
-            "max_replication_slots": "8",
+            # one slot (and a sender while its connector runs) per database the session's
+            # CDC tests capture: a test server, not a budget
+            "max_wal_senders": "24",
+            "max_replication_slots": "24",
             "fsync": "off",
             "synchronous_commit": "off",
             "full_page_writes": "off",
             "shared_buffers": "32MB",
-            "max_connections": "40",
+            "max_connections": "80",
         }
         with open(data / "postgresql.conf", "a", encoding="utf-8") as f:
             f.writelines(f"{k} = {v}\n" for k, v in settings.items())

@@ -111,6 +111,7 @@ def test_a_key_change_split_across_batches_keeps_its_unchanged_toasted_text(kafk
     assert lake_orders(config.target.path) == want
     rs = {r["id"]: (r["name"], r["qty"], r["note"]) for r in read_hudi_rs(config.target.path)}
     assert rs == want
+    kafka_connect.delete(prefix)  # its WAL sender and slot are the session server's to share
 
 
 def test_columns_added_and_dropped_in_the_database_follow_in_the_table(kafka, kafka_connect, postgres, spark,
