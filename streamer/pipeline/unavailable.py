@@ -110,13 +110,14 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     lookup_keys = sorted_keys
     if operation is not None and ordering is not None and operation in rows.column_names:
         lookup_keys = _key_changes(rows, order, group_start, sorted_keys, ordering, operation, is_delete,
-                                   resolved, need_table, columns)
+                                   resolved, need_table, followers)
     missing = _from_table(lookup_keys, resolved, need_table, stored)
     if missing and deleted_rows is not None and ordering is not None and operation in rows.column_names:
         creates = pc.equal(rows.column(operation).combine_chunks().take(pa.array(order)), "c")
         positions = rows.column(ordering).combine_chunks().take(pa.array(order))
-        missing = _from_deleted(positions, pc.fill_null(creates, False).to_numpy(zero_copy_only=False),
-                                resolved, missing, deleted_rows)
+        is_create = pc.fill_null(creates, False).to_numpy(zero_copy_only=False)
+        missing = _from_deleted(positions, is_create, resolved, missing, deleted_rows)
+        missing = _replayed(sorted_keys, positions, is_create, ordering, resolved, missing, stored)
     missing = _follow_first(group_start, followers, resolved, missing)
     reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
                                  else [None] * n)
@@ -140,10 +141,13 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
 
 def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sorted_keys: pa.Array,
                  ordering: str, operation: str, is_delete: np.ndarray, resolved: dict[str, pa.Array],
-                 need_table: dict[str, np.ndarray], columns: list[str]) -> pa.Array:
-    """Creates of a key change completed from the old key's earlier changes in the batch
-    (in place); returns the keys to look the rest up by: the old key for those creates.
-    A loop over the few rows still unresolved, not over the batch."""
+                 need_table: dict[str, np.ndarray], followers: dict[str, np.ndarray]) -> pa.Array:
+    """Creates of a key change completed from the old key's last change before its delete
+    in the batch when that change has its value (in place); returns the keys to look the
+    rest up by: the old key for those creates. The old key's deletes are stepped over: a
+    connector's restart sends a delete again (at the same position). A loop over the few
+    rows still unresolved, not over the batch."""
+    columns = list(need_table)
     wanted = np.zeros(len(order), dtype=bool)
     for mask in need_table.values():
         wanted |= mask
@@ -160,10 +164,14 @@ def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sor
         if gone is None or keys[gone] == keys[pos]:
             continue
         lookup[pos] = keys[gone]
-        before = gone - 1  # the old key's change just before its delete, if the batch has one
+        before = gone - 1  # the old key's last change before its delete(s), if the batch has one
+        while before >= group_start[gone] and is_delete[before]:
+            before -= 1
+        if before < group_start[gone]:
+            continue
         for name in columns:
             mask = need_table[name]
-            if mask[pos] and before >= group_start[gone] and not is_delete[before] and not mask[before]:
+            if mask[pos] and not mask[before] and not followers[name][before]:
                 values[name][pos] = values[name][before]
                 mask[pos] = False
     for name in columns:
@@ -243,10 +251,7 @@ def _from_deleted(positions: pa.Array, creates: np.ndarray, resolved: dict[str, 
                   missing: dict[str, np.ndarray], deleted_rows: DeletedValues) -> dict[str, np.ndarray]:
     """Fill the creates still missing a value from the rows their key change's delete
     removed in an earlier commit, matched by position (in place); what is still missing."""
-    wanted = np.zeros(len(positions), dtype=bool)
-    for mask in missing.values():
-        wanted |= mask
-    wanted &= creates
+    wanted = _any_missing(missing, len(positions)) & creates
     if not wanted.any():
         return missing
     found = deleted_rows(pc.unique(positions.filter(pa.array(wanted))), list(missing))
@@ -255,10 +260,46 @@ def _from_deleted(positions: pa.Array, creates: np.ndarray, resolved: dict[str, 
     at = found.column(DELETED_AT).combine_chunks().cast(positions.type)
     hits = pc.fill_null(pc.index_in(positions, value_set=at), -1).to_numpy(zero_copy_only=False)
     hits = np.where(wanted, hits, -1)
+    return _fill(found, pa.array(np.where(hits >= 0, hits, 0)), hits >= 0, resolved, missing)
+
+
+def _replayed(sorted_keys: pa.Array, positions: pa.Array, creates: np.ndarray, ordering: str,
+              resolved: dict[str, pa.Array], missing: dict[str, np.ndarray],
+              stored: StoredValues) -> dict[str, np.ndarray]:
+    """Creates still missing a value whose new key the table already holds at the same or a
+    later position: a change sent again (a connector's restart resends from its last flushed
+    offset, which can be older than the commits searched for the delete). The stored row is
+    that change or a newer one, so its value is the one to keep; the create does not win
+    the merge over it anyway. Fills in place; returns what is still missing."""
+    wanted = _any_missing(missing, len(positions)) & creates
+    if not wanted.any():
+        return missing
+    found = stored(pc.unique(sorted_keys.filter(pa.array(wanted))), [*missing, ordering])
+    if found is None or not found.num_rows or ordering not in found.column_names:
+        return missing
+    hits = pc.fill_null(pc.index_in(sorted_keys, value_set=found.column(_KEY).combine_chunks()),
+                        -1).to_numpy(zero_copy_only=False)
     take = pa.array(np.where(hits >= 0, hits, 0))
+    at = found.column(ordering).combine_chunks().take(take).cast(positions.type)
+    newer = wanted & (hits >= 0) & pc.fill_null(pc.greater_equal(at, positions), False).to_numpy(zero_copy_only=False)
+    return _fill(found, take, newer, resolved, missing)
+
+
+def _any_missing(missing: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """The positions missing a value in any column."""
+    out = np.zeros(n, dtype=bool)
+    for mask in missing.values():
+        out |= mask
+    return out
+
+
+def _fill(found: pa.Table, take: pa.Array, usable: np.ndarray, resolved: dict[str, pa.Array],
+          missing: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Fill the ``missing`` positions that are ``usable`` from ``found`` (its row ``take[i]``
+    for position ``i``), in place; what is still missing."""
     still: dict[str, np.ndarray] = {}
     for name, mask in missing.items():
-        fill = mask & (hits >= 0) if name in found.column_names else np.zeros_like(mask)
+        fill = mask & usable if name in found.column_names else np.zeros_like(mask)
         if fill.any():
             values = found.column(name).combine_chunks().take(take).cast(resolved[name].type)
             resolved[name] = pc.if_else(pa.array(fill), values, resolved[name])

@@ -66,29 +66,46 @@ def test_binary_columns_are_searched_too():
     assert placeholder_columns(t.drop_columns(["blob"])) == []
 
 
+def resolve_changes(changes, stored, deleted_rows=None) -> pa.Table:
+    """``changes`` as (key, lsn, note, is a delete, op) in arrival order, resolved as the
+    pipeline resolves a Debezium batch."""
+    ks, lsn, note, deleted, ops = zip(*changes, strict=True)
+    batch = pa.table({"id": list(ks), "_event_lsn": list(lsn), "note": list(note),
+                      "_hoodie_is_deleted": list(deleted), "_change_operation_type": list(ops)})
+    return resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
+                   operation="_change_operation_type", deleted_rows=deleted_rows)
+
+
+def change(key, lsn, note, op):
+    return (key, lsn, note, op == "d", op)
+
+
+def by_key(out: pa.Table, column: str) -> dict:
+    return dict(zip(out.column("id").to_pylist(), out.column(column).to_pylist(), strict=True))
+
+
 def test_a_key_change_takes_the_old_keys_values():
     """Debezium sends a primary-key change as a delete of the old key and a create of the
     new one at the same log position; the create's unchanged text is the old key's."""
-    def change(key, lsn, note, op):
-        return (key, lsn, note, op == "d", op)
-
-    ks, lsn, note, deleted, ops = zip(
+    stored, calls = stored_from({"c": "c stored"})
+    out = resolve_changes([
         change("a", 10, "a text", "u"),
         change("a", 20, None, "d"), change("b", 20, PH, "c"),      # a -> b, in the batch's a
         change("c", 30, None, "d"), change("d", 30, PH, "c"),      # c -> d, in the table's c
         change("e", 40, None, "d"), change("f", 40, PH, "c"),      # e -> f, e gone already
-        strict=True)
-    batch = pa.table({"id": list(ks), "_event_lsn": list(lsn), "note": list(note),
-                      "_hoodie_is_deleted": list(deleted), "_change_operation_type": list(ops)})
-    stored, calls = stored_from({"c": "c stored"})
-    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
-                  operation="_change_operation_type")
-    notes = dict(zip(out.column("id").to_pylist(), out.column("note").to_pylist(), strict=True))
-    reasons = dict(zip(out.column("id").to_pylist(), out.column(REASON_COL).to_pylist(), strict=True))
+    ], stored)
+    notes, reasons = by_key(out, "note"), by_key(out, REASON_COL)
     assert (notes["b"], notes["d"]) == ("a text", "c stored")
     assert reasons["b"] is None and reasons["d"] is None
-    assert "'f'" in reasons["f"]  # the old row was deleted by an earlier batch: nowhere to be found
+    assert "'f'" in reasons["f"]  # the old row was deleted by an earlier batch, and no deleted_rows
     assert calls == [(["c", "e"], ["note"])]
+
+
+def deleted_e(positions: pa.Array, columns: list[str]) -> pa.Table | None:
+    """e's row as it was before its delete at 40, committed by an earlier batch."""
+    from streamer.pipeline.key_changes import DELETED_AT
+
+    return pa.table({"_hoodie_record_key": ["e"], "note": ["e text"], DELETED_AT: [40]})
 
 
 def test_a_key_change_whose_delete_an_earlier_batch_committed_takes_the_deleted_row():
@@ -96,22 +113,17 @@ def test_a_key_change_whose_delete_an_earlier_batch_committed_takes_the_deleted_
     one: the create's unchanged value is the old row's as it was before that delete, found by
     the shared log position (``deleted_rows``, streamer/pipeline/key_changes.py). Only a
     create is completed that way, and one found nowhere still goes to the error table."""
-    from streamer.pipeline.key_changes import DELETED_AT
-
     asked = []
 
     def deleted_rows(positions: pa.Array, columns: list[str]) -> pa.Table | None:
         asked.append((sorted(positions.to_pylist()), columns))
-        return pa.table({"_hoodie_record_key": ["e"], "note": ["e before its delete"], DELETED_AT: [40]})
+        return deleted_e(positions, columns)
 
-    batch = pa.table({"id": ["f", "g", "u"], "_event_lsn": [40, 50, 40], "note": [PH, PH, PH],
-                      "_hoodie_is_deleted": [False, False, False], "_change_operation_type": ["c", "c", "u"]})
     stored, _ = stored_from({})
-    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
-                  operation="_change_operation_type", deleted_rows=deleted_rows)
-    notes = dict(zip(out.column("id").to_pylist(), out.column("note").to_pylist(), strict=True))
-    reasons = dict(zip(out.column("id").to_pylist(), out.column(REASON_COL).to_pylist(), strict=True))
-    assert notes["f"] == "e before its delete" and reasons["f"] is None
+    out = resolve_changes([change("f", 40, PH, "c"), change("g", 50, PH, "c"), change("u", 40, PH, "u")],
+                          stored, deleted_rows)
+    notes, reasons = by_key(out, "note"), by_key(out, REASON_COL)
+    assert notes["f"] == "e text" and reasons["f"] is None
     assert "'g'" in reasons["g"]  # no delete at 50
     assert "'u'" in reasons["u"]  # an update, not a create: its key is its own
     assert asked == [([40, 50], ["note"])]
@@ -122,23 +134,14 @@ def test_the_changes_after_a_completed_first_change_of_a_key_follow_it():
     change's value however that was completed: the new key's updates after a key change
     take the old key's text (from the batch, the table, or the deleted row), and an update
     after an update from the table takes the table's value; one found nowhere fails all."""
-    from streamer.pipeline.key_changes import DELETED_AT
-
-    def deleted_rows(positions: pa.Array, columns: list[str]) -> pa.Table | None:
-        return pa.table({"_hoodie_record_key": ["e"], "note": ["e text"], DELETED_AT: [40]})
-
-    ks, lsn, note, deleted, ops = zip(
-        ("a", 10, "a text", False, "u"), ("a", 20, None, True, "d"), ("b", 20, PH, False, "c"),
-        ("b", 25, PH, False, "u"),                                  # a -> b in the batch, then b updated
-        ("f", 40, PH, False, "c"), ("f", 45, PH, False, "u"),       # e -> f, e's delete committed before
-        ("k", 50, PH, False, "u"), ("k", 55, PH, False, "u"),       # k's text in the table
-        ("z", 60, PH, False, "u"), ("z", 65, PH, False, "u"),       # z's text nowhere
-        strict=True)
-    batch = pa.table({"id": list(ks), "_event_lsn": list(lsn), "note": list(note),
-                      "_hoodie_is_deleted": list(deleted), "_change_operation_type": list(ops)})
     stored, calls = stored_from({"k": "k stored"})
-    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted",
-                  operation="_change_operation_type", deleted_rows=deleted_rows)
+    out = resolve_changes([
+        change("a", 10, "a text", "u"), change("a", 20, None, "d"), change("b", 20, PH, "c"),
+        change("b", 25, PH, "u"),                                   # a -> b in the batch, then b updated
+        change("f", 40, PH, "c"), change("f", 45, PH, "u"),         # e -> f, e's delete committed before
+        change("k", 50, PH, "u"), change("k", 55, PH, "u"),         # k's text in the table
+        change("z", 60, PH, "u"), change("z", 65, PH, "u"),         # z's text nowhere
+    ], stored, deleted_e)
     got = list(zip(out.column("id").to_pylist(), out.column("_event_lsn").to_pylist(),
                    out.column("note").to_pylist(), [r is not None for r in out.column(REASON_COL).to_pylist()],
                    strict=True))
@@ -147,3 +150,41 @@ def test_the_changes_after_a_completed_first_change_of_a_key_follow_it():
                    ("k", 50, "k stored", False), ("k", 55, "k stored", False),
                    ("z", 60, PH, True), ("z", 65, PH, True)]
     assert calls == [(["f", "k", "z"], ["note"])]  # the first change of each key alone is looked up
+
+
+def test_a_key_change_sent_twice_in_one_batch_takes_the_old_keys_last_value():
+    """After a Kafka Connect restart Debezium sends some changes again: the delete of the old
+    key and the create of the new one twice, at the same position. The create still takes
+    the old key's last value in the batch (stepping over its deletes), and the repeated
+    create and the new key's later update follow it. A first change of the old key that
+    itself waits for the table is not copied from: the old key is looked up instead."""
+    stored, _ = stored_from({"c": "c stored"})
+    out = resolve_changes([
+        change("a", 1, "a text", "r"), change("a", 5, PH, "u"), change("a", 10, None, "d"),
+        change("b", 10, PH, "c"), change("a", 10, None, "d"), change("b", 10, PH, "c"), change("b", 12, PH, "u"),
+        change("c", 20, PH, "u"), change("c", 30, None, "d"), change("e", 30, PH, "c"),  # c's text in the table
+    ], stored)
+    got = [(k, n) for k, n, d in zip(out.column("id").to_pylist(), out.column("note").to_pylist(),
+                                     out.column("_hoodie_is_deleted").to_pylist(), strict=True) if not d]
+    assert got == [("a", "a text"), ("a", "a text"), ("b", "a text"), ("b", "a text"), ("b", "a text"),
+                   ("c", "c stored"), ("e", "c stored")]
+    assert out.column(REASON_COL).null_count == out.num_rows
+
+
+def test_a_create_sent_again_after_its_delete_left_the_searched_commits_keeps_the_stored_value():
+    """A connector's restart can resend a key change long after it was applied, its delete
+    beyond the commits searched: the new key's stored row, at the same or a later position,
+    is that change or a newer one, and gives the value. An older stored row does not."""
+    stored_rows = {"n": ("n stored", 40), "o": ("o stored", 10)}
+
+    def stored(keys: pa.Array, columns: list[str]) -> pa.Table | None:
+        wanted = [k for k in keys.to_pylist() if k in stored_rows]
+        table = pa.table({"_hoodie_record_key": wanted, "note": [stored_rows[k][0] for k in wanted],
+                          "_event_lsn": [stored_rows[k][1] for k in wanted]})
+        return table.select(["_hoodie_record_key", *columns])
+
+    out = resolve_changes([change("m", 40, None, "d"), change("n", 40, PH, "c"),
+                           change("p", 30, None, "d"), change("o", 30, PH, "c")], stored, lambda p, c: None)
+    notes, reasons = by_key(out, "note"), by_key(out, REASON_COL)
+    assert notes["n"] == "n stored" and reasons["n"] is None
+    assert "'o'" in reasons["o"]  # stored at 10, before this create at 30: not its value
