@@ -10,6 +10,7 @@ nulls of the table's type it says exactly what the batch says.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -19,12 +20,18 @@ from streamer.errors import SchemaError
 from streamer.write.schema import reconcile
 
 
-def typed_like_table(data: Any, table_schema: pa.Schema | None) -> Any:
+def typed_like_table(data: Any, table_schema: Callable[[], pa.Schema | None]) -> Any:
     """``data`` (Arrow or a Spark DataFrame) with each column whose type the table would
-    refuse, and which is null in every row, as nulls of the table's type."""
-    if table_schema is None:
+    refuse, and which is null in every row, as nulls of the table's type.
+
+    ``table_schema`` is asked only when it can matter (for Arrow: some column is all null),
+    so an ordinary batch costs no read of the table's state."""
+    if isinstance(data, pa.Table) and not any(c.null_count == len(c) for c in data.columns):
         return data
-    clashing = _clashing(arrow_schema(data), table_schema)
+    schema = table_schema()
+    if schema is None:
+        return data
+    clashing = _clashing(arrow_schema(data), schema)
     if not clashing:
         return data
     if is_spark_dataframe(data):

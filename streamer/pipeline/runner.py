@@ -392,7 +392,7 @@ class PipelineRunner:
             return None
         meta = {**checkpoint_metadata(end), BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
         # a column the batch has no value in takes the table's type (pipeline/null_columns.py)
-        good = typed_like_table(prepared.good, self._table_schema()) if prepared.written else self._no_rows()
+        good = typed_like_table(prepared.good, self._table_schema) if prepared.written else self._no_rows()
         writer = self.sink.writer(_arrow_schema(good))
         # Checked by the writer under its lock: no other run of this pipeline committed a
         # position since ours was read (its batch would overlap ours).
