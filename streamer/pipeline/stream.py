@@ -28,7 +28,7 @@ from streamer.config.pipeline import PipelineConfig
 from streamer.errors import StreamerError
 from streamer.sources.base import Source, StreamingSource
 from streamer.sources.position import Position
-from streamer.write.lock import pid_alive
+from streamer.write.lock import pid_alive, process_start
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -183,15 +183,29 @@ def _fresh_checkpoint(folder: str | None) -> str:
         for name in os.listdir(folder):
             if name.startswith(_RUN_PREFIX) and not _owner_alive(name):
                 shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
-    return posixpath.join(folder, f"{_RUN_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    pid = os.getpid()
+    start = process_start(pid)
+    owner = f"{pid}.{start}" if start is not None else str(pid)
+    return posixpath.join(folder, f"{_RUN_PREFIX}{owner}-{uuid.uuid4().hex[:12]}")
 
 
 def _owner_alive(name: str) -> bool:
+    """Whether the run that made scratch folder ``name`` (``run-PID[.START]-HEX``) still
+    runs: its pid exists and, where the name has it, the process has the same start time
+    (pids are reused: see :func:`streamer.write.lock.process_start`; a folder judged
+    alive by a reused pid alone would never be removed)."""
+    pid_part, start_part = name[len(_RUN_PREFIX):].split("-", 1)[0], None
+    if "." in pid_part:
+        pid_part, start_part = pid_part.split(".", 1)
     try:
-        pid = int(name[len(_RUN_PREFIX):].split("-", 1)[0])
+        pid = int(pid_part)
+        started = int(start_part) if start_part is not None else None
     except ValueError:
         return False
-    return pid_alive(pid)
+    if not pid_alive(pid):
+        return False
+    now = process_start(pid) if started is not None else None
+    return now is None or now == started
 
 
 def _remove_checkpoint(checkpoint: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posixpath
 import subprocess
 import sys
 import threading
@@ -93,6 +94,21 @@ def test_dead_runs_checkpoints_are_recognised_by_pid():
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     assert not _owner_alive(f"run-{int(dead.stdout)}-abc")
     assert not _owner_alive("run-junk")
+
+
+def test_a_dead_runs_checkpoint_is_recognised_when_its_pid_is_reused():
+    """The folder names the run's start time: a live process with the same pid but another
+    start is not its owner (pids are reused; the folder would otherwise stay forever)."""
+    from streamer.pipeline.stream import _fresh_checkpoint
+    from streamer.write.lock import process_start
+
+    me, start = os.getpid(), process_start(os.getpid())
+    assert start is not None
+    assert _owner_alive(f"run-{me}.{start}-abc")
+    assert not _owner_alive(f"run-{me}.{start + 1}-abc")
+    assert not _owner_alive(f"run-{me}.x-abc")
+    name = posixpath.basename(_fresh_checkpoint(None))
+    assert name.startswith(f"run-{me}.{start}-") and _owner_alive(name)
 
 
 def test_lease_fails_fast_names_the_holder_and_is_taken_over_when_the_holder_dies(tmp_path):
