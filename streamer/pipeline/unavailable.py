@@ -108,9 +108,10 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         need_table[name] = (source < 0) & first
         followers[name] = (source < 0) & ~first
     lookup_keys = sorted_keys
+    chained = {name: np.arange(n) for name in columns}  # the position whose final value a row takes
     if operation is not None and ordering is not None and operation in rows.column_names:
         lookup_keys = _key_changes(rows, order, group_start, sorted_keys, ordering, operation, is_delete,
-                                   resolved, need_table, followers)
+                                   resolved, need_table, followers, chained)
     missing = _from_table(lookup_keys, resolved, need_table, stored)
     if missing and deleted_rows is not None and ordering is not None and operation in rows.column_names:
         creates = pc.equal(rows.column(operation).combine_chunks().take(pa.array(order)), "c")
@@ -118,6 +119,7 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         is_create = pc.fill_null(creates, False).to_numpy(zero_copy_only=False)
         missing = _from_deleted(positions, is_create, resolved, missing, deleted_rows)
         missing = _replayed(sorted_keys, positions, is_create, ordering, resolved, missing, stored)
+    missing = _follow_chains(chained, resolved, missing)
     missing = _follow_first(group_start, followers, resolved, missing)
     reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
                                  else [None] * n)
@@ -141,12 +143,20 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
 
 def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sorted_keys: pa.Array,
                  ordering: str, operation: str, is_delete: np.ndarray, resolved: dict[str, pa.Array],
-                 need_table: dict[str, np.ndarray], followers: dict[str, np.ndarray]) -> pa.Array:
+                 need_table: dict[str, np.ndarray], followers: dict[str, np.ndarray],
+                 chained: dict[str, np.ndarray]) -> pa.Array:
     """Creates of a key change completed from the old key's last change before its delete
     in the batch when that change has its value (in place); returns the keys to look the
     rest up by: the old key for those creates. The old key's deletes are stepped over: a
     connector's restart sends a delete again (at the same position). A loop over the few
-    rows still unresolved, not over the batch."""
+    rows still unresolved, not over the batch.
+
+    A create whose old key's value is not known yet (that key's first change in the batch
+    waits for the table, the deleted rows, or is itself the create of a key change) takes
+    that change's final value: ``chained`` (in place) names the position, followed by
+    :func:`_follow_chains` once the table has been asked. The creates are taken in log
+    order, so a chain of key changes within the batch (a to b, then b to c, the value
+    unchanged both times) ends at the first change that has the value."""
     columns = list(need_table)
     wanted = np.zeros(len(order), dtype=bool)
     for mask in need_table.values():
@@ -159,24 +169,47 @@ def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sor
     deletes = {lsns[p]: p for p in np.nonzero(is_delete)[0]}  # the old key's delete, by log position
     lookup = list(keys)
     values = {name: resolved[name].to_pylist() for name in columns}
-    for pos in np.nonzero(wanted)[0]:
+    wanted_pos = np.nonzero(wanted)[0]
+    for pos in wanted_pos[np.argsort([lsns[p] for p in wanted_pos], kind="stable")]:
         gone = deletes.get(lsns[pos]) if ops[pos] == "c" else None
         if gone is None or keys[gone] == keys[pos]:
             continue
+        head = group_start[gone]  # the old key's first change in the batch
         lookup[pos] = keys[gone]
         before = gone - 1  # the old key's last change before its delete(s), if the batch has one
-        while before >= group_start[gone] and is_delete[before]:
+        while before >= head and is_delete[before]:
             before -= 1
-        if before < group_start[gone]:
+        if before < head:
             continue
         for name in columns:
             mask = need_table[name]
-            if mask[pos] and not mask[before] and not followers[name][before]:
-                values[name][pos] = values[name][before]
-                mask[pos] = False
+            if not mask[pos]:
+                continue
+            source = head if followers[name][before] else before  # a follower has its head's value
+            if not mask[source] and chained[name][source] == source:
+                values[name][pos] = values[name][source]
+            else:  # the source waits too: take its final value (a chain ends where the value is)
+                chained[name][pos] = chained[name][source]
+            mask[pos] = False
     for name in columns:
         resolved[name] = pa.array(values[name], resolved[name].type)
     return pa.array(lookup, sorted_keys.type)
+
+
+def _follow_chains(chained: dict[str, np.ndarray], resolved: dict[str, pa.Array],
+                   missing: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Give each create of a key change whose source waited (:func:`_key_changes`) that
+    source's final value, in place; a source still missing leaves its creates missing.
+    Returns what is missing, those creates included."""
+    out = dict(missing)
+    for name, source in chained.items():
+        moved = source != np.arange(len(source))
+        if not moved.any():
+            continue
+        resolved[name] = resolved[name].take(pa.array(source))
+        if name in missing:
+            out[name] = missing[name] | (moved & missing[name][source])
+    return out
 
 
 def _follow_first(group_start: np.ndarray, followers: dict[str, np.ndarray], resolved: dict[str, pa.Array],

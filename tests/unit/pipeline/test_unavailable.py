@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamer.pipeline.errors_table import REASON_COL
 from streamer.pipeline.unavailable import PLACEHOLDER, placeholder_columns, resolve
@@ -169,6 +170,44 @@ def test_a_key_change_sent_twice_in_one_batch_takes_the_old_keys_last_value():
     assert got == [("a", "a text"), ("a", "a text"), ("b", "a text"), ("b", "a text"), ("b", "a text"),
                    ("c", "c stored"), ("e", "c stored")]
     assert out.column(REASON_COL).null_count == out.num_rows
+
+
+def test_a_chain_of_key_changes_in_one_batch_passes_the_unchanged_value_along():
+    """A row's key changed twice in one batch (a to b, then b to c), its text unchanged both
+    times: the second create takes what the first was completed with, from the batch or
+    from the table, however long the chain and whatever the keys' order (z to y to x)."""
+    stored, _ = stored_from({"m": "m stored", "z": "z stored"})
+    out = resolve_changes([
+        change("a", 10, "a text", "u"), change("a", 20, None, "d"), change("b", 20, PH, "c"),
+        change("b", 25, PH, "u"), change("b", 30, None, "d"), change("c", 30, PH, "c"),      # from the batch
+        change("m", 40, None, "d"), change("n", 40, PH, "c"), change("n", 50, None, "d"),
+        change("o", 50, PH, "c"), change("o", 60, None, "d"), change("p", 60, PH, "c"),      # from the table
+        change("z", 70, None, "d"), change("y", 70, PH, "c"), change("y", 80, None, "d"),
+        change("x", 80, PH, "c"), change("x", 85, PH, "u"),                                   # keys descending
+    ], stored)
+    got = {(k, lsn): n for k, lsn, n, d in zip(out.column("id").to_pylist(), out.column("_event_lsn").to_pylist(),
+                                               out.column("note").to_pylist(),
+                                               out.column("_hoodie_is_deleted").to_pylist(), strict=True) if not d}
+    assert got == {("a", 10): "a text", ("b", 20): "a text", ("b", 25): "a text", ("c", 30): "a text",
+                   ("n", 40): "m stored", ("o", 50): "m stored", ("p", 60): "m stored",
+                   ("y", 70): "z stored", ("x", 80): "z stored", ("x", 85): "z stored"}
+    assert out.column(REASON_COL).null_count == out.num_rows
+
+
+def test_a_chain_whose_first_delete_an_earlier_batch_committed_ends_at_the_deleted_row():
+    """e to f with the batch boundary between e's delete and f's create, then f to g in this
+    batch: g's text is e's as it was before its committed delete, as f's is; a chain whose
+    start is found nowhere leaves every create of it in the error table."""
+    stored, _ = stored_from({})
+    out = resolve_changes([
+        change("f", 40, PH, "c"), change("f", 50, None, "d"), change("g", 50, PH, "c"),
+        change("s", 60, PH, "c"), change("s", 70, None, "d"), change("t", 70, PH, "c"),  # no delete at 60
+    ], stored, deleted_e)
+    creates = out.filter(pc.equal(out.column("_change_operation_type"), "c"))
+    notes, reasons = by_key(creates, "note"), by_key(creates, REASON_COL)
+    assert (notes["f"], notes["g"]) == ("e text", "e text")
+    assert reasons["f"] is None and reasons["g"] is None
+    assert "'s'" in reasons["s"] and "'t'" in reasons["t"] and notes["t"] == PH
 
 
 def test_a_create_sent_again_after_its_delete_left_the_searched_commits_keeps_the_stored_value():
