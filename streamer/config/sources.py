@@ -171,6 +171,11 @@ class KafkaSourceConfig(StrictModel):
     #: inferred: integers ``bigint``, dates as day numbers, decimals as base64 text; Avro
     #: its primitive types), as tables written before this setting existed have them.
     connect_types: bool = True
+    #: With ``debezium: postgres``, the connector's ``unavailable.value.placeholder``: what
+    #: it sends for an unchanged TOASTed value, replaced by the value before the row is
+    #: written (docs/kafka.md). Set it when the connector sets it: another text would be
+    #: written as data. ``hex:`` + hexadecimal gives the bytes, as Debezium reads it.
+    unavailable_value_placeholder: str = "__debezium_unavailable_value"
     #: Records larger than this go to the error table instead of the table (None = no limit).
     max_record_bytes: Size | None = 8 * 1024**2
     #: Timeout for driver-side metadata calls (partitions, watermarks).
@@ -182,6 +187,19 @@ class KafkaSourceConfig(StrictModel):
     def commit_group_id(self) -> str:
         """The consumer group offsets are committed to (``group_id``, else one per topic)."""
         return self.group_id or f"mor-streamer-{self.topic}"
+
+    @field_validator("unavailable_value_placeholder")
+    @classmethod
+    def _placeholder(cls, v: str) -> str:
+        hexed = v[4:] if v.startswith("hex:") else None
+        if not v or hexed == "":
+            raise ValueError("unavailable_value_placeholder must not be empty")
+        if hexed is not None:
+            try:
+                bytes.fromhex(hexed)
+            except ValueError as e:
+                raise ValueError(f"unavailable_value_placeholder {v!r}: not hexadecimal after 'hex:' ({e})") from e
+        return v
 
     @field_validator("topic_pattern")
     @classmethod

@@ -32,7 +32,7 @@ from streamer.pipeline.errors_table import (
     with_originals,
 )
 from streamer.pipeline.key_changes import rows_before_deletes
-from streamer.pipeline.unavailable import PLACEHOLDER, placeholder_columns, resolve
+from streamer.pipeline.unavailable import Placeholder, placeholder_columns, resolve
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.sources.debezium import change_rows
 from streamer.table.meta_fields import IS_DELETED
@@ -183,6 +183,12 @@ def debezium_of(config: PipelineConfig) -> str | None:
     return getattr(config.source, "debezium", None)
 
 
+def placeholder_of(config: PipelineConfig) -> Placeholder:
+    """The connector's unavailable-value placeholder (the source's setting, else Debezium's default)."""
+    setting = getattr(config.source, "unavailable_value_placeholder", None)
+    return Placeholder.of(setting) if setting else Placeholder.of()
+
+
 def transformed(config: PipelineConfig, df: DataFrame, spark: SparkSession) -> DataFrame:
     """The source's rows as the table takes them: Debezium events unpacked, then the transforms."""
     database = debezium_of(config)
@@ -200,7 +206,8 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
     be completed is flagged with the reason, for the error table."""
     good_mask = pc.is_null(rows.column(REASON_COL))
     good = rows.filter(good_mask)
-    if not good.num_rows or not placeholder_columns(good, skip=(REASON_COL, PAYLOAD_COL)):
+    placeholder = placeholder_of(config)
+    if not good.num_rows or not placeholder_columns(good, skip=(REASON_COL, PAYLOAD_COL), placeholder=placeholder):
         return rows
     from streamer.pipeline.sink import open_table, table_config
     from streamer.write.keygen import record_keys
@@ -219,7 +226,7 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
         return None if table is None else rows_before_deletes(table, positions, columns)
 
     done = resolve(good, keys, config.target.ordering_field, stored, deleted=IS_DELETED,
-                   operation="_change_operation_type", deleted_rows=before_deletes)
+                   operation="_change_operation_type", deleted_rows=before_deletes, placeholder=placeholder)
     if PAYLOAD_COL in done.column_names:
         flagged = pc.and_(pc.is_valid(done.column(REASON_COL)), pc.is_null(done.column(PAYLOAD_COL)))
         if pc.any(flagged).as_py():
@@ -260,7 +267,8 @@ def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, StringType
 
-    tests = [F.col(f"`{f.name}`") == F.lit(PLACEHOLDER if isinstance(f.dataType, StringType) else PLACEHOLDER.encode())
+    placeholder = placeholder_of(config)
+    tests = [F.col(f"`{f.name}`") == F.lit(placeholder.text if isinstance(f.dataType, StringType) else placeholder.data)
              for f in rows.schema.fields
              if isinstance(f.dataType, StringType | BinaryType) and f.name not in (REASON_COL, PAYLOAD_COL)]
     keys = list(config.target.record_key)

@@ -23,6 +23,7 @@ columns, filtered to the keys in question.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,43 @@ from streamer.pipeline.key_changes import DELETED_AT
 
 #: Debezium's default ``unavailable.value.placeholder``.
 PLACEHOLDER = "__debezium_unavailable_value"
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """The value Debezium sends for an unchanged TOASTed value, as text and as bytes.
+
+    Its connector setting ``unavailable.value.placeholder`` may change it: a ``hex:``
+    prefix gives the bytes in hexadecimal, else they are the text's UTF-8 bytes; text
+    columns carry those bytes as a string (Debezium's ``new String(bytes)``)."""
+
+    text: str
+    data: bytes
+
+    @classmethod
+    def of(cls, setting: str = PLACEHOLDER) -> Placeholder:
+        """The placeholder of the connector setting ``setting`` (raises ``ValueError`` for
+        bad hexadecimal or an empty value)."""
+        if setting.startswith("hex:"):
+            data = bytes.fromhex(setting[4:])
+            text = data.decode("utf-8", errors="replace")
+        else:
+            text, data = setting, setting.encode()
+        if not data:
+            raise ValueError("the unavailable-value placeholder must not be empty")
+        return cls(text, data)
+
+    def needle(self, t: pa.DataType) -> pa.Scalar | None:
+        """The placeholder as a value of a column of type ``t`` (None: not a text or binary
+        column, which Debezium never fills with it)."""
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return pa.scalar(self.text, t)
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return pa.scalar(self.data, t)
+        return None
+
+
+DEFAULT_PLACEHOLDER = Placeholder.of()
 
 #: Given record keys and column names, the table's current values: a table with
 #: ``_hoodie_record_key`` and those columns (None: no table yet).
@@ -45,26 +83,21 @@ DeletedValues = Callable[[pa.Array, list[str]], "pa.Table | None"]
 _KEY = "_hoodie_record_key"
 
 
-def placeholder_columns(rows: pa.Table, skip: tuple[str, ...] = ()) -> list[str]:
+def placeholder_columns(rows: pa.Table, skip: tuple[str, ...] = (),
+                        placeholder: Placeholder = DEFAULT_PLACEHOLDER) -> list[str]:
     """The text and binary columns of ``rows`` in which the placeholder occurs."""
     found = []
     for field in rows.schema:
-        if field.name in skip:
-            continue
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            needle: object = PLACEHOLDER
-        elif pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
-            needle = PLACEHOLDER.encode()
-        else:
-            continue
-        if pc.any(pc.equal(rows.column(field.name), pa.scalar(needle, field.type))).as_py():
+        needle = None if field.name in skip else placeholder.needle(field.type)
+        if needle is not None and pc.any(pc.equal(rows.column(field.name), needle)).as_py():
             found.append(field.name)
     return found
 
 
 def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: StoredValues,
             deleted: str | None = None, operation: str | None = None,
-            deleted_rows: DeletedValues | None = None) -> pa.Table:
+            deleted_rows: DeletedValues | None = None,
+            placeholder: Placeholder = DEFAULT_PLACEHOLDER) -> pa.Table:
     """``rows`` with every placeholder replaced (module doc); rows that cannot be
     completed get a reason in :data:`REASON_COL` (added if absent) and keep their values.
 
@@ -79,8 +112,11 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     of the old key (whose delete the same batch writes). When the delete came in an
     earlier batch the old row is gone from the snapshot: ``deleted_rows`` finds it as it
     was before that delete; a row found nowhere goes to the error table.
+
+    ``placeholder``: the connector's (``unavailable.value.placeholder``), Debezium's
+    default unless set.
     """
-    columns = placeholder_columns(rows, skip=(REASON_COL,))
+    columns = placeholder_columns(rows, skip=(REASON_COL,), placeholder=placeholder)
     if not columns:
         return rows
     n = rows.num_rows
@@ -99,7 +135,7 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     followers: dict[str, np.ndarray] = {}
     for name in columns:
         values = rows.column(name).combine_chunks().take(pa.array(order))
-        is_ph = pc.fill_null(pc.equal(values, _needle(values.type)), False).to_numpy(zero_copy_only=False)
+        is_ph = pc.fill_null(pc.equal(values, placeholder.needle(values.type)), False).to_numpy(zero_copy_only=False)
         is_ph &= ~is_delete
         # the nearest earlier change of the same key that carried the value
         previous = np.maximum.accumulate(np.where(~is_ph, np.arange(n), -1))
@@ -228,11 +264,6 @@ def _follow_first(group_start: np.ndarray, followers: dict[str, np.ndarray], res
         if first_missing is not None:
             out[name] = first_missing | (follow & first_missing[group_start])
     return out
-
-
-def _needle(t: pa.DataType) -> pa.Scalar:
-    text = pa.types.is_string(t) or pa.types.is_large_string(t)
-    return pa.scalar(PLACEHOLDER if text else PLACEHOLDER.encode(), t)
 
 
 def _log_order(rows: pa.Table, keys: pa.Array, ordering: str | None) -> tuple[np.ndarray, np.ndarray]:

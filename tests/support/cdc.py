@@ -47,15 +47,16 @@ class RowModel:
 
 
 def capture(postgres: Any, connect: Any, *, db: str, prefix: str, setup: str, tables: str = "public.orders",
-            publication: str = "filtered") -> dict[str, str]:
+            publication: str = "filtered", settings: dict[str, str] | None = None) -> dict[str, str]:
     """A new database ``db`` made by ``setup`` (SQL), captured by a Debezium connector named
-    ``prefix`` (its topics ``<prefix>.<schema>.<table>``), running; its configuration."""
+    ``prefix`` (its topics ``<prefix>.<schema>.<table>``) with ``settings`` over the usual
+    ones, running; its configuration."""
     from tests.support.connect import postgres_connector
 
     postgres.sql(f"CREATE DATABASE {db}")
     postgres.sql(setup, database=db)
     config = postgres_connector(port=postgres.port, database=db, prefix=prefix, tables=tables,
-                                slot=f"slot_{db}", publication=publication)
+                                slot=f"slot_{db}", publication=publication) | (settings or {})
     connect.create(prefix, config)
     connect.wait_running(prefix)
     return config

@@ -257,3 +257,24 @@ def test_an_alias_bomb_is_refused_quickly():
 def test_an_oversized_file_is_refused():
     found = problems_of("pipelines: []\n" + "#" * 1_100_000)
     assert any("at most" in m for m in found.values()), found
+
+
+def test_a_bad_unavailable_value_placeholder_is_named_with_its_line():
+    pipelines, problems = parse("""
+    pipelines:
+      - name: a
+        source: {type: kafka, bootstrap_servers: b, topic: t, debezium: postgres,
+                 unavailable_value_placeholder: "hex:zz"}
+        target: {path: x, record_key: [id]}
+    """)
+    assert not pipelines
+    (p,) = problems
+    assert p.path == "pipelines[0].source.unavailable_value_placeholder" and p.line == 5
+    assert "not hexadecimal after 'hex:'" in p.message
+    (ok,), none = parse("""
+    pipelines:
+      - name: a
+        source: {type: kafka, bootstrap_servers: b, topic: t, debezium: postgres, unavailable_value_placeholder: "~t~"}
+        target: {path: x, record_key: [id]}
+    """)
+    assert not none and ok.source.unavailable_value_placeholder == "~t~"

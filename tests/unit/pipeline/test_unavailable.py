@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 from streamer.pipeline.errors_table import REASON_COL
-from streamer.pipeline.unavailable import PLACEHOLDER, placeholder_columns, resolve
+from streamer.pipeline.unavailable import PLACEHOLDER, Placeholder, placeholder_columns, resolve
 
 PH = PLACEHOLDER
 
@@ -227,3 +228,23 @@ def test_a_create_sent_again_after_its_delete_left_the_searched_commits_keeps_th
     notes, reasons = by_key(out, "note"), by_key(out, REASON_COL)
     assert notes["n"] == "n stored" and reasons["n"] is None
     assert "'o'" in reasons["o"]  # stored at 10, before this create at 30: not its value
+
+
+def test_a_connectors_own_placeholder_is_recognised_and_the_default_then_is_data():
+    """``unavailable.value.placeholder`` set on the connector (text, or ``hex:`` bytes): its
+    value is completed; Debezium's default is then an ordinary value, left alone."""
+    custom = Placeholder.of("~toast~")
+    hexed = Placeholder.of("hex:7e74")
+    assert (hexed.text, hexed.data) == ("~t", b"~t")
+    stored, _ = stored_from({"a": "a stored"})
+    batch = pa.table({"id": ["a", "b"], "_event_lsn": [1, 2], "note": ["~toast~", PH],
+                      "_hoodie_is_deleted": [False, False]})
+    assert placeholder_columns(batch, placeholder=custom) == ["note"]
+    out = resolve(batch, batch.column("id"), "_event_lsn", stored, deleted="_hoodie_is_deleted", placeholder=custom)
+    assert out.column("note").to_pylist() == ["a stored", PH]
+    assert out.column(REASON_COL).null_count == 2
+    blobs = pa.table({"id": ["a"], "blob": pa.array([b"~t"], pa.binary())})
+    assert placeholder_columns(blobs, placeholder=hexed) == ["blob"]
+    for bad in ("", "hex:"):
+        with pytest.raises(ValueError, match="empty"):
+            Placeholder.of(bad)
