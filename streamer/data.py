@@ -75,3 +75,53 @@ def rows_by_value(values: pa.Array | pa.ChunkedArray) -> list[tuple[object, np.n
     if nulls.any():
         out.append((None, np.flatnonzero(nulls)))
     return out
+
+
+def short_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """Each string key as one uint64 that orders and compares as the string does, or None
+    when a key does not fit.
+
+    A key of at most 8 UTF-8 bytes, none of them NUL, read big-endian and zero-padded on
+    the right: Arrow orders strings by their bytes, a shorter string first when it is the
+    other's prefix, and the padding's zeros sort below every byte such a key holds, so the
+    integers sort as the strings do and are equal exactly when the strings are. Record keys
+    of integer ids below 10^8 are such keys; sorting and matching integers costs a fraction
+    of sorting and hashing strings (benchmarks/RESULTS.md, "Large batches"). None for any
+    longer key, a NUL byte, a null, or a column that is not ``string``.
+    """
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if not pa.types.is_string(keys.type) or keys.null_count:
+        return None
+    n = len(keys)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
+    if n == 0:
+        return np.empty(0, dtype=np.uint64)
+    lengths = np.diff(offsets)
+    if int(lengths.max()) > 8 or int(lengths.min()) == 0:
+        return None
+    first, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)[first:end]
+    if not data.all():  # a NUL byte
+        return None
+    padded = np.zeros(end - first + 8, dtype=np.uint8)
+    padded[: end - first] = data
+    words = np.ndarray(shape=(end - first + 1,), dtype=">u8", buffer=padded, strides=(1,))
+    shift = ((8 - lengths) * 8).astype(np.uint64)
+    out = words[offsets[:-1] - first].astype(np.uint64)
+    return (out >> shift) << shift
+
+
+def key_order(keys: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:
+    """The positions of ``keys`` in ascending order, ties in input order (a stable sort).
+
+    ``keys``: Arrow strings, or the same keys as :func:`short_keys` integers, whose sort
+    costs a sixth: unstable, and done again stably only if two keys are equal."""
+    if not isinstance(keys, np.ndarray):
+        return pc.sort_indices(keys).to_numpy()
+    order = np.argsort(keys)
+    ranked = keys[order]
+    if len(ranked) > 1 and (ranked[1:] == ranked[:-1]).any():
+        order = np.argsort(keys, kind="stable")
+    return order
+

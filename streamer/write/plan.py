@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.data import dictionary_encoded, rows_by_value
+from streamer.data import dictionary_encoded, rows_by_value, short_keys
 from streamer.index.bucket import bucket_file_id, bucket_layout
 from streamer.table.fsview import FileSlice
 from streamer.table.naming import new_file_id
@@ -128,7 +128,8 @@ def build_plan(
     tasks: dict[int, FileGroupTask] = {}
     existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
     _assign_touched(ops, parts, file_ids, existing_task, task_ids)
-    new_partitions = _assign_inserts(ops, parts, rkeys, slices, instant, sizing, tasks, existing_task, task_ids)
+    new_partitions = _assign_inserts(ops, parts, short_keys(rkeys), rkeys, slices, instant, sizing, tasks,
+                                     existing_task, task_ids)
     return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions)
 
 
@@ -174,6 +175,7 @@ def _assign_touched(
 def _assign_inserts(
     ops: np.ndarray,
     parts: pa.Array,
+    short: np.ndarray | None,
     rkeys: pa.Array,
     slices: list[FileSlice],
     instant: str,
@@ -183,7 +185,8 @@ def _assign_inserts(
     task_ids: np.ndarray,
 ) -> list[str]:
     """Inserts are bin-packed per partition, into small file groups first when the sizing
-    says so; returns the partitions the table did not have."""
+    says so; returns the partitions the table did not have. ``short``: the keys as
+    :func:`streamer.data.short_keys` integers, when they fit (sorted without the strings)."""
     inserts = np.flatnonzero(ops == OP_INSERT)
     new_partitions: list[str] = []
     if not len(inserts):
@@ -213,7 +216,7 @@ def _assign_inserts(
                 bucket_tids.append(tid)
             else:
                 bucket_tids.append(existing_task(part, b.file_id))
-        which = assign_rows(rkeys.take(pa.array(rows)), buckets).to_numpy()
+        which = assign_rows(short[rows] if short is not None else rkeys.take(pa.array(rows)), buckets).to_numpy()
         task_ids[rows] = np.array(bucket_tids, dtype=np.int32)[which]
     return new_partitions
 

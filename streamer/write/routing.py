@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from streamer.data import key_order
 
 
 @dataclass(frozen=True)
@@ -82,17 +83,18 @@ def plan_inserts(
     return buckets
 
 
-def assign_rows(keys: pa.Array, buckets: list[InsertBucket]) -> pa.Array:
+def assign_rows(keys: pa.Array | np.ndarray, buckets: list[InsertBucket]) -> pa.Array:
     """Bucket index per row: rows sorted by key are cut into contiguous runs.
 
     Contiguous key ranges keep each file group's min/max tight, so range pruning in
-    the index stays effective as the table grows.
+    the index stays effective as the table grows. ``keys``: strings, or the same keys as
+    :func:`streamer.data.short_keys` integers.
     """
     n = len(keys)
     counts = np.array([b.count for b in buckets], dtype=np.int64)
     if int(counts.sum()) != n:
         raise ValueError(f"buckets hold {int(counts.sum())} rows but {n} rows were given")
-    order = pc.sort_indices(keys).to_numpy()
+    order = key_order(keys)
     bucket_of_sorted = np.repeat(np.arange(len(buckets), dtype=np.int32), counts)
     out = np.empty(n, dtype=np.int32)
     out[order] = bucket_of_sorted

@@ -1,4 +1,4 @@
-"""Splitting a batch's rows by a column's values (streamer.data.rows_by_value)."""
+"""Splitting a batch's rows by a column's values (streamer.data.rows_by_value), and short keys as integers (short_keys)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamer.data import rows_by_value
+from streamer.data import rows_by_value, short_keys
 
 
 @given(st.lists(st.one_of(st.none(), st.sampled_from(["sf", "nyc", "", "a/b=1", "é"])), max_size=60))
@@ -29,3 +29,28 @@ def test_chunked_and_dictionary_input():
     enc = pc.dictionary_encode(pa.array(["x", "y", "x"]))
     assert [(v, r.tolist()) for v, r in rows_by_value(enc)] == [("x", [0, 2]), ("y", [1])]
     assert rows_by_value(pa.array([], pa.string())) == []
+
+
+def test_short_keys_order_and_compare_as_the_strings_do():
+    """Random keys of 1-8 UTF-8 bytes (one another's prefixes, multi-byte characters, a
+    sliced array): the integers sort as Arrow sorts the strings, and are equal exactly when
+    the strings are; a key that does not fit makes the whole column None."""
+    rng = np.random.default_rng(7)
+    alphabet = [chr(c) for c in range(1, 128)] + ["é", "ü", "€"]
+    for trial in range(100):
+        drawn = ["".join(rng.choice(alphabet, size=int(rng.integers(1, 4)))) for _ in range(int(rng.integers(2, 200)))]
+        keys = pa.array([k if len(k.encode()) <= 8 else k[:2] for k in drawn])
+        if trial % 2:
+            keys = keys.slice(1)
+        short = short_keys(keys)
+        assert short is not None
+        assert (np.argsort(short, kind="stable") == pc.sort_indices(keys).to_numpy()).all()
+        values = keys.to_pylist()
+        same_string = np.array(values)[:, None] == np.array(values)[None, :]
+        assert ((short[:, None] == short[None, :]) == same_string).all()
+    assert short_keys(pa.chunked_array([["12", "3"], ["45678901"]])).tolist() == [
+        int.from_bytes(k.encode().ljust(8, b"\0"), "big") for k in ["12", "3", "45678901"]]
+    for unfit in (["123456789"], ["a\x00b"], ["", "a"], ["a", None]):
+        assert short_keys(pa.array(unfit, pa.string())) is None
+    assert short_keys(pa.array([1, 2])) is None
+    assert len(short_keys(pa.array([], pa.string()))) == 0

@@ -6,6 +6,7 @@ import math
 
 import pyarrow as pa
 
+from streamer.data import short_keys
 from streamer.read.table import Table
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 from streamer.write.routing import FileGroupSize, InsertBucket, assign_rows, plan_inserts
@@ -33,6 +34,11 @@ def test_assign_rows_cuts_sorted_key_runs():
     keys = pa.array(["d", "a", "c", "b", "e"])
     buckets = [InsertBucket("p", 2), InsertBucket("p", 3)]
     assert assign_rows(keys, buckets).to_pylist() == [1, 0, 1, 0, 1]
+    # the same keys as short-key integers (the planner's path for keys of up to 8 bytes)
+    assert assign_rows(short_keys(keys), buckets).to_pylist() == [1, 0, 1, 0, 1]
+    ids = pa.array(["10", "9", "100", "1", "99", "10"])  # string order, not numeric; a repeat
+    runs = [InsertBucket("p", 3), InsertBucket("p", 3)]
+    assert assign_rows(short_keys(ids), runs).to_pylist() == assign_rows(ids, runs).to_pylist() == [0, 1, 1, 0, 1, 0]
 
 
 def test_stream_of_small_inserts_packs_into_few_file_groups(tmp_path):

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from streamer.data import short_keys
 from streamer.write.engine.local import rows_of_task, task_groups
 from streamer.write.filegroup import _sorted_by_key
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
@@ -38,13 +39,20 @@ def test_same_key_in_two_partitions_is_two_records():
     assert sorted((r[PARTITION_PATH_COL], r["row"]) for r in out) == [("p", 2), ("q", 1)]
 
 
-def test_each_task_gets_its_rows_sorted_by_key_stably():
+@pytest.mark.parametrize("keys_as", ["strings", "short keys"])
+@pytest.mark.parametrize("unique", [False, True])
+def test_each_task_gets_its_rows_sorted_by_key_stably(keys_as, unique):
+    """Sorted as strings, or as :func:`short_keys` integers (keys of up to 8 bytes, here
+    of 1 to 7 so that a key is another's prefix): the same order, ties in arrival order."""
     rng = np.random.default_rng(0)
     n = 500
-    keys = pa.array([f"k{i:03d}" for i in rng.integers(0, 200, n)])  # duplicates on purpose
+    ids = rng.permutation(n) if unique else rng.integers(0, 200, n)  # duplicates on purpose
+    keys = pa.array([f"k{i}" if i % 3 else f"k{i:05d}" for i in ids])
     tasks = pa.array(rng.integers(0, 5, n).astype(np.int32))
     rows = pa.table({RECORD_KEY_COL: keys, TASK_COL: tasks, "row": np.arange(n)})
-    groups = [(tid, rows_of_task(rows, idx)) for tid, idx in task_groups(tasks.to_numpy())]
+    short = short_keys(keys) if keys_as == "short keys" else None
+    assert (short is None) == (keys_as == "strings")
+    groups = [(tid, rows_of_task(rows, idx, short)) for tid, idx in task_groups(tasks.to_numpy())]
     assert [tid for tid, _ in groups] == sorted({int(t) for t in tasks.to_pylist()})
     for tid, g in groups:
         assert _sorted_by_key(g)
