@@ -93,23 +93,29 @@ def short_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
         keys = keys.combine_chunks()
     if not pa.types.is_string(keys.type) or keys.null_count:
         return None
-    n = len(keys)
-    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
-    if n == 0:
+    if len(keys) == 0:
         return np.empty(0, dtype=np.uint64)
+    packed = packed_bytes(keys)
+    return None if packed is None or packed[2] else packed[0]
+
+
+def packed_bytes(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The values of a non-empty ``string`` or ``binary`` array without nulls, each of 1
+    to 8 bytes, as big-endian uint64 zero-padded on the right, with their byte lengths and
+    whether any holds a NUL byte; None when a value is empty or longer (see :func:`short_keys`)."""
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
     lengths = np.diff(offsets)
     if int(lengths.max()) > 8 or int(lengths.min()) == 0:
         return None
     first, end = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)[first:end]
-    if not data.all():  # a NUL byte
-        return None
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[first:end]
     padded = np.zeros(end - first + 8, dtype=np.uint8)
     padded[: end - first] = data
     words = np.ndarray(shape=(end - first + 1,), dtype=">u8", buffer=padded, strides=(1,))
     shift = ((8 - lengths) * 8).astype(np.uint64)
     out = words[offsets[:-1] - first].astype(np.uint64)
-    return (out >> shift) << shift
+    return (out >> shift) << shift, lengths, not data.all()
 
 
 def key_order(keys: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:

@@ -87,3 +87,17 @@ def test_vectorised_positions_equal_scalar_java(keys, nb_hash, vector_size):
     pos = hash_positions(keys, nb_hash, vector_size)
     for i, k in enumerate(keys):
         assert pos[i].tolist() == java_positions(k, nb_hash, vector_size), k
+
+
+SHORT_KEY = st.text(min_size=1, max_size=8).filter(lambda k: len(k.encode()) <= 8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(SHORT_KEY, min_size=1, max_size=40), st.integers(min_value=1, max_value=12),
+       st.integers(min_value=1, max_value=2**31 - 1))
+def test_keys_of_at_most_8_bytes_hash_as_scalar_java(keys, nb_hash, vector_size):
+    """Keys of 1-8 bytes take the short path (words from the packed integers, NUL and
+    non-ASCII bytes included: Java sign-extends the tail's bytes)."""
+    pos = hash_positions(keys, nb_hash, vector_size)
+    for i, k in enumerate(keys):
+        assert pos[i].tolist() == java_positions(k, nb_hash, vector_size), k
