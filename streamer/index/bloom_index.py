@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer import defaults
-from streamer.data import rows_by_value
+from streamer.data import rows_by_value, short_keys
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import KeySummary
 from streamer.index.slice_members import (
@@ -62,6 +62,11 @@ class IndexResult:
 
     def is_update(self) -> pa.Array:
         return pc.is_valid(self.file_ids)
+
+
+#: One lookup job: the slices asked, the rows of the batch asked about, their keys, and
+#: the keys as short-key integers when they fit.
+_Job = tuple[list[FileSlice], np.ndarray, pa.Array, "np.ndarray | None"]
 
 
 def _find_in_slice(
@@ -174,6 +179,7 @@ def _find_in_slices(
     stats: LookupStats,
     seeds: dict[tuple[str, str, str], KeySummary] | None = None,
     on_corrupt: Callable[[FileSlice, list], None] | None = None,
+    short: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """Per slice, a bool mask over ``keys``: present in its committed data.
 
@@ -182,6 +188,7 @@ def _find_in_slices(
     each stored key is looked up once (``index_in``); then each slice's members apply in
     write order (a delete block removes the keys written before it, a later write brings
     a key back). Otherwise each slice asks its footers first (:func:`_find_in_slice`).
+    ``short``: ``keys`` as :func:`streamer.data.short_keys` integers, when they fit.
     """
     if len(keys) == 0 or not slices:
         return [np.zeros(len(keys), dtype=bool) for _ in slices]
@@ -204,8 +211,7 @@ def _find_in_slices(
     columns = [m.keys(stats) for m in everything]
     if not columns:
         return [np.zeros(len(keys), dtype=bool) for _ in slices]
-    stored = pa.chunked_array([c if c.type == keys.type else c.cast(keys.type) for c in columns], type=keys.type)
-    where = pc.fill_null(pc.index_in(stored, value_set=keys), -1).to_numpy()
+    where = _positions_in(keys, short, everything, columns)
     out: list[np.ndarray] = []
     lengths = iter(len(c) for c in columns)
     start = 0
@@ -218,6 +224,21 @@ def _find_in_slices(
             start = end
         out.append(live)
     return out
+
+
+def _positions_in(keys: pa.Array, short: np.ndarray | None, members: list[Member],
+                  columns: list[pa.Array]) -> np.ndarray:
+    """For each stored key of ``columns`` (the members' key columns, concatenated), its
+    position in ``keys``, else -1. As :func:`streamer.data.short_keys` integers when
+    ``short`` is given and every stored key fits (hashing integers costs about half of
+    hashing the strings; a member's integers are kept with its key column), else as strings."""
+    if short is not None:
+        stored = [m.short_keys(c) for m, c in zip(members, columns, strict=True)]
+        if all(s is not None for s in stored):
+            joined = np.concatenate([s for s in stored if s is not None])
+            return pc.fill_null(pc.index_in(pa.array(joined), value_set=pa.array(short)), -1).to_numpy()
+    strings = pa.chunked_array([c if c.type == keys.type else c.cast(keys.type) for c in columns], type=keys.type)
+    return pc.fill_null(pc.index_in(strings, value_set=keys), -1).to_numpy()
 
 
 #: A member whose key column this process already holds is matched against the slice's
@@ -374,14 +395,17 @@ class BloomIndex:
         for s in slices:
             self.by_partition.setdefault(s.partition_path, []).append(s)
 
-    def lookup(self, keys: pa.Array, partitions: pa.Array) -> IndexResult:
-        """Tag ``keys`` (aligned with ``partitions``): file id of the group holding each."""
+    def lookup(self, keys: pa.Array, partitions: pa.Array, *, short: np.ndarray | None = None) -> IndexResult:
+        """Tag ``keys`` (aligned with ``partitions``): file id of the group holding each.
+        ``short``: the keys as :func:`streamer.data.short_keys` integers, if made already."""
         keys, partitions = _whole(keys), _whole(partitions)
-        jobs: list[tuple[list[FileSlice], np.ndarray, pa.Array]] = []
+        if short is None:
+            short = short_keys(keys)
+        jobs: list[_Job] = []
         for part, rows in rows_by_value(partitions):
             slices = self.by_partition.get(part) if isinstance(part, str) else None
             if slices:
-                jobs.append((slices, rows, keys.take(pa.array(rows))))
+                jobs.append((slices, rows, keys.take(pa.array(rows)), None if short is None else short[rows]))
         return self._run(jobs, len(keys), with_partitions=False)
 
     def lookup_global(self, keys: pa.Array) -> IndexResult:
@@ -390,20 +414,20 @@ class BloomIndex:
         the groups that may hold a key are opened for keys."""
         keys = _whole(keys)
         rows = np.arange(len(keys))
-        jobs = [([s], rows, keys) for slices in self.by_partition.values() for s in slices]
+        jobs: list[_Job] = [([s], rows, keys, None) for slices in self.by_partition.values() for s in slices]
         return self._run(jobs, len(keys), with_partitions=True)
 
-    def _run(self, jobs: list[tuple[list[FileSlice], np.ndarray, pa.Array]], n: int, *,
-             with_partitions: bool) -> IndexResult:
+    def _run(self, jobs: list[_Job], n: int, *, with_partitions: bool) -> IndexResult:
         """Each job: slices asked about the same keys (a partition's), the keys' rows in the
-        batch. Jobs run on ``parallelism`` threads (the Arrow and numpy work releases the GIL)."""
+        batch, the keys, and the keys as short-key integers if they fit. Jobs run on
+        ``parallelism`` threads (the Arrow and numpy work releases the GIL)."""
         stats = LookupStats()
 
-        def run(job: tuple[list[FileSlice], np.ndarray, pa.Array]) -> list[tuple[FileSlice, np.ndarray]]:
-            slices, rows, part_keys = job
+        def run(job: _Job) -> list[tuple[FileSlice, np.ndarray]]:
+            slices, rows, part_keys, part_short = job
             local = LookupStats()
             masks = _find_in_slices(self.fs, slices, part_keys, self.is_committed, local, self.slice_seeds,
-                                    self.on_corrupt)
+                                    self.on_corrupt, part_short)
             stats.merge(local)
             return [(s, rows[mask]) for s, mask in zip(slices, masks, strict=True)]
 

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamer.data import short_keys
 from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileStatus, FileSystem, read_failure
 from streamer.index.footer_cache import CACHE
@@ -173,6 +174,17 @@ class Member:
             return arr, arr.nbytes
 
         return self._cached("keys", load)
+
+    def short_keys(self, keys: pa.Array) -> np.ndarray | None:
+        """This member's record keys ``keys`` (what :meth:`keys` gave) as
+        :func:`streamer.data.short_keys` integers (None: a key does not fit), kept with the
+        key column: a lookup matches them instead of the strings."""
+
+        def load() -> tuple[tuple[np.ndarray | None], int]:
+            short = short_keys(keys)
+            return (short,), 0 if short is None else short.nbytes
+
+        return self._cached("short_keys", load)[0]
 
 
     def columns(self, names: list[str]) -> pa.Table:

@@ -51,6 +51,9 @@ class WritePlan:
     assignment: pa.Table | None
     new_partitions: list[str]
     rows: Any = None
+    #: the assignment's record keys as :func:`streamer.data.short_keys` integers, when
+    #: they fit: made once for the lookup, the inserts' bin-packing and each file group's sort
+    short_keys: np.ndarray | None = None
 
     @property
     def num_rows(self) -> int:
@@ -110,13 +113,16 @@ def build_plan(
     instant: str,
     sizing: SizingPolicy,
     append_to: Mapping[tuple[str, str], FileSlice] | None = None,
+    *,
+    short: np.ndarray | None = None,
 ) -> WritePlan:
     """Decide each row's file group and operation (``file_ids=None``: all inserts).
 
     ``slices`` are what the index looked keys up in (merged slices). ``append_to`` names,
     per file group under a pending compaction, the slice a write appends to instead: the
     plan's new slice (base instant = the compaction instant), as Hudi's async compaction
-    does - the compactor then merges a slice nobody writes to any more.
+    does - the compactor then merges a slice nobody writes to any more. ``short``: the
+    keys as :func:`streamer.data.short_keys` integers, if the caller made them already.
     """
     n = keys.num_rows
     parts = keys.column(PARTITION_PATH_COL).combine_chunks()
@@ -128,9 +134,11 @@ def build_plan(
     tasks: dict[int, FileGroupTask] = {}
     existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
     _assign_touched(ops, parts, file_ids, existing_task, task_ids)
-    new_partitions = _assign_inserts(ops, parts, short_keys(rkeys), rkeys, slices, instant, sizing, tasks,
-                                     existing_task, task_ids)
-    return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions)
+    if short is None:
+        short = short_keys(rkeys)
+    new_partitions = _assign_inserts(ops, parts, short, rkeys, slices, instant, sizing, tasks, existing_task,
+                                     task_ids)
+    return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions, short_keys=short)
 
 
 def _row_ops(keys: pa.Table, file_ids: pa.Array) -> np.ndarray:

@@ -16,8 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from streamer.data import short_keys
 from streamer.fs import FileSystem
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.bucket import bucket_ids
@@ -105,18 +107,21 @@ def plan_on_driver(keys: pa.Table, req: PlanRequest) -> Planned:
                                  req.instant, req.base_path, append_to=req.append_to)
         return Planned(plan, driver_keys=keys.num_rows)
     file_ids = lookup = seeds = None
+    short = short_keys(keys.column(RECORD_KEY_COL))  # once, for the lookup, the plan and the write
     if req.looks_up:
         index = BloomIndex(req.fs, req.slices, req.is_committed, req.parallelism, on_corrupt=req.on_corrupt)
-        res = index.lookup(keys.column(RECORD_KEY_COL), keys.column(PARTITION_PATH_COL))
+        res = index.lookup(keys.column(RECORD_KEY_COL), keys.column(PARTITION_PATH_COL), short=short)
         file_ids, lookup, seeds = res.file_ids, res.stats, index.slice_seeds
-    return plan_tagged(keys, file_ids, req, lookup, seeds)
+    return plan_tagged(keys, file_ids, req, lookup, seeds, short=short)
 
 
 def plan_tagged(keys: pa.Table, file_ids: pa.Array | None, req: PlanRequest,
-                lookup: LookupStats | None = None, seeds: dict | None = None) -> Planned:
-    """Plan ``keys`` whose file groups are known (``file_ids``, null = insert)."""
+                lookup: LookupStats | None = None, seeds: dict | None = None, *,
+                short: np.ndarray | None = None) -> Planned:
+    """Plan ``keys`` whose file groups are known (``file_ids``, null = insert); ``short``:
+    their :func:`streamer.data.short_keys` integers, if made already."""
     plan = build_plan(keys, file_ids, req.slices, req.log_versions, req.instant, req.sizing,
-                      append_to=req.append_to)
+                      append_to=req.append_to, short=short)
     return Planned(plan, lookup, seeds, driver_keys=keys.num_rows)
 
 

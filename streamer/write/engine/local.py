@@ -139,11 +139,15 @@ class LocalEngine(Engine):
         if a is None:  # the local engine plans on the driver, where the assignment stays
             raise ValueError("the plan's assignment is not on the driver")
         rows = rows.append_column(TASK_COL, a.column(TASK_COL)).append_column(OP_COL, a.column(OP_COL))
+        short = plan.short_keys
+        if short is None and RECORD_KEY_COL in rows.column_names:
+            short = short_keys(rows.column(RECORD_KEY_COL))
         dropped = pc.equal(rows.column(OP_COL), OP_DROP)
         if pc.any(dropped).as_py():
-            rows = rows.filter(pc.invert(dropped))
+            kept = pc.invert(dropped)
+            rows = rows.filter(kept)
+            short = None if short is None else short[kept.to_numpy(zero_copy_only=False)]
         groups = task_groups(rows.column(TASK_COL).to_numpy())
-        short = short_keys(rows.column(RECORD_KEY_COL)) if RECORD_KEY_COL in rows.column_names else None
         # what a file group writes: the data, the record key and the operation (its
         # partition is the task's): the gathers move no column that is not written
         rows = rows.drop_columns([c for c in (TASK_COL, IS_DELETE_COL, PARTITION_PATH_COL) if c in rows.column_names])

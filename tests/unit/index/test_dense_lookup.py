@@ -10,6 +10,7 @@ import pytest
 from streamer.index import bloom_index
 from streamer.index.bloom_index import BloomIndex
 from streamer.index.footer_cache import CACHE
+from streamer.index.slice_members import Member
 from streamer.read.table import Table
 from streamer.table.bloom import BloomFilter
 from streamer.write import HudiWriter
@@ -78,6 +79,29 @@ def test_dense_lookup_tags_like_the_filter_paths_and_probes_no_filter(table_with
     assert probes == []
     # every data and delete member was read for keys, each once
     assert len(dense.stats.key_ids) == len(set(dense.stats.key_ids))
+
+
+@pytest.mark.parametrize("how", ["short keys", "strings", "a long key asked"])
+def test_dense_lookup_tags_alike_by_short_keys_and_by_strings(table_with_deletes, monkeypatch, how):
+    """Keys of up to 8 bytes are matched as short-key integers, the members' integers kept
+    with their key columns; a batch holding a longer key (or no integers) matches strings."""
+    truth = file_group_truth(table_with_deletes)
+    asked = _asked(truth) + ([("sf", "a key longer than 8 bytes")] if how == "a long key asked" else [])
+    keys, parts = pa.array([k for _, k in asked]), pa.array([p for p, _ in asked])
+    if how == "strings":
+        monkeypatch.setattr(bloom_index, "short_keys", lambda _keys: None)
+    as_integers: list[int] = []
+    real = Member.short_keys
+
+    def spy(self, column):
+        as_integers.append(len(column))
+        return real(self, column)
+
+    monkeypatch.setattr(Member, "short_keys", spy)
+    monkeypatch.setattr(bloom_index, "DENSE_ROWS_PER_KEY", 10**6)
+    dense = _index(table_with_deletes).lookup(keys, parts)
+    assert dense.file_ids.to_pylist() == [truth.get(a) for a in asked]
+    assert bool(as_integers) == (how == "short keys")
 
 
 def test_dense_global_lookup_finds_each_key_in_its_own_partition(table_with_deletes, monkeypatch):
