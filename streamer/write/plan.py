@@ -62,6 +62,20 @@ class WritePlan:
         return int(pc.sum(pc.not_equal(self.assignment.column(OP_COL), OP_DROP)).as_py() or 0)
 
 
+@dataclass(frozen=True)
+class PlanTarget:
+    """The table state a plan is made against, the same for both planners: the slices the
+    index looked keys up in (merged slices), the highest log version of every slice, the
+    commit's instant, and per file group under a pending compaction the slice a write
+    appends to instead (the compaction's new slice, as Hudi's async compaction does - the
+    compactor then merges a slice nobody writes to any more)."""
+
+    slices: list[FileSlice]
+    log_versions: dict[tuple[str, str, str], int]
+    instant: str
+    append_to: Mapping[tuple[str, str], FileSlice] | None = None
+
+
 def _slice_size(s: FileSlice) -> int:
     size = s.base_file.size if s.base_file else 0
     return size + sum(lf.size for lf in s.log_files)
@@ -105,25 +119,13 @@ def _existing_tasks(
     return existing_task
 
 
-def build_plan(
-    keys: pa.Table,
-    file_ids: pa.Array | None,
-    slices: list[FileSlice],
-    all_log_versions: dict[tuple[str, str, str], int],
-    instant: str,
-    sizing: SizingPolicy,
-    append_to: Mapping[tuple[str, str], FileSlice] | None = None,
-    *,
-    short: np.ndarray | None = None,
-) -> WritePlan:
-    """Decide each row's file group and operation (``file_ids=None``: all inserts).
-
-    ``slices`` are what the index looked keys up in (merged slices). ``append_to`` names,
-    per file group under a pending compaction, the slice a write appends to instead: the
-    plan's new slice (base instant = the compaction instant), as Hudi's async compaction
-    does - the compactor then merges a slice nobody writes to any more. ``short``: the
-    keys as :func:`streamer.data.short_keys` integers, if the caller made them already.
+def build_plan(keys: pa.Table, file_ids: pa.Array | None, target: PlanTarget, sizing: SizingPolicy, *,
+               short: np.ndarray | None = None) -> WritePlan:
+    """Decide each row's file group and operation (``file_ids=None``: all inserts), against
+    ``target``. ``short``: the keys as :func:`streamer.data.short_keys` integers, if the
+    caller made them already.
     """
+    slices, instant = target.slices, target.instant
     n = keys.num_rows
     parts = keys.column(PARTITION_PATH_COL).combine_chunks()
     rkeys = keys.column(RECORD_KEY_COL).combine_chunks()
@@ -132,7 +134,7 @@ def build_plan(
     ops = _row_ops(keys, file_ids)
     task_ids = np.full(n, -1, dtype=np.int32)
     tasks: dict[int, FileGroupTask] = {}
-    existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
+    existing_task = _existing_tasks(tasks, slices, target.log_versions, target.append_to)
     _assign_touched(ops, parts, file_ids, existing_task, task_ids)
     if short is None:
         short = short_keys(rkeys)
@@ -229,17 +231,10 @@ def _assign_inserts(
     return new_partitions
 
 
-def build_bucket_plan(
-    keys: pa.Table,
-    buckets: np.ndarray,
-    num_buckets: int,
-    slices: list[FileSlice],
-    all_log_versions: dict[tuple[str, str, str], int],
-    instant: str,
-    table: str,
-    append_to: Mapping[tuple[str, str], FileSlice] | None = None,
-) -> WritePlan:
-    """The bucket index's plan: each row goes to its bucket's file group, no lookup.
+def build_bucket_plan(keys: pa.Table, buckets: np.ndarray, num_buckets: int, target: PlanTarget,
+                      table: str) -> WritePlan:
+    """The bucket index's plan against ``target``: each row goes to its bucket's file
+    group, no lookup (``table`` is named in the error of a layout Hudi would not load).
 
     As Hudi's ``SparkBucketIndexPartitioner`` on a MOR table: a row whose bucket already
     has a file group in its partition is appended to that group's log (inserts and
@@ -248,6 +243,7 @@ def build_bucket_plan(
     the bucket. A delete whose bucket has no file group cannot match a record: dropped.
     Small-file bin packing does not apply: the bucket count fixes the file groups.
     """
+    slices, instant = target.slices, target.instant
     n = keys.num_rows
     parts = keys.column(PARTITION_PATH_COL).combine_chunks()
     rkeys = keys.column(RECORD_KEY_COL).combine_chunks()
@@ -256,7 +252,7 @@ def build_bucket_plan(
     )
     layout = bucket_layout(((s.partition_path, s.file_id) for s in slices), num_buckets, table)
     tasks: dict[int, FileGroupTask] = {}
-    existing_task = _existing_tasks(tasks, slices, all_log_versions, append_to)
+    existing_task = _existing_tasks(tasks, slices, target.log_versions, target.append_to)
     existing_parts = {s.partition_path for s in slices}
     new_partitions: list[str] = []
     ops = np.full(n, OP_DROP, dtype=np.int8)

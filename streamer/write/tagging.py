@@ -28,6 +28,7 @@ from streamer.table.fsview import FileSlice
 from streamer.table.identity import IndexConfig
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import (
+    PlanTarget,
     SizingPolicy,
     WritePlan,
     build_bucket_plan,
@@ -57,6 +58,11 @@ class PlanRequest:
     parallelism: int = 1
     #: the table's ordering field (the global index compares a moving row's with the stored one's)
     ordering_field: str | None = None
+
+    @property
+    def target(self) -> PlanTarget:
+        """What the plan is made against (the planners' part of the request)."""
+        return PlanTarget(self.slices, self.log_versions, self.instant, self.append_to)
 
     @property
     def looks_up(self) -> bool:
@@ -103,8 +109,7 @@ def plan_on_driver(keys: pa.Table, req: PlanRequest) -> Planned:
     """Look ``keys`` up and plan on the driver (the local engine's path)."""
     if req.index.is_bucket:
         buckets = bucket_ids(keys.column(RECORD_KEY_COL), req.index.bucket_count, req.index.hash_fields)
-        plan = build_bucket_plan(keys, buckets, req.index.bucket_count, req.slices, req.log_versions,
-                                 req.instant, req.base_path, append_to=req.append_to)
+        plan = build_bucket_plan(keys, buckets, req.index.bucket_count, req.target, req.base_path)
         return Planned(plan, driver_keys=keys.num_rows)
     file_ids = lookup = seeds = None
     short = short_keys(keys.column(RECORD_KEY_COL))  # once, for the lookup, the plan and the write
@@ -120,8 +125,7 @@ def plan_tagged(keys: pa.Table, file_ids: pa.Array | None, req: PlanRequest,
                 short: np.ndarray | None = None) -> Planned:
     """Plan ``keys`` whose file groups are known (``file_ids``, null = insert); ``short``:
     their :func:`streamer.data.short_keys` integers, if made already."""
-    plan = build_plan(keys, file_ids, req.slices, req.log_versions, req.instant, req.sizing,
-                      append_to=req.append_to, short=short)
+    plan = build_plan(keys, file_ids, req.target, req.sizing, short=short)
     return Planned(plan, lookup, seeds, driver_keys=keys.num_rows)
 
 

@@ -11,7 +11,7 @@ from streamer.index.bucket import bucket_file_id, bucket_of_file_id
 from streamer.table.fsview import FileSlice
 from streamer.write.filegroup import OP_COL, OP_DELETE, OP_INSERT, OP_UPDATE
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
-from streamer.write.plan import OP_DROP, TASK_COL, build_bucket_plan
+from streamer.write.plan import OP_DROP, TASK_COL, PlanTarget, build_bucket_plan
 from streamer.write.prepare import IS_DELETE_COL
 
 
@@ -33,7 +33,7 @@ def test_existing_buckets_take_appends_new_buckets_get_new_groups_deletes_of_emp
     keys = _keys([("a", "p", False), ("b", "p", False), ("c", "p", True), ("d", "p", True),
                   ("e", "q", False), ("f", "r", False), ("g", "r", True)])
     buckets = np.array([0, 2, 0, 3, 1, 2, 2], np.int32)
-    plan = build_bucket_plan(keys, buckets, 4, slices, {}, "005", "t")
+    plan = build_bucket_plan(keys, buckets, 4, PlanTarget(slices, {}, "005"), "t")
     ops = plan.assignment.column(OP_COL).to_pylist()
     assert ops == [OP_UPDATE, OP_INSERT, OP_DELETE, OP_DROP, OP_UPDATE, OP_INSERT, OP_DROP]
     tids = plan.assignment.column(TASK_COL).to_pylist()
@@ -50,7 +50,7 @@ def test_existing_buckets_take_appends_new_buckets_get_new_groups_deletes_of_emp
 
 
 def test_only_deletes_for_an_empty_bucket_open_no_group():
-    plan = build_bucket_plan(_keys([("x", "p", True)]), np.array([1], np.int32), 2, [], {}, "002", "t")
+    plan = build_bucket_plan(_keys([("x", "p", True)]), np.array([1], np.int32), 2, PlanTarget([], {}, "002"), "t")
     assert plan.tasks == {} and plan.num_rows == 0 and plan.new_partitions == []
 
 
@@ -58,8 +58,8 @@ def test_pending_compaction_appends_to_the_new_slice():
     g0 = bucket_file_id(0)
     old = _slice("p", g0, "001")
     new = _slice("p", g0, "003")  # the compaction plan's slice (base instant = plan instant)
-    plan = build_bucket_plan(_keys([("a", "p", False)]), np.array([0], np.int32), 1, [old],
-                             {("p", g0, "003"): 2}, "004", "t", append_to={("p", g0): new})
+    plan = build_bucket_plan(_keys([("a", "p", False)]), np.array([0], np.int32), 1,
+                             PlanTarget([old], {("p", g0, "003"): 2}, "004", append_to={("p", g0): new}), "t")
     (task,) = plan.tasks.values()
     assert (task.base_instant, task.next_log_version, task.slice) == ("003", 3, old)
 
@@ -67,4 +67,4 @@ def test_pending_compaction_appends_to_the_new_slice():
 def test_two_groups_in_one_bucket_are_refused():
     slices = [_slice("p", bucket_file_id(0)), _slice("p", bucket_file_id(0))]
     with pytest.raises(CorruptDataError, match="both claim bucket 0"):
-        build_bucket_plan(_keys([("a", "p", False)]), np.array([0], np.int32), 2, slices, {}, "002", "t")
+        build_bucket_plan(_keys([("a", "p", False)]), np.array([0], np.int32), 2, PlanTarget(slices, {}, "002"), "t")

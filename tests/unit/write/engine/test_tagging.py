@@ -20,7 +20,14 @@ from streamer.table.identity import IndexConfig
 from streamer.write.engine.spark import pack, unpack
 from streamer.write.filegroup import OP_COL
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
-from streamer.write.plan import OP_DROP, TASK_COL, SizingPolicy, build_bucket_plan, build_plan
+from streamer.write.plan import (
+    OP_DROP,
+    TASK_COL,
+    PlanTarget,
+    SizingPolicy,
+    build_bucket_plan,
+    build_plan,
+)
 from streamer.write.prepare import IS_DELETE_COL
 from streamer.write.tagging import BUCKET_COL, PlanRequest, partition_request
 
@@ -82,7 +89,7 @@ def test_a_partition_planned_alone_routes_every_row_as_the_whole_batch_does(op):
     sizing = SizingPolicy(SIZING.small_file_limit, SIZING.max_file_size, SIZING.avg_record_size,
                           use_small_files=(op != "bulk_insert"))
     req = _request(slices, op, sizing=sizing)
-    whole = build_plan(keys, file_ids, slices, {}, "005", sizing)
+    whole = build_plan(keys, file_ids, PlanTarget(slices, {}, "005"), sizing)
     expected = _targets(whole)
 
     got: list[tuple] = [(OP_DROP, None, None)] * keys.num_rows
@@ -92,7 +99,7 @@ def test_a_partition_planned_alone_routes_every_row_as_the_whole_batch_does(op):
         preq = partition_request(req, part, parallelism=1)
         assert {s.partition_path for s in preq.slices} <= {part} and preq.parallelism == 1
         fids = file_ids.take(pa.array(rows)) if file_ids is not None else None
-        plan = build_plan(keys.take(pa.array(rows)), fids, preq.slices, {}, "005", sizing)
+        plan = build_plan(keys.take(pa.array(rows)), fids, PlanTarget(preq.slices, {}, "005"), sizing)
         for row, target in zip(rows, _targets(plan), strict=True):
             got[row] = target
         new_partitions += plan.new_partitions
@@ -110,8 +117,8 @@ def test_a_partition_planned_alone_routes_buckets_as_the_whole_batch_does():
     req = _request(slices, index=index)
 
     def plan_of(k: pa.Table, sl):
-        return build_bucket_plan(k, bucket_ids(k.column(RECORD_KEY_COL), 4, index.hash_fields), 4, sl, {},
-                                 "005", "t")
+        return build_bucket_plan(k, bucket_ids(k.column(RECORD_KEY_COL), 4, index.hash_fields), 4,
+                                 PlanTarget(sl, {}, "005"), "t")
 
     def groups(plan) -> list[tuple]:
         tasks = plan.tasks
