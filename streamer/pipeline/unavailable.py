@@ -157,6 +157,14 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         missing = _replayed(sorted_keys, positions, is_create, ordering, resolved, missing, stored)
     missing = _follow_chains(chained, resolved, missing)
     missing = _follow_first(group_start, followers, resolved, missing)
+    return _completed(rows, order, sorted_keys, resolved, missing)
+
+
+def _completed(rows: pa.Table, order: np.ndarray, sorted_keys: pa.Array, resolved: dict[str, pa.Array],
+               missing: dict[str, np.ndarray]) -> pa.Table:
+    """``rows`` with the ``resolved`` columns (in log order) put back in arrival order, and a
+    reason in :data:`REASON_COL` for each row still ``missing`` a value (its first column)."""
+    n = rows.num_rows
     reasons: list[str | None] = (rows.column(REASON_COL).to_pylist() if REASON_COL in rows.column_names
                                  else [None] * n)
     for name, mask in missing.items():
