@@ -230,7 +230,7 @@ def _slice_index_damage(fs: FileSystem, timeline: Timeline, fslice: FileSlice) -
     RFC-06) must admit every key the slice holds."""
     from streamer.index.slice_members import is_committed_fn, slice_members, slice_summary
 
-    members = slice_members(fs, fslice, is_committed_fn(timeline.completed_timestamps(), None))
+    members = slice_members(fs, fslice, is_committed_fn(timeline.completed_timestamps(), timeline.first_instant))
     try:
         index = slice_summary(members, None)
         summary, source = index.lookup, index.source

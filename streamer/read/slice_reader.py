@@ -18,7 +18,7 @@ may still be the version that hides an older, matching one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,7 +52,8 @@ class SliceReadSpec:
     """How to read slices of one query (shipped to executors as is)."""
 
     merge: MergeSpec
-    completed: frozenset[str]
+    #: the instants whose blocks count (a set, or :class:`~streamer.table.timeline.CommittedInstants`)
+    completed: Container[str | None]
     columns: tuple[str, ...] | None = None
     filter: pc.Expression | None = None
     include_logs: bool = True

@@ -30,13 +30,14 @@ from streamer.errors import CorruptDataError, QueryError, StreamerError, Unsuppo
 from streamer.fs import FileSystem, resolve
 from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
+from streamer.table import lsm_history
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
 from streamer.table.naming import partition_values
 from streamer.table.properties import TableProperties, load_properties
 from streamer.table.snapshot import TableSnapshot
-from streamer.table.timeline import Timeline
+from streamer.table.timeline import CommittedInstants, Timeline
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations only
@@ -263,12 +264,20 @@ class Table:
                 )
         if writes and as_of < writes[0].timestamp:
             # an empty answer would look like an empty table: say why there is none
-            if self.fs.list_dir(f"{self.base_path}/.hoodie/archived"):
+            if self._has_archive():
                 raise QueryError(
                     f"time travel to {as_of}: before {writes[0].timestamp}, the first commit on the active "
                     f"timeline of {self.base_path}; older instants are archived and cannot be read as of")
             raise QueryError(f"time travel to {as_of}: before the first commit {writes[0].timestamp} of "
                              f"{self.base_path}: the table did not exist yet")
+
+    def _has_archive(self) -> bool:
+        """Instants were archived: ``.hoodie/archived`` (version 6) or the LSM history
+        (versions 8 and 9) holds some."""
+        if self.timeline.layout_version >= 2:
+            folder = lsm_history.history_dir(self.base_path, self.properties)
+            return bool(lsm_history.read_snapshot(self.fs, folder).files)
+        return bool(self.fs.list_dir(f"{self.base_path}/.hoodie/archived"))
 
     def plan(
         self,
@@ -310,7 +319,7 @@ class Table:
             by_completion = self.timeline.layout_version >= 2
             if end:
                 tl = self.timeline.completed_by(end) if by_completion else self.timeline.as_of(end)
-        completed = frozenset(i.timestamp for i in tl.completed())
+        completed = CommittedInstants(tl.completed_timestamps(), self.timeline.first_instant)
         view = self.fsview
         if query == "read_optimized":
             slices = view.latest_base_files(as_of, by_completion=by_completion)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -261,13 +261,13 @@ def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceRead
     )
 
 
-def _seen(table: Table, fslice: FileSlice, completed: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+def _seen(table: Table, fslice: FileSlice, completed: Container[str | None]) -> tuple[frozenset[str], frozenset[str]]:
     """What a merge of ``fslice`` depended on: its log files and the instants of their
     blocks that had completed (a log file is written whole, but its instant may complete
     later). Writes to other slices - the plan's new slice above all - do not count."""
     files = frozenset(lf.name for lf in fslice.log_files)
     instants = frozenset(b.instant_time for _, b in read_slice_blocks(table.fs, fslice)
-                         if b.instant_time in completed)
+                         if b.instant_time is not None and b.instant_time in completed)
     return files, instants
 
 
@@ -298,7 +298,7 @@ class CompactionRun:
         ts = self.instant.timestamp
         with service_transaction(table, self.lock_timeout_s):
             table.refresh()
-            now = table.timeline.completed_timestamps()
+            now = table.timeline.committed()
             plan = read_plan(table, self.instant)
             redo, fresh = [], []
             for i, op in enumerate(plan.operations):
@@ -333,7 +333,7 @@ def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 1
     plan lock, set the plan inflight, and completes through :meth:`CompactionRun.finish`."""
     plan = read_plan(table, inst)
     table.refresh()
-    completed = table.timeline.completed_timestamps()
+    completed = table.timeline.committed()
     spec = SliceReadSpec(merge=table.merge_spec(), completed=completed)
     slices = [old_slice(table, op) for op in plan.operations]
     seen = [_seen(table, s, completed) for s in slices]

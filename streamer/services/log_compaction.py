@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from streamer.config.policies import LogCompactionPolicy
@@ -77,7 +78,7 @@ def find_runs(units: list[Unit], policy: LogCompactionPolicy) -> list[list[Unit]
 
 
 def choose_slice(table: Table, fslice: FileSlice, policy: LogCompactionPolicy,
-                 completed: frozenset[str]) -> RunChoice | None:
+                 completed: Container[str | None]) -> RunChoice | None:
     if not fslice.log_files:
         return None
     units, _ = effective_units(read_slice_blocks(table.fs, fslice), completed)
@@ -97,7 +98,7 @@ def choose_slice(table: Table, fslice: FileSlice, policy: LogCompactionPolicy,
 def plan_log_compaction(table: Table, policy: LogCompactionPolicy) -> CompactionPlan | None:
     """The plan a log compaction scheduled now would carry (``None``: nothing qualifies)."""
     busy = busy_groups(table)
-    completed = table.timeline.completed_timestamps()
+    completed = table.timeline.committed()
     choices: list[RunChoice] = []
     for s in table.fsview.latest_file_slices():
         gid: GroupId = (s.partition_path, s.file_id)
@@ -188,7 +189,7 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     runs = json.loads(plan.extra_metadata.get(RUNS_KEY, "{}"))
     params = (plan.strategy or {}).get("strategyParams") or {}
     max_bytes = int(params.get("max_block_bytes") or policy.max_block_bytes)
-    completed = table.timeline.completed_timestamps()
+    completed = table.timeline.committed()
     # by base instant, not "latest": a compaction scheduled meanwhile (RFC-48 scenario 4)
     # opens a newer slice, but the planned blocks are still where they were
     slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}

@@ -10,6 +10,7 @@ reasons in units, in the order the reader applies them (the reader's own
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from streamer.fs import FileSystem
@@ -49,7 +50,7 @@ def read_slice_blocks(fs: FileSystem, fslice: FileSlice) -> list[tuple[str, LogB
 
 
 def effective_units(
-    blocks: list[tuple[str, LogBlock]], completed: frozenset[str]
+    blocks: list[tuple[str, LogBlock]], completed: Container[str | None]
 ) -> tuple[list[Unit], ScanStats]:
     """Group the reader's effective blocks by instant, each unit where its first block is.
 

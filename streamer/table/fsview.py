@@ -27,6 +27,7 @@ from functools import cached_property
 
 from streamer.errors import CorruptDataError, MissingFileError
 from streamer.fs import FileStatus, FileSystem
+from streamer.table import lsm_history
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata, CompactionPlan
 from streamer.table.naming import (
@@ -164,6 +165,40 @@ class FileSystemView:
         self._partitions = sorted(partitions | {p for p, _ in groups})
         return groups
 
+    @cached_property
+    def _archived_completion(self) -> dict[str, str]:
+        """Layout 2: requested -> completion time of each archived delta commit that wrote
+        a log file still on storage, from the LSM history (an instant it lacks counts as
+        completed at its requested time: older than the active timeline, it completed).
+
+        Why: a log joins the slice its delta commit's completion time falls in, and Hudi's
+        archiver moves delta commits whose logs live slices still read (ours never does);
+        without their completion times those logs would drop out of every read."""
+        first = self.timeline.first_instant
+        wanted = {lf.base_instant for g in self._groups.values() for lf in g.log_files
+                  if first is not None and lf.base_instant < first}
+        if not wanted:
+            return {}
+        snap = lsm_history.read_snapshot(self.fs, lsm_history.history_dir(self.base_path, self.props))
+        rows = lsm_history.read_instants(self.fs, snap, since=min(wanted), columns=("instantTime", "completionTime"))
+        found = dict(zip(rows.column("instantTime").to_pylist(), rows.column("completionTime").to_pylist(),
+                         strict=True))
+        return {t: found.get(t) or t for t in wanted}
+
+    def _committed(self, v: _AsOf, instant: str) -> bool:
+        """``instant`` wrote committed files as of ``v``: completed on the active timeline,
+        or older than the active timeline (archived: a failed write stays on the timeline
+        until rolled back). Hudi's archiver moves commits whose base files live slices
+        still read, and its readers take them as committed alike."""
+        first = self.timeline.first_instant
+        return instant in v.completed or (first is not None and instant < first)
+
+    def _completion(self, v: _AsOf, instant: str) -> str | None:
+        """When the delta commit ``instant`` completed, as of ``v`` (layout 2); None: not
+        completed (pending, failed or unknown)."""
+        done = v.completion.get(instant)
+        return done if done is not None else self._archived_completion.get(instant)
+
     def _data_files(self) -> Iterator[FileStatus]:
         """Every file outside ``.hoodie/`` and other hidden top-level folders, without
         walking them: the timeline, archive and metadata table can be large."""
@@ -236,7 +271,7 @@ class FileSystemView:
     def _slices(self, g: FileGroup, v: _AsOf) -> list[FileSlice]:
         """Visible slices of one group, oldest first."""
         pending = v.pending_compactions.get((g.partition_path, g.file_id))
-        bases = {b.instant_time: b for b in g.base_files if b.instant_time in v.completed}
+        bases = {b.instant_time: b for b in g.base_files if self._committed(v, b.instant_time)}
         slice_keys = set(bases)
         if pending:
             slice_keys.add(pending)
@@ -245,14 +280,14 @@ class FileSystemView:
         ordered_keys = sorted(slice_keys)
         for lf in g.log_files:
             if layout2:
-                done = v.completion.get(lf.base_instant)
+                done = self._completion(v, lf.base_instant)
                 if done is None:
                     continue
                 earlier = [k for k in ordered_keys if k < done]
                 key = earlier[-1] if earlier else ""
             else:
                 key = lf.base_instant
-                if key not in v.completed and key != pending:
+                if not self._committed(v, key) and key != pending:
                     continue
             logs.setdefault(key, []).append(lf)
         out = []
@@ -357,11 +392,11 @@ class FileSystemView:
         if self.timeline.layout_version < 2:
             return lf.base_instant
         v = v if v is not None else self._as_of(None)
-        done = v.completion.get(lf.base_instant)
+        done = self._completion(v, lf.base_instant)
         if done is None:
             return None
         g = self._groups.get(key)
-        keys = {bf.instant_time for bf in g.base_files if bf.instant_time in v.completed} if g else set()
+        keys = {bf.instant_time for bf in g.base_files if self._committed(v, bf.instant_time)} if g else set()
         pending = v.pending_compactions.get(key)
         if pending:
             keys.add(pending)

@@ -44,6 +44,27 @@ def timeline_dir(base_path: str, props: TableProperties) -> str:
     return posixpath.join(meta, sub) if sub else meta
 
 
+@dataclass(frozen=True)
+class CommittedInstants:
+    """Instants whose writes count: completed on the active timeline, or older than its
+    first instant - archived, as a write that failed stays on the timeline (pending) until
+    rolled back. Answers ``in`` as a set of instants does.
+
+    Why not the completed set alone: Hudi's archivers move commits whose files live slices
+    still read (an upsert's base files, the log blocks of delta commits after the last
+    compaction), and Hudi's readers and compactors take an instant older than the active
+    timeline as committed; judged by the active timeline alone those rows would drop out
+    of our reads, our compactions and the writer's view of the table."""
+
+    completed: frozenset[str]
+    first_active: str | None
+
+    def __contains__(self, instant: object) -> bool:
+        if instant in self.completed:
+            return True
+        return isinstance(instant, str) and self.first_active is not None and instant < self.first_active
+
+
 @dataclass
 class Timeline:
     """A snapshot of the active timeline, oldest instant first; :meth:`reload` gives a fresh one.
@@ -150,6 +171,15 @@ class Timeline:
 
     def completed_timestamps(self) -> frozenset[str]:
         return frozenset(i.timestamp for i in self.instants if i.is_completed)
+
+    @property
+    def first_instant(self) -> str | None:
+        """The oldest instant on this timeline, of any state (older ones were archived)."""
+        return self.instants[0].timestamp if self.instants else None
+
+    def committed(self) -> CommittedInstants:
+        """The instants whose files and log blocks count (see :class:`CommittedInstants`)."""
+        return CommittedInstants(self.completed_timestamps(), self.first_instant)
 
     def pending_compactions(self) -> list[Instant]:
         return [i for i in self.instants if i.is_pending and i.action == Action.COMPACTION]

@@ -76,3 +76,57 @@ def test_pending_compaction_merged_slice_and_uncommitted_files(tmp_path):
     assert ro.base_file.instant_time == "20250101000000001" and not ro.log_files
     assert view.pending_compaction_file_groups() == {("p=1", "fg-0"): "20250101000000003"}
     assert view.partitions() == ["p=1"]
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_files_of_commits_archived_under_live_slices_stay_committed(tmp_path, version):
+    """Hudi's archiver moves commits whose files live slices still read (ours keeps them:
+    streamer/services/archive.py), and Hudi's readers take an instant older than the active
+    timeline as committed. So do we: a base file, a version-6 log named by its slice's base
+    instant, and (layout 2) a log placed by its delta commit's completion time from the LSM
+    history - none drops out of a read or of the writer's view (an update would become a
+    second row of its key)."""
+    import pyarrow as pa
+
+    from streamer.config.policies import CompactionPolicy
+    from streamer.read import Table
+    from streamer.services.compaction import schedule_compaction
+    from streamer.services.executor import execute
+    from streamer.table import lsm_history
+    from streamer.table.instant import State
+    from streamer.write import HudiWriter
+    from tests.support import block_tables as tg
+
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 3, deletes_every=0)
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert execute(Table.open(path), comp).status == "completed"
+        for _ in range(2):
+            tg.step(w, gen, model)
+    t = Table.open(path)
+    live = [s for s in t.fsview.latest_merged_slices() if s.base_file is not None and s.log_files]
+    assert live, "a slice with a base file and logs"
+    last = t.timeline.completed_writes()[-1].timestamp  # Hudi keeps the newest commits active
+    gone = [i for i in t.timeline.instants if i.timestamp < last]
+    assert any(s.base_instant in {i.timestamp for i in gone} for s in live)
+    assert any(lf.base_instant in {i.timestamp for i in gone} for s in live for lf in s.log_files)
+    if version >= 8:  # the history Hudi would have written, with the completion times
+        folder = lsm_history.history_dir(path, t.properties)
+        name, data = lsm_history.data_file([lsm_history.ArchivedInstant(
+            i.timestamp, i.completion_time, i.completed_action, None, None) for i in gone])
+        t.fs.write_atomic(f"{folder}/{name}", data)
+        t.fs.write_atomic(f"{folder}/manifest_1", lsm_history.manifest_bytes([lsm_history.HistoryFile(name, len(data))]))
+        t.fs.write_atomic(f"{folder}/_version_", b"1")
+    for i in gone:  # archived: every file of the instant leaves the active timeline
+        for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
+            t.fs.delete_file(t.timeline.path_of(i, state))
+    assert tg.read_ours(path) == model.snapshot()
+    w2 = HudiWriter.open(path, options=tg.SMALL)
+    again = model.snapshot()[:10]
+    batch = pa.Table.from_pylist([{**r, "ts": 10**6, "value": "again"} for r in again], schema=tg.SCHEMA)
+    w2.upsert(batch)
+    model.apply(batch)
+    rows = tg.read_ours(path)
+    assert rows == model.snapshot()
+    assert len({(r["city"], r["id"]) for r in rows}) == len(rows)
