@@ -56,10 +56,13 @@ _DOCS = {
         "or --run, both.",
     ),
     "archive": (
-        "move old instants from the active timeline to .hoodie/archived",
+        "move old instants from the active timeline to the archive (.hoodie/archived; "
+        "versions 8 and 9: the LSM history .hoodie/timeline/history)",
         "Archive: once the active timeline holds more than policies.archive.max_commits commits, "
-        "move the oldest completed instants to .hoodie/archived, keeping min_commits "
-        "(never past a pending table service or the oldest instant a clean retains).",
+        "move the oldest completed instants to the archived timeline (.hoodie/archived at table "
+        "version 6, Hudi 1.x's LSM history .hoodie/timeline/history at 8 and 9), keeping "
+        "min_commits (never past a pending table service, the oldest instant a clean retains or "
+        "an instant whose files a live file slice reads).",
     ),
 }
 

@@ -1,4 +1,8 @@
-"""Archive: move old completed instants out of the active timeline (Hudi 0.x layout).
+"""Archive: move old completed instants out of the active timeline.
+
+Table versions 8 and 9 archive into Hudi 1.x's LSM history
+(:mod:`streamer.services.archive_history`, chosen by the same rules); what follows is
+version 6's archive (Hudi 0.x layout).
 
 When more than ``max_commits`` completed writes are active, the oldest instants are
 written to a new archive log ``.hoodie/archived/.commits_.archive.<n>_1-0-1``, exactly in
@@ -24,7 +28,9 @@ Archiving never passes (the cut is a timeline *prefix* ending before the first o
 * the oldest base instant of any live file slice: our reader treats only *active*
   completed instants as committed, so archiving a delta commit whose blocks are still
   read would hide them. (Hudi readers also accept instants before the timeline start;
-  until ours do, this bound keeps every read identical.)
+  until ours do, this bound keeps every read identical.) In layout 2 also the oldest
+  delta commit that wrote a log file of a live slice (its completion time places the
+  log in its slice).
 """
 
 from __future__ import annotations
@@ -44,10 +50,12 @@ import fastavro
 
 from streamer.config.policies import ArchivePolicy
 from streamer.read.table import Table
+from streamer.services.archive_history import archive_to_history, finish_interrupted_move
 from streamer.table.avro_schema import as_record
 from streamer.table.instant import Action, Instant, State, format_instant_time, parse_timeline_file
 from streamer.table.log_content import AVRO_BLOCK_VERSION, split_avro_records
 from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
+from streamer.table.lsm_history import history_dir
 from streamer.table.metadata import (
     ARCHIVED_COMMIT_METADATA_SCHEMA,
     ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA,
@@ -132,9 +140,16 @@ def archive_bound(table: Table) -> str | None:
         meta = CleanMetadata.from_bytes(tl.read_details(cleans[-1]), tl.path_of(cleans[-1]))
         if meta.earliest_commit_to_retain:
             bounds.append(meta.earliest_commit_to_retain)
-    bases = [s.base_instant for s in table.fsview.latest_merged_slices() if s.base_instant]
+    slices = table.fsview.latest_merged_slices()
+    bases = [s.base_instant for s in slices if s.base_instant]
     if bases:
         bounds.append(min(bases))
+    if tl.layout_version >= 2:
+        # layout 2 names a log file by the delta commit that wrote it, and a slice takes
+        # the log by that instant's completion time (found on the active timeline only)
+        logs = [lf.base_instant for s in slices for lf in s.log_files]
+        if logs:
+            bounds.append(min(logs))
     return min(bounds) if bounds else None
 
 
@@ -298,18 +313,12 @@ def _next_archive_version(table: Table) -> int:
 
 
 def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 30.0) -> ArchiveOutcome:
-    if table.timeline.layout_version >= 2:
-        # Table versions 8 and 9 archive into an LSM history (timeline/history: Parquet
-        # files, a manifest and _version_), which this project does not write yet: their
-        # active timeline grows until a Hudi 1.x writer archives it (docs/table-versions.md).
-        why = (f"table version {table.properties.version} keeps its archive as an LSM history, which "
-               "this project does not write yet: its active timeline is left as it is")
-        log.debug("%s: %s", table.base_path, why)
-        return ArchiveOutcome([], None, None, skipped=why)
     lock = PlanLock(table.fs, table.base_path, "archive", expiry_s=lock_expiry_s, purpose="archive")
     if not lock.try_acquire():
         return ArchiveOutcome([], None, None)
     try:
+        if table.timeline.layout_version >= 2:
+            return _run_history_archive(table, policy, lock)
         upgrade_legacy_archives(table)
         table.refresh()
         victims, bound = instants_to_archive(table, policy)
@@ -327,3 +336,19 @@ def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 3
         return ArchiveOutcome([i.timestamp for i in victims], path, bound)
     finally:
         lock.release()
+
+
+def _run_history_archive(table: Table, policy: ArchivePolicy, lock: PlanLock) -> ArchiveOutcome:
+    """Table versions 8 and 9: into the LSM history (:mod:`streamer.services.archive_history`)."""
+    # under the archive's own lock, as for version 6: only completed instants move
+    txn = Transaction(table.fs, table.base_path, lock=lock)
+    folder = history_dir(table.base_path, table.properties)
+    if finish_interrupted_move(table, folder, txn):
+        table.refresh()
+    victims, bound = instants_to_archive(table, policy)
+    if not victims:
+        return ArchiveOutcome([], None, bound)
+    path = archive_to_history(table, victims, txn)
+    log.info("%s: archived %d instant(s) into %s", table.base_path, len(victims), posixpath.basename(path))
+    table.refresh()
+    return ArchiveOutcome([i.timestamp for i in victims], path, bound)

@@ -21,8 +21,9 @@ A crash before 3 leaves a version-6 table (the next upgrade writes step 2 again)
 3, leftovers that the next upgrade (a no-op otherwise) removes.
 
 The archived timeline (``.hoodie/archived``) is left where it is: versions 8 and 9 keep
-their archive as an LSM history, which this project does not write, so instants archived
-before the upgrade are no longer reachable by time travel or incremental queries.
+their archive as an LSM history (:mod:`streamer.services.archive_history` writes it from
+then on), and instants archived before the upgrade are no longer reachable by time travel
+or incremental queries.
 """
 
 from __future__ import annotations

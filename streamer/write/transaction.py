@@ -41,6 +41,7 @@ from typing import Protocol
 from streamer import faults
 from streamer.errors import CommitConflictError, CommitError, StreamerError
 from streamer.fs import FileSystem
+from streamer.table import lsm_history
 from streamer.table.instant import Action, Instant, State
 from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
 from streamer.table.metadata_table import drop_metadata_table
@@ -239,6 +240,52 @@ class Transaction:
         for inst in instants:
             for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
                 self.fs.delete_file(timeline.path_of(inst, state))
+            faults.step(f"archive removed {inst.timestamp}")
+
+    def archive_history(self, timeline: Timeline, instants: Sequence[Instant], folder: str, name: str,
+                        data: bytes) -> str:
+        """Move completed ``instants`` to the LSM history in ``folder`` (table versions 8 and
+        9, :mod:`streamer.table.lsm_history`): the data file ``name`` (``data``), then the
+        next manifest listing it with the snapshot's files, then ``_version_`` naming that
+        manifest - only then is the move published, and only then do the instants leave the
+        active timeline (:meth:`finish_archive`). Returns the data file's path.
+
+        A manifest past ``_version_`` is a crashed run's, never published: removed first
+        (Hudi 1.0.2's archiver cannot write over it). Manifests older than the newest
+        :data:`~streamer.table.lsm_history.MANIFESTS_KEPT` go last, as Hudi's archiver
+        prunes them; data files stay (every snapshot we write lists them all)."""
+        snap = lsm_history.read_snapshot(self.fs, folder)
+        for v in lsm_history.manifest_versions(self.fs, folder):
+            if v > snap.version:
+                self.fs.delete_file(posixpath.join(folder, f"{lsm_history.MANIFEST_PREFIX}{v}"))
+        if any(f.name == name for f in snap.files):
+            raise CommitError(f"the LSM history already lists {name}", folder)
+        path = posixpath.join(folder, name)
+        self.fs.write_atomic(path, data)
+        faults.step("history file written")
+        version = snap.version + 1 if snap.version >= 0 else 1
+        files = (*snap.files, lsm_history.HistoryFile(name, len(data)))
+        self.fs.write_atomic(posixpath.join(folder, f"{lsm_history.MANIFEST_PREFIX}{version}"),
+                             lsm_history.manifest_bytes(files))
+        faults.step("history manifest written")
+        self.fs.write_atomic(posixpath.join(folder, lsm_history.VERSION_FILE), str(version).encode())
+        faults.step("history version written")
+        self.finish_archive(timeline, instants)
+        for v in lsm_history.manifest_versions(self.fs, folder):
+            if v <= version - lsm_history.MANIFESTS_KEPT:
+                self.fs.delete_file(posixpath.join(folder, f"{lsm_history.MANIFEST_PREFIX}{v}"))
+        return path
+
+    def finish_archive(self, timeline: Timeline, instants: Sequence[Instant]) -> None:
+        """Remove archived ``instants`` from the active timeline as Hudi 1.x's archiver
+        does: every requested and inflight file first, then the completed files oldest
+        first, so a reader never sees a gap or a completed instant still pending."""
+        for inst in instants:
+            for state in (State.REQUESTED, State.INFLIGHT):
+                self.fs.delete_file(timeline.path_of(inst, state))
+        faults.step("archive removed pending files")
+        for inst in sorted(instants, key=lambda i: i.timestamp):
+            self.fs.delete_file(timeline.path_of(inst, State.COMPLETED))
             faults.step(f"archive removed {inst.timestamp}")
 
     # ------------------------------------------------------------------ rollback

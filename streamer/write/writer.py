@@ -147,7 +147,7 @@ class HudiWriter:
         )
         fs.mkdirs(f"{path}/.hoodie/.temp")
         # layout 1 archives into .hoodie/archived; layout 2 keeps an LSM history in the
-        # timeline folder (which this project does not write yet: docs/table-versions.md)
+        # timeline folder (streamer.table.lsm_history)
         fs.mkdirs(f"{path}/.hoodie/archived" if props.timeline_layout_version < 2
                   else f"{path}/.hoodie/{props.timeline_path}/history")
         write_properties(fs, path, props)

@@ -272,6 +272,12 @@ class HudiSpark:
         ``V2``) and ``value``."""
         return self.request({"op": "checkpoint", "path": str(path)})
 
+    def archived_timeline(self, path: str | Path) -> list[dict[str, Any]]:
+        """Hudi 1.x only: the instants its ``HoodieArchivedTimeline`` loads from the table's
+        LSM history, oldest first - ``requested``, ``completed``, ``action`` and ``detail``
+        (the deserialised metadata's gist, ``ERR ...`` when it does not deserialise)."""
+        return list(self.request({"op": "archived_timeline", "path": str(path)})["instants"])
+
     # -- writes ------------------------------------------------------------------------
     def write(
         self,

@@ -275,21 +275,25 @@ def _ordering_fields(cfg: JavaObject) -> list[str]:
     return [f for f in str(value).split(",") if f] if value is not None else []
 
 
-def _table_config(spark: SparkSession, req: Json) -> Json:
-    from py4j.protocol import Py4JError
-
+def _jvm(spark: SparkSession) -> JavaObject:
     jvm = spark._jvm
     if jvm is None:
         raise RuntimeError("the Spark session has no JVM (stopped?)")
-    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
-        spark._jsc.hadoopConfiguration()
-    )
-    meta = (
-        jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
-        .setConf(conf)
-        .setBasePath(req["path"])
-        .build()
-    )
+    return jvm
+
+
+def _meta_client(spark: SparkSession, path: str) -> JavaObject:
+    """Hudi's ``HoodieTableMetaClient`` of the table at ``path``."""
+    jvm = _jvm(spark)
+    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(spark._jsc.hadoopConfiguration())
+    return jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf) \
+        .setBasePath(path).build()
+
+
+def _table_config(spark: SparkSession, req: Json) -> Json:
+    from py4j.protocol import Py4JError
+
+    meta = _meta_client(spark, req["path"])
     cfg = meta.getTableConfig()
     try:
         keygen = cfg.getKeyGeneratorClassName()
@@ -308,18 +312,40 @@ def _checkpoint(spark: SparkSession, req: Json) -> Json:
     """The checkpoint Hudi 1.x's own ``CheckpointUtils.getCheckpoint`` (what HoodieStreamer
     1.x resumes from) finds in the table's newest completed commit: its class (V1 or V2)
     and value."""
-    jvm = spark._jvm
-    if jvm is None:
-        raise RuntimeError("the Spark session has no JVM (stopped?)")
-    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(spark._jsc.hadoopConfiguration())
-    meta = jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf) \
-        .setBasePath(req["path"]).build()
+    jvm = _jvm(spark)
+    meta = _meta_client(spark, req["path"])
     timeline = meta.getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
     last = timeline.lastInstant().get()
     commit = jvm.org.apache.hudi.common.table.timeline.TimelineUtils.getCommitMetadata(last, timeline)
     found = jvm.org.apache.hudi.common.table.checkpoint.CheckpointUtils.getCheckpoint(commit)
     return {"instant": str(last.requestedTime()), "class": str(found.getClass().getSimpleName()),
             "value": str(found.getCheckpointKey())}
+
+
+def _archived_timeline(spark: SparkSession, req: Json) -> Json:
+    """Hudi 1.x: the instants its ``HoodieArchivedTimeline`` loads (with their details),
+    and for each what deserialising its metadata gives: the commit's operation type, the
+    clean's earliest retained commit, the rolled-back commits - or ``ERR ...``."""
+    meta = _meta_client(spark, req["path"])
+    archived = meta.getArchivedTimeline()
+    archived.loadCompletedInstantDetailsInMemory()
+    out = []
+    for inst in archived.getInstants():
+        action = str(inst.getAction())
+        try:
+            if action in ("commit", "deltacommit"):
+                detail = str(archived.readCommitMetadata(inst).getOperationType())
+            elif action == "clean":
+                detail = str(archived.readCleanMetadata(inst).getEarliestCommitToRetain())
+            elif action == "rollback":
+                detail = str(list(archived.readRollbackMetadata(inst).getCommitsRollback()))
+            else:
+                detail = ""
+        except Exception as e:  # noqa: BLE001 - reported to the test as data
+            detail = f"ERR {e}"
+        out.append({"requested": str(inst.requestedTime()), "completed": str(inst.getCompletionTime()),
+                    "action": action, "detail": detail})
+    return {"instants": out, "history": str(meta.getArchivePath())}
 
 
 def _handle(spark: SparkSession, req: Json) -> Json:
@@ -336,6 +362,8 @@ def _handle(spark: SparkSession, req: Json) -> Json:
         return _table_config(spark, req)
     if op == "checkpoint":
         return _checkpoint(spark, req)
+    if op == "archived_timeline":
+        return _archived_timeline(spark, req)
     if op == "version":
         return {"spark": spark.version, "jar": os.path.basename(os.environ["HUDI_WORKER_JAR"])}
     raise ValueError(f"unknown op {op!r}")

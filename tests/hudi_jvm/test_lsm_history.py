@@ -1,0 +1,132 @@
+"""Versions 8 and 9 archived by us into Hudi 1.x's LSM history (streamer/services/
+archive_history.py), as Hudi's own classes load it: Hudi 1.0.2 (version 8) and 1.2.0 (8 and
+9) find every instant we archived, with its requested and completion time and its action,
+and deserialise each one's metadata; the tables read as their model in every reader; and
+Hudi's archiver continues on top of our history (merging our files into its layers) with
+our writer and archive going on after it.
+
+The tier's other tables of versions 8 and 9 (tests/hudi_jvm/test_table_versions.py,
+``compacted_cleaned_archived``) are archived too, and read in all four query types."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streamer.config.policies import ArchivePolicy, CleanPolicy, CompactionPolicy
+from streamer.read import Table
+from streamer.services.archive import run_archive
+from streamer.services.clean import run_clean
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
+from streamer.services.handover import handover_to_hudi
+from streamer.table import lsm_history as h
+from streamer.write import HudiWriter
+from tests.hudi_jvm.compare import Expected, Query, assert_readers_match
+from tests.support import block_tables as tg
+from tests.support.hudi_options import HUDI_WRITE
+
+pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
+
+READERS = {8: ("1.0", "1.2"), 9: ("1.2",)}
+POLICY = ArchivePolicy(min_commits=2, max_commits=3)
+CHECKS = [Query("snapshot"), Query("read_optimized")]
+#: Hudi 1.2 writing on top: it compacts, cleans and archives inline, its history merged
+#: into layer 1 once two files wait (its default waits for ten).
+HUDI_ARCHIVING = {
+    **HUDI_WRITE,
+    "hoodie.index.type": "BLOOM",
+    "hoodie.metadata.enable": "false",
+    "hoodie.compact.inline": "true",
+    "hoodie.compact.inline.max.delta.commits": "2",
+    "hoodie.clean.automatic": "true",
+    "hoodie.cleaner.commits.retained": "1",
+    "hoodie.archive.automatic": "true",
+    "hoodie.keep.min.commits": "2",
+    "hoodie.keep.max.commits": "3",
+    "hoodie.timeline.compaction.batch.size": "2",
+}
+
+
+def _services(path: str, w: HudiWriter, gen: tg.Gen, model: tg.Model, version: int) -> list[str]:
+    """A compaction, writes (one of them a delete), a clean and an archive; returns the
+    instants archived."""
+    with tg.at_version(version):
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert execute(Table.open(path), comp).status == "completed"
+        for i in range(3):
+            tg.step(w, gen, model, delete=(i == 1))
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+        return run_archive(Table.open(path), POLICY).archived
+
+
+def _history_rows(path: str) -> list[tuple[str, str, str]]:
+    t = Table.open(path)
+    rows = h.read_instants(t.fs, h.read_snapshot(t.fs, h.history_dir(path, t.properties)))
+    return list(zip(*(rows.column(c).to_pylist() for c in ("instantTime", "completionTime", "action")),
+                    strict=True))
+
+
+def _loaded(session, path: str) -> list[tuple[str, str, str]]:
+    got = session.archived_timeline(path)
+    bad = [g for g in got if g["detail"].startswith("ERR")]
+    assert not bad, f"Hudi {session.version} cannot read the metadata of {bad}"
+    return [(g["requested"], g["completed"], g["action"]) for g in got]
+
+
+@pytest.mark.parametrize("version", sorted(READERS))
+def test_hudi_loads_every_instant_we_archived_with_its_metadata(tmp_path, hudi_sessions, version):
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 6, deletes_every=3)
+    archived = _services(path, w, gen, model, version)
+    for _ in range(4):
+        tg.step(w, gen, model)
+    archived += _services(path, w, gen, model, version)  # a second snapshot, two files
+    ours = _history_rows(path)
+    assert [r[0] for r in ours] == sorted(archived) and len(archived) >= 10
+    assert {r[2] for r in ours} >= {"deltacommit", "commit", "clean"}, ours
+    for v in READERS[version]:
+        assert _loaded(hudi_sessions[v], path) == ours, v
+    sessions = {v: hudi_sessions[v] for v in READERS[version]}
+    assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), CHECKS)
+
+
+def test_hudi_archives_on_top_of_our_history_and_we_go_on(tmp_path, hudi12):
+    path = str(tmp_path / "t")
+    with tg.at_version(9):
+        w, gen, model = tg.build(path, 6, deletes_every=3)
+    first = _services(path, w, gen, model, 9)
+    assert first
+    # as a user switching to a Hudi writer does: Hudi's bloom index sees base files only
+    # (docs/hudi-interop.md), so every slice with logs is compacted first
+    handover_to_hudi(path)
+    before = h.read_snapshot(Table.open(path).fs, h.history_dir(path, Table.open(path).properties))
+    for i in range(6):
+        batch = gen.upserts(20, tag=f"h{i}")
+        hudi12.write(path, batch, HUDI_ARCHIVING)
+        model.apply(batch)
+    t = Table.open(path)
+    after = h.read_snapshot(t.fs, h.history_dir(path, t.properties))
+    assert after.version > before.version, "Hudi's archiver did not run"
+    assert any(f.name.endswith(("_1.parquet", "_2.parquet")) for f in after.files), \
+        f"Hudi did not merge our files: {[f.name for f in after.files]}"
+    loaded = _loaded(hudi12, path)
+    assert set(first) <= {r[0] for r in loaded}
+    sessions = {"1.2": hudi12}
+    assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), CHECKS)
+    # we go on: writes, services and an archive into the history Hudi rewrote
+    w2 = HudiWriter.open(path, options=tg.SMALL)
+    for i in range(4):
+        tg.step(w2, gen, model, 15, delete=(i == 2))
+    more = _services(path, w2, gen, model, 9)
+    assert more
+    loaded = _loaded(hudi12, path)
+    assert set(first) | set(more) <= {r[0] for r in loaded}
+    assert len({r[0] for r in loaded}) == len(loaded)
+    assert not {i.timestamp for i in Table.open(path).timeline.instants} & {r[0] for r in loaded}
+    assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), CHECKS)
+    ours = tg.read_ours(path)
+    assert len({(r["city"], r["id"]) for r in ours}) == len(ours), "a key twice"
+    assert os.path.isdir(h.history_dir(path, Table.open(path).properties))
