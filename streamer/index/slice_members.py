@@ -31,6 +31,7 @@ from streamer.table import meta_fields
 from streamer.table.fsview import FileSlice
 from streamer.table.log_format import BlockType, LogBlock, read_log_file
 from streamer.table.merge import CorruptBlock, ScanStats, effective_blocks
+from streamer.table.timeline import CommittedInstants
 
 RECORD_KEY = meta_fields.RECORD_KEY
 T = TypeVar("T")
@@ -220,12 +221,9 @@ def remember_block_keys(log_path: str, log_size: int, instant: str, blocks: list
 
 
 def is_committed_fn(completed: frozenset[str], first_active: str | None) -> Callable[[str], bool]:
-    """Committed = completed on the active timeline, or older than it (archived)."""
-
-    def check(instant: str) -> bool:
-        return instant in completed or (first_active is not None and instant < first_active)
-
-    return check
+    """Committed = completed on the active timeline, or older than it (archived): the rule
+    of :class:`~streamer.table.timeline.CommittedInstants`, as a function."""
+    return CommittedInstants(completed, first_active).__contains__
 
 
 @contextlib.contextmanager

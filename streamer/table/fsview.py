@@ -36,7 +36,7 @@ from streamer.table.naming import (
     parse_log_file_name,
 )
 from streamer.table.properties import METAFOLDER, TableProperties
-from streamer.table.timeline import Timeline
+from streamer.table.timeline import CommittedInstants, Timeline
 
 
 def short_file_reason(size: int, committed: int) -> str:
@@ -113,6 +113,8 @@ class _AsOf:
     """Visibility facts for one point in time, computed once per query."""
 
     completed: frozenset[str]
+    #: what counts as committed: ``completed``, or older than the active timeline (archived)
+    committed: CommittedInstants
     completion: dict[str, str]
     pending_compactions: dict[tuple[str, str], str]  # (partition, file id) -> compaction instant
     replaced: frozenset[tuple[str, str]]
@@ -185,13 +187,11 @@ class FileSystemView:
                          strict=True))
         return {t: found.get(t) or t for t in wanted}
 
-    def _committed(self, v: _AsOf, instant: str) -> bool:
-        """``instant`` wrote committed files as of ``v``: completed on the active timeline,
-        or older than the active timeline (archived: a failed write stays on the timeline
-        until rolled back). Hudi's archiver moves commits whose base files live slices
-        still read, and its readers take them as committed alike."""
-        first = self.timeline.first_instant
-        return instant in v.completed or (first is not None and instant < first)
+    @staticmethod
+    def _committed(v: _AsOf, instant: str) -> bool:
+        """``instant`` wrote committed files as of ``v`` (:class:`CommittedInstants`: Hudi's
+        archiver moves commits whose base files live slices still read)."""
+        return instant in v.committed
 
     def _completion(self, v: _AsOf, instant: str) -> str | None:
         """When the delta commit ``instant`` completed, as of ``v`` (layout 2); None: not
@@ -261,8 +261,10 @@ class FileSystemView:
         for inst in completed:
             if inst.action == Action.REPLACE_COMMIT:
                 replaced |= self.commit_metadata(inst).replaced_file_ids()
+        done = frozenset(i.timestamp for i in completed)
         return _AsOf(
-            frozenset(i.timestamp for i in completed),
+            done,
+            CommittedInstants(done, self.timeline.first_instant),
             {i.timestamp: (i.completion_time or i.timestamp) for i in completed},
             pending,
             frozenset(replaced),
