@@ -33,12 +33,19 @@ from streamer.fs_s3 import Conditional, S3Settings, custom_endpoint_environ
 _S3_READ_ATTEMPTS = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileStatus:
+    """One listed file or folder (a large table's listing holds many: slotted)."""
+
     path: str
     size: int
     is_dir: bool
-    mtime_ns: int | None = None
+    mtime_ns: int | None
+
+    @classmethod
+    def of(cls, info: pafs.FileInfo, path: str | None = None) -> FileStatus:
+        """``info`` as pyarrow lists it, named ``path`` (default: pyarrow's name for it)."""
+        return cls(path or info.path, info.size or 0, info.type == pafs.FileType.Directory, info.mtime_ns)
 
     @property
     def name(self) -> str:
@@ -116,7 +123,7 @@ class FileSystem:
         info = self.arrow.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise MissingFileError("file not found", path)
-        return FileStatus(path, info.size or 0, info.type == pafs.FileType.Directory, info.mtime_ns)
+        return FileStatus.of(info, path)
 
     def list_dir(self, path: str) -> list[FileStatus]:
         """Direct children of ``path`` (empty if it does not exist)."""
@@ -124,16 +131,13 @@ class FileSystem:
             infos = self.arrow.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         except NotADirectoryError:
             return []
-        return [
-            FileStatus(i.path, i.size or 0, i.type == pafs.FileType.Directory, i.mtime_ns)
-            for i in infos
-        ]
+        return [FileStatus.of(i) for i in infos]
 
     def walk_files(self, path: str) -> Iterator[FileStatus]:
         infos = self.arrow.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
         for i in infos:
             if i.type == pafs.FileType.File:
-                yield FileStatus(i.path, i.size or 0, False, i.mtime_ns)
+                yield FileStatus.of(i)
 
     def read_bytes(self, path: str) -> bytes:
         """The whole file. On S3 a failed read is retried (bounded): an object replaced or

@@ -48,6 +48,10 @@ class Section:
     options: tuple[Option, ...]
 
 
+def _validators(metadata: typing.Iterable[object]) -> set[object]:
+    return {m.func for m in metadata if isinstance(m, BeforeValidator)}
+
+
 @cache
 def _key_comments(model: type[BaseModel]) -> dict[str, str]:
     """``#:`` comment lines above each annotated attribute of ``model``'s class body."""
@@ -67,10 +71,6 @@ def _key_comments(model: type[BaseModel]) -> dict[str, str]:
             if above:
                 out[stmt.target.id] = " ".join(above)
     return out
-
-
-def _validators(metadata: typing.Iterable[object]) -> set[object]:
-    return {m.func for m in metadata if isinstance(m, BeforeValidator)}
 
 
 def _type_name(tp: object) -> str:

@@ -123,9 +123,7 @@ class _AsOf:
 class FileSystemView:
     """Lists a table's files once and answers slice queries for any instant."""
 
-    def __init__(
-        self, fs: FileSystem, base_path: str, props: TableProperties, timeline: Timeline
-    ) -> None:
+    def __init__(self, fs: FileSystem, base_path: str, props: TableProperties, timeline: Timeline) -> None:
         self.fs = fs
         self.base_path = base_path.rstrip("/")
         self.props = props
@@ -298,34 +296,23 @@ class FileSystemView:
             out.append(FileSlice(g.partition_path, g.file_id, key, bases.get(key), lfs))
         return out
 
-    def _visible_groups(self, partitions: Iterable[str] | None, v: _AsOf) -> Iterable[FileGroup]:
-        wanted = set(partitions) if partitions is not None else None
-        for (p, fid), g in sorted(self._groups.items()):
-            if wanted is not None and p not in wanted:
-                continue
-            if (p, fid) in v.replaced:
-                continue
-            yield g
+    def _visible_groups(self, v: _AsOf) -> Iterable[FileGroup]:
+        for key, g in sorted(self._groups.items()):
+            if key not in v.replaced:
+                yield g
 
     # ------------------------------------------------------------------ slice queries
-    def latest_file_slices(
-        self, as_of: str | None = None, partitions: Iterable[str] | None = None
-    ) -> list[FileSlice]:
+    def latest_file_slices(self, as_of: str | None = None) -> list[FileSlice]:
         """The newest visible slice of every live file group (pending-compaction slices as is)."""
         v = self._as_of(as_of)
         out = []
-        for g in self._visible_groups(partitions, v):
+        for g in self._visible_groups(v):
             slices = self._slices(g, v)
             if slices:
                 out.append(slices[-1])
         return out
 
-    def latest_merged_slices(
-        self,
-        as_of: str | None = None,
-        partitions: Iterable[str] | None = None,
-        by_completion: bool = False,
-    ) -> list[FileSlice]:
+    def latest_merged_slices(self, as_of: str | None = None, *, by_completion: bool = False) -> list[FileSlice]:
         """What a snapshot reads: the latest slice, merged with its predecessor while the
         compaction that starts it is still pending (old base + old logs + new logs).
 
@@ -333,7 +320,7 @@ class FileSystemView:
         those that had also completed by then (see :meth:`Timeline.completed_by`)."""
         v = self._as_of(as_of, by_completion)
         out = []
-        for g in self._visible_groups(partitions, v):
+        for g in self._visible_groups(v):
             served = self._served_slices(g, v)
             if not served:
                 continue
@@ -351,15 +338,10 @@ class FileSystemView:
                 out.append(latest)
         return out
 
-    def latest_base_files(
-        self,
-        as_of: str | None = None,
-        partitions: Iterable[str] | None = None,
-        by_completion: bool = False,
-    ) -> list[FileSlice]:
+    def latest_base_files(self, as_of: str | None = None, *, by_completion: bool = False) -> list[FileSlice]:
         """Read-optimized view: each live group's newest completed base file (no logs)."""
         out = []
-        for s in self.latest_merged_slices(as_of, partitions, by_completion):
+        for s in self.latest_merged_slices(as_of, by_completion=by_completion):
             if s.base_file is not None:
                 out.append(s.without_logs())
         return out
@@ -367,7 +349,7 @@ class FileSystemView:
     def all_slices(self, as_of: str | None = None) -> dict[tuple[str, str], list[FileSlice]]:
         """Every visible slice of every live group (for cleaning and compaction planning)."""
         v = self._as_of(as_of)
-        return {(g.partition_path, g.file_id): self._slices(g, v) for g in self._visible_groups(None, v)}
+        return {(g.partition_path, g.file_id): self._slices(g, v) for g in self._visible_groups(v)}
 
     def replaced_file_groups(self, as_of: str | None = None) -> frozenset[tuple[str, str]]:
         return self._as_of(as_of).replaced
@@ -418,7 +400,7 @@ class FileSystemView:
         logs, see :meth:`latest_merged_slices`), and a file lost from that slice is as
         missing from the read as one lost from the latest slice."""
         out: dict[tuple[str, str], str] = {}
-        for g in self._visible_groups(None, v):
+        for g in self._visible_groups(v):
             served = self._served_slices(g, v)
             if served:
                 out[(g.partition_path, g.file_id)] = served[0].base_instant

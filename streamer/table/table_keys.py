@@ -137,16 +137,12 @@ HUDI_BLOOM_UPDATE_PARTITION_PATH = "hoodie.bloom.index.update.partition.path"
 #: version 8+ table names its key generator by type. ``USER_PROVIDED`` has no class of
 #: its own: such a table names the class.
 KEYGEN_TYPE_CLASSES: dict[str, str] = {
-    "SIMPLE": "org.apache.hudi.keygen.SimpleKeyGenerator",
-    "SIMPLE_AVRO": "org.apache.hudi.keygen.SimpleAvroKeyGenerator",
-    "COMPLEX": "org.apache.hudi.keygen.ComplexKeyGenerator",
-    "COMPLEX_AVRO": "org.apache.hudi.keygen.ComplexAvroKeyGenerator",
-    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
-    "TIMESTAMP_AVRO": "org.apache.hudi.keygen.TimestampBasedAvroKeyGenerator",
-    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
-    "CUSTOM_AVRO": "org.apache.hudi.keygen.CustomAvroKeyGenerator",
-    "NON_PARTITION": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
-    "NON_PARTITION_AVRO": "org.apache.hudi.keygen.NonpartitionedAvroKeyGenerator",
-    "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
-    "GLOBAL_DELETE_AVRO": "org.apache.hudi.keygen.GlobalAvroDeleteKeyGenerator",
+    key_type: f"org.apache.hudi.keygen.{name}KeyGenerator" for key_type, name in (
+        ("SIMPLE", "Simple"), ("SIMPLE_AVRO", "SimpleAvro"),
+        ("COMPLEX", "Complex"), ("COMPLEX_AVRO", "ComplexAvro"),
+        ("TIMESTAMP", "TimestampBased"), ("TIMESTAMP_AVRO", "TimestampBasedAvro"),
+        ("CUSTOM", "Custom"), ("CUSTOM_AVRO", "CustomAvro"),
+        ("NON_PARTITION", "Nonpartitioned"), ("NON_PARTITION_AVRO", "NonpartitionedAvro"),
+        ("GLOBAL_DELETE", "GlobalDelete"), ("GLOBAL_DELETE_AVRO", "GlobalAvroDelete"),
+    )
 }

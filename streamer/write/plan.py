@@ -218,7 +218,7 @@ def _assign_inserts(
         )
         bucket_tids = []
         for b in buckets:
-            if b.file_id is None:  # b.is_new
+            if b.file_id is None:  # a new file group
                 tid = len(tasks)
                 tasks[tid] = FileGroupTask(
                     task_id=tid, partition=part, file_id=new_file_id(0), is_new=True, base_instant=instant

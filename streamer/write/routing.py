@@ -43,10 +43,6 @@ class InsertBucket:
     file_id: str | None = None
     base_instant: str | None = None
 
-    @property
-    def is_new(self) -> bool:
-        return self.file_id is None
-
 
 def plan_inserts(
     partition: str,

@@ -26,7 +26,7 @@ def test_small_groups_fill_first_then_new_groups_even():
     b = plan_inserts("p", 400, groups, 1, 50, 100)
     assert [x.file_id for x in b[:2]] == ["small", "mid"] and [x.count for x in b[:2]] == [90, 60]
     new = b[2:]
-    assert all(x.is_new for x in new) and sum(x.count for x in new) == 250
+    assert all(x.file_id is None for x in new) and sum(x.count for x in new) == 250
     assert len(new) == math.ceil(250 / 100) and max(x.count for x in new) - min(x.count for x in new) <= 1
 
 
