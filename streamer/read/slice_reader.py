@@ -58,6 +58,12 @@ class SliceReadSpec:
     filter: pc.Expression | None = None
     include_logs: bool = True
     commit_times: frozenset[str] | None = None  # incremental: keep rows of these commits
+    #: incremental, with archived writes in a layout-1 range: also keep every commit time in
+    #: ``(begin, end]`` (``None`` bounds: open; :mod:`streamer.read.incremental`)
+    commit_range: tuple[str | None, str | None] | None = None
+    #: incremental over archived writes: the base rows and each data block's records are
+    #: kept by commit time *before* they merge, deletes all apply (Hudi 1.x's scan)
+    sources_by_commit_time: bool = False
     url_encode: bool = False  # partition values in paths are escaped (Hudi's urlencode)
     partition_fields: tuple[str, ...] = ()
     hive_style: bool = False
@@ -227,6 +233,9 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
                 base = _read_base_pruned(fs, path, spec, project, log_keys, stats)
         if base is None:
             base = _read_base(fs, path, pushdown, project, spec.filter_fields)
+    if spec.sources_by_commit_time:
+        base = _of_the_range_only(base, spec)
+        blocks = [(kind, _of_the_range_only(t, spec) if kind == "data" else t) for kind, t in blocks]
     table = merge_records(base, blocks, spec.merge, _kept_columns(spec))
     if table is None:
         return None, stats
@@ -240,10 +249,27 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
             if name not in table.column_names:
                 table = table.append_column(name, pa.array([values.get(name)] * len(table), pa.string()))
     if spec.incremental and COMMIT_TIME in table.column_names:
-        wanted = pa.array(sorted(spec.commit_times or ()), pa.string())
-        table = table.filter(pc.is_in(table.column(COMMIT_TIME), value_set=wanted))
+        table = table.filter(_of_the_range(table.column(COMMIT_TIME), spec))
     if spec.filter is not None and pushdown is None:
         table = with_filter_fields(table, spec.filter_fields).filter(spec.filter)
     if spec.columns is not None:
         table = table.select([c for c in spec.columns if c in table.column_names])
     return table, stats
+
+
+def _of_the_range(times: pa.ChunkedArray, spec: SliceReadSpec) -> pa.ChunkedArray:
+    """Which rows an incremental read keeps: those of its commits, or of its range."""
+    keep = pc.is_in(times, value_set=pa.array(sorted(spec.commit_times or ()), pa.string()))
+    if spec.commit_range is not None:
+        begin, end = spec.commit_range
+        inside = pc.and_(pc.greater(times, begin) if begin is not None else pc.is_valid(times),
+                         pc.less_equal(times, end) if end is not None else pc.is_valid(times))
+        keep = pc.or_(keep, inside)
+    return keep
+
+
+def _of_the_range_only(table: pa.Table | None, spec: SliceReadSpec) -> pa.Table | None:
+    """``table``'s rows of the incremental range (:func:`_of_the_range`)."""
+    if table is None or COMMIT_TIME not in table.column_names:
+        return table
+    return table.filter(_of_the_range(table.column(COMMIT_TIME), spec))

@@ -29,6 +29,7 @@ from streamer import defaults
 from streamer.errors import CorruptDataError, QueryError, StreamerError, UnsupportedMergeError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
 from streamer.integrity import CommittedRegions, read_damage, short_files
+from streamer.read.incremental import ArchivedReach, archived_reach
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table import lsm_history
 from streamer.table.fsview import FileSlice, FileSystemView
@@ -277,7 +278,7 @@ class Table:
         if self.timeline.layout_version >= 2:
             folder = lsm_history.history_dir(self.base_path, self.properties)
             return bool(lsm_history.read_snapshot(self.fs, folder).files)
-        return bool(self.fs.list_dir(f"{self.base_path}/.hoodie/archived"))
+        return bool(self.fs.list_dir(f"{self.base_path}/.hoodie/{self.properties.archive_folder}"))
 
     def plan(
         self,
@@ -328,12 +329,9 @@ class Table:
         if query == "snapshot":
             view.check_committed_files(as_of, allow_short=allow_corrupt)
         commit_times: frozenset[str] | None = None
+        reach: ArchivedReach | None = None
         if query == "incremental":
-            selected = self._incremental_instants(tl, begin, end)
-            commit_times = frozenset(i.timestamp for i in selected)
-            # the range's files in slices read today (older ones a clean may have removed)
-            view.check_committed_files(None, allow_short=allow_corrupt, instants=commit_times)
-            slices = _written_in(slices, [view.commit_metadata(inst) for inst in selected])
+            slices, commit_times, reach = self._incremental(tl, begin, end, slices, allow_corrupt)
         schema = self.schema() if filter is not None else None
         if filter is not None and props.partition_fields:
             verdicts: dict[str, bool] = {}  # one evaluation per partition, not per slice
@@ -345,11 +343,13 @@ class Table:
         filter_columns = _filter_columns(filter, schema, props.partition_fields) if filter is not None else None
         spec = SliceReadSpec(
             merge=self.merge_spec(),
-            completed=completed,
+            completed=completed if reach is None else self.timeline.committed(),  # a scan: every delete
             columns=tuple(columns) if columns else None,
             filter=filter,
             include_logs=query != "read_optimized",
             commit_times=commit_times,
+            commit_range=reach.commit_range if reach is not None else None,
+            sources_by_commit_time=reach is not None,
             partition_fields=props.partition_fields,
             hive_style=props.hive_style_partitioning,
             add_partition_columns=props.drop_partition_columns,
@@ -359,6 +359,21 @@ class Table:
                                 and c in schema.names),
         )
         return ReadPlan(slices, spec, schema)
+
+    def _incremental(self, tl: Timeline, begin: str | None, end: str | None, slices: list[FileSlice],
+                     allow_corrupt: bool) -> tuple[list[FileSlice], frozenset[str], ArchivedReach | None]:
+        """An incremental range's slices and the commit times whose rows it keeps, with what
+        it keeps of archived writes (:mod:`streamer.read.incremental`)."""
+        selected = self._incremental_instants(tl, begin, end)
+        commit_times = frozenset(i.timestamp for i in selected)
+        # the range's files in slices read today (older ones a clean may have removed)
+        self.fsview.check_committed_files(None, allow_short=allow_corrupt, instants=commit_times)
+        reach = archived_reach(self.fs, self.base_path, self.properties, self.timeline, begin, end)
+        if reach is None:
+            return _written_in(slices, [self.fsview.commit_metadata(i) for i in selected]), commit_times, None
+        # archived writes name no files any more (and a clean may have removed the slices of
+        # the range's end): today's latest slices, kept by commit time, as Hudi 1.x does
+        return self.fsview.latest_merged_slices(), commit_times | reach.commit_times, reach
 
     def _incremental_instants(self, tl: Timeline, begin: str | None, end: str | None) -> list[Instant]:
         """Completed writes in ``(begin, end]``, compactions excluded (they change no record).

@@ -70,7 +70,7 @@ from streamer.table.metadata import (
     RollbackMetadata,
 )
 from streamer.table.naming import parse_log_file_name
-from streamer.table.properties import ARCHIVELOG_FOLDER, METAFOLDER
+from streamer.table.properties import METAFOLDER
 from streamer.write.lock import PlanLock
 from streamer.write.transaction import Transaction
 
@@ -124,8 +124,7 @@ class ArchiveOutcome:
 
 
 def archive_dir(table: Table) -> str:
-    folder = table.properties.get(ARCHIVELOG_FOLDER) or "archived"
-    return posixpath.join(table.base_path, METAFOLDER, folder)
+    return posixpath.join(table.base_path, METAFOLDER, table.properties.archive_folder)
 
 
 def archive_bound(table: Table) -> str | None:

@@ -286,6 +286,11 @@ class TableProperties:
         return ""
 
     @property
+    def archive_folder(self) -> str:
+        """Layout 1's archived timeline folder relative to ``.hoodie`` (``archived``)."""
+        return self.raw.get(ARCHIVELOG_FOLDER) or "archived"
+
+    @property
     def record_key_fields(self) -> tuple[str, ...]:
         """The record key fields, as written: no ``:`` suffix is removed.
 

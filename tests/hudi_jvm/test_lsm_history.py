@@ -23,8 +23,17 @@ from streamer.services.executor import execute
 from streamer.services.handover import handover_to_hudi
 from streamer.table import lsm_history as h
 from streamer.write import HudiWriter
-from tests.hudi_jvm.compare import Expected, Query, assert_readers_match
+from tests.hudi_jvm.compare import (
+    Expected,
+    Query,
+    assert_readers_match,
+    canon,
+    canon_rows,
+    hudi_requests,
+)
 from tests.support import block_tables as tg
+from tests.support.archived_writes import archived_writes
+from tests.support.hudi import HudiOracleError
 from tests.support.hudi_options import HUDI_WRITE
 
 pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
@@ -130,3 +139,47 @@ def test_hudi_archives_on_top_of_our_history_and_we_go_on(tmp_path, hudi12):
     ours = tg.read_ours(path)
     assert len({(r["city"], r["id"]) for r in ours}) == len(ours), "a key twice"
     assert os.path.isdir(h.history_dir(path, Table.open(path).properties))
+
+
+#: Hudi 0.15 reads a range holding archived writes from the active writes' files alone
+#: (its fallback to a full scan is off by default); 1.x falls back by default.
+FALLBACK = {"hoodie.datasource.read.incr.fallback.fulltablescan.enable": "true"}
+#: Releases whose fallback scan reads a merge-on-read table's base files alone (the rows of
+#: the range's writes there; no log merged). Hudi 1.2.0 merges each slice as we do.
+BASE_FILES_ONLY = ("0.15", "1.0")
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_hudi_answers_incremental_ranges_over_archived_writes_as_we_do(tmp_path, hudi_sessions, version):
+    """Ranges from the start, within the archive, across its edge and after it: ours and
+    Hudi 1.2.0 equal the record of which write last wrote each key (tests/support/
+    archived_writes.py); Hudi 0.15.0 and 1.0.2, where their scan runs, its base-file rows.
+    Their scan runs when the range holds an archived write, and at layout 1 (their
+    version-6 reader) whenever ``begin`` is older than the active timeline."""
+    t = archived_writes(str(tmp_path / "t"), version)
+    last, k = len(t.writes) - 1, len(t.archived)
+    first_active = Table.open(t.path).timeline.first_instant
+    ranges = [(None, last), (None, 1), (0, 2), (1, k + 1), (k - 1, last)]
+    queries = []
+    for after, upto in ranges:
+        begin, end = t.bounds(after, upto)
+        queries.append(Query("incremental", begin=begin or "000", end=end))
+
+    def want(v: str, q: Query, after: int | None, upto: int) -> list[str]:
+        scanned = (after is None or after < k - 1) if version > 6 else q.begin < first_active
+        rows = t.base_files_only(after, upto) if v in BASE_FILES_ONLY and scanned else t.expected(after, upto)
+        return canon_rows(rows, tg.COLUMNS)
+
+    failures = []
+    for q, (after, upto) in zip(queries, ranges, strict=True):
+        if canon(Table.open(t.path).read("incremental", begin=q.begin, end=q.end), tg.COLUMNS) != want("", q, after, upto):
+            failures.append(f"ours {q.label()}")
+    for v in (("0.15", "1.0", "1.2") if version == 6 else READERS[version]):
+        answers = hudi_sessions[v].read_many(hudi_requests(hudi_sessions[v], t.path, queries, FALLBACK))
+        for q, (after, upto), got in zip(queries, ranges, answers, strict=True):
+            expected = want(v, q, after, upto)
+            if isinstance(got, HudiOracleError):
+                failures.append(f"Hudi {v} {q.label()}: {got}")
+            elif (got.num_rows or expected) and canon(got, tg.COLUMNS) != expected:  # no rows may mean no columns
+                failures.append(f"Hudi {v} {q.label()}: {got.num_rows} rows, {len(expected)} expected")
+    assert not failures, "\n".join(failures)
