@@ -174,7 +174,7 @@ def test_hudi_answers_incremental_ranges_over_archived_writes_as_we_do(tmp_path,
     for q, (after, upto) in zip(queries, ranges, strict=True):
         if canon(Table.open(t.path).read("incremental", begin=q.begin, end=q.end), tg.COLUMNS) != want("", q, after, upto):
             failures.append(f"ours {q.label()}")
-    for v in (("0.15", "1.0", "1.2") if version == 6 else READERS[version]):
+    for v in (("0.15", "1.2") if version == 6 else READERS[version]):  # 1.0 reads 6 as 0.15 does
         answers = hudi_sessions[v].read_many(hudi_requests(hudi_sessions[v], t.path, queries, FALLBACK))
         for q, (after, upto), got in zip(queries, ranges, answers, strict=True):
             expected = want(v, q, after, upto)
