@@ -20,18 +20,22 @@ slice missing there would drop its rows unseen. The range's writes are:
   ``(begin, end]`` - a row's commit time is a committed write's requested time, so the
   range is the set without listing the archive (Hudi's own fallback filter);
 - layout 2 (Hudi 1.x: completion times order it): the requested times of the range's
-  writes, the archived ones with their completion times from the LSM history.
+  writes, the archived ones with their completion times from the LSM history - its files
+  of writes requested from a day before ``begin`` on, as Hudi 1.x's completion-time view
+  loads it (a write completes within a day of its request), so a long history is not
+  read whole by every query.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pyarrow.compute as pc
 
 from streamer.fs import FileSystem
 from streamer.table import lsm_history
-from streamer.table.instant import Action
+from streamer.table.instant import Action, format_instant_time, parse_instant_time
 from streamer.table.properties import TableProperties
 from streamer.table.timeline import Timeline
 
@@ -60,7 +64,7 @@ def archived_reach(fs: FileSystem, base_path: str, props: TableProperties, timel
     snapshot = lsm_history.read_snapshot(fs, lsm_history.history_dir(base_path, props))
     if not snapshot.files:
         return None
-    rows = lsm_history.read_instants(fs, snapshot)
+    rows = lsm_history.read_instants(fs, snapshot, since=_day_before(begin))
     done, requested = rows.column("completionTime"), rows.column("instantTime")
     keep = pc.is_in(rows.column("action"), value_set=pc.cast(list(Action.WRITE_ACTIONS), "string"))
     if begin is not None:
@@ -69,3 +73,12 @@ def archived_reach(fs: FileSystem, base_path: str, props: TableProperties, timel
         keep = pc.and_(keep, pc.less_equal(done, end))
     times = frozenset(requested.filter(keep).to_pylist())
     return ArchivedReach(commit_times=times) if times else None
+
+
+def _day_before(begin: str | None) -> str | None:
+    """The instant a day before ``begin`` (``None``: from the first; so is a bound that is
+    no instant time, such as Hudi's ``000``)."""
+    try:
+        return format_instant_time(parse_instant_time(begin) - timedelta(days=1)) if begin else None
+    except ValueError:
+        return None

@@ -8,9 +8,14 @@ reader (tests/support/archived_writes.py). Hudi 1.x's answers: tests/hudi_jvm/te
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from streamer.errors import CorruptDataError
 from streamer.read import Table
+from streamer.table import lsm_history as h
+from streamer.table.instant import format_instant_time, parse_instant_time
 from tests.support import block_tables as tg
 from tests.support.archived_writes import archived_writes
 
@@ -36,3 +41,16 @@ def test_a_range_of_active_writes_still_reads_only_their_files(tmp_path):
     rows = Table.open(t.path).read("incremental", begin=begin, end=end)
     assert set(rows.column("_hoodie_commit_time").to_pylist()) <= set(t.writes[after + 1:upto + 1])
     assert len(rows) > 0
+
+
+def test_a_range_reads_the_history_from_a_day_before_its_begin(tmp_path):
+    """Layout 2: history files of writes requested over a day before ``begin`` are not read
+    (Hudi 1.x's completion-time view loads the same); an older bound reads them."""
+    t = archived_writes(str(tmp_path / "t"), 9)
+    table = Table.open(t.path)
+    [old] = h.read_snapshot(table.fs, h.history_dir(t.path, table.properties)).files
+    (tmp_path / "t" / ".hoodie" / "timeline" / "history" / old.name).write_bytes(b"not parquet")
+    later = format_instant_time(parse_instant_time(t.writes[-1]) + timedelta(days=1, minutes=1))
+    assert Table.open(t.path).read("incremental", begin=later).num_rows == 0
+    with pytest.raises(CorruptDataError, match=old.name):
+        Table.open(t.path).read("incremental", begin=t.writes[0])
