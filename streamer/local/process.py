@@ -24,6 +24,13 @@ log = logging.getLogger(__name__)
 
 _P = TypeVar("_P", bound="ManagedProcess")
 
+#: The fields a server keeps its listening ports in (0: picked by its start).
+PORT_FIELDS = ("port", "controller_port")
+#: How many times a start with ports of its own picking is tried (see ``ManagedProcess.start``).
+BIND_ATTEMPTS = 3
+#: What Java's ``BindException``, Python's ``OSError`` and PostgreSQL say of a taken port.
+_PORT_TAKEN = "Address already in use"
+
 
 @dataclass
 class ManagedProcess:
@@ -58,9 +65,25 @@ class ManagedProcess:
 
     def start(self: _P, timeout_s: float | None = None) -> _P:
         """Start the server unless it runs, and wait up to ``timeout_s`` (by default
-        :attr:`START_TIMEOUT_S`) until it answers; a server that does not is stopped."""
+        :attr:`START_TIMEOUT_S`) until it answers; a server that does not is stopped.
+
+        A port the start picks itself (a ``port`` field left 0) is free when picked but may
+        be taken by another process before the server binds it: such a start that fails
+        with "Address already in use" is retried with fresh ports, up to
+        :data:`BIND_ATTEMPTS` times. Ports given by the caller are never changed."""
         if self._proc is None:
-            self._launch(self.START_TIMEOUT_S if timeout_s is None else timeout_s)
+            picked = [name for name in PORT_FIELDS if getattr(self, name, None) == 0]
+            for attempt in range(1, BIND_ATTEMPTS + 1):
+                try:
+                    self._launch(self.START_TIMEOUT_S if timeout_s is None else timeout_s)
+                    break
+                except StreamerError as e:
+                    if not picked or attempt == BIND_ATTEMPTS or _PORT_TAKEN not in str(e):
+                        raise
+                    log.warning("%s: a port picked for it was taken before it bound it; picking others "
+                                "(attempt %d of %d)", self.describe(), attempt + 1, BIND_ATTEMPTS)
+                    for name in picked:
+                        setattr(self, name, 0)
         return self
 
     def _launch(self, timeout_s: float) -> None:
