@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.fs import FileSystem
@@ -58,21 +59,27 @@ def archived_reach(fs: FileSystem, base_path: str, props: TableProperties, timel
         first = timeline.first_instant
         if begin is not None and first is not None and begin >= first:
             return None  # every archived instant is older than the active timeline
-        if not fs.list_dir(f"{base_path.rstrip('/')}/.hoodie/{props.archive_folder}"):
-            return None
-        return ArchivedReach(commit_range=(begin, end))
+        return ArchivedReach(commit_range=(begin, end)) if has_archive(fs, base_path, props, timeline) else None
     snapshot = lsm_history.read_snapshot(fs, lsm_history.history_dir(base_path, props))
     if not snapshot.files:
         return None
     rows = lsm_history.read_instants(fs, snapshot, since=_day_before(begin))
     done, requested = rows.column("completionTime"), rows.column("instantTime")
-    keep = pc.is_in(rows.column("action"), value_set=pc.cast(list(Action.WRITE_ACTIONS), "string"))
+    keep = pc.is_in(rows.column("action"), value_set=pa.array(sorted(Action.WRITE_ACTIONS)))
     if begin is not None:
         keep = pc.and_(keep, pc.greater(done, begin))
     if end is not None:
         keep = pc.and_(keep, pc.less_equal(done, end))
     times = frozenset(requested.filter(keep).to_pylist())
     return ArchivedReach(commit_times=times) if times else None
+
+
+def has_archive(fs: FileSystem, base_path: str, props: TableProperties, timeline: Timeline) -> bool:
+    """Instants were archived: ``.hoodie/archived`` (layout 1) or the LSM history (layout
+    2) holds some."""
+    if timeline.layout_version >= 2:
+        return bool(lsm_history.read_snapshot(fs, lsm_history.history_dir(base_path, props)).files)
+    return bool(fs.list_dir(f"{base_path.rstrip('/')}/.hoodie/{props.archive_folder}"))
 
 
 def _day_before(begin: str | None) -> str | None:

@@ -248,8 +248,8 @@ def read_file_slice(fs: FileSystem, fslice: FileSlice, spec: SliceReadSpec) -> t
         for name in spec.partition_fields:
             if name not in table.column_names:
                 table = table.append_column(name, pa.array([values.get(name)] * len(table), pa.string()))
-    if spec.incremental and COMMIT_TIME in table.column_names:
-        table = table.filter(_of_the_range(table.column(COMMIT_TIME), spec))
+    if spec.incremental and not spec.sources_by_commit_time and COMMIT_TIME in table.column_names:
+        table = table.filter(_of_the_range(table.column(COMMIT_TIME), spec))  # (a scan's sources were)
     if spec.filter is not None and pushdown is None:
         table = with_filter_fields(table, spec.filter_fields).filter(spec.filter)
     if spec.columns is not None:

@@ -29,9 +29,8 @@ from streamer import defaults
 from streamer.errors import CorruptDataError, QueryError, StreamerError, UnsupportedMergeError  # noqa: F401 - QueryError re-exported
 from streamer.fs import FileSystem, resolve
 from streamer.integrity import CommittedRegions, read_damage, short_files
-from streamer.read.incremental import ArchivedReach, archived_reach
+from streamer.read.incremental import ArchivedReach, archived_reach, has_archive
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
-from streamer.table import lsm_history
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
@@ -273,12 +272,8 @@ class Table:
                              f"{self.base_path}: the table did not exist yet")
 
     def _has_archive(self) -> bool:
-        """Instants were archived: ``.hoodie/archived`` (version 6) or the LSM history
-        (versions 8 and 9) holds some."""
-        if self.timeline.layout_version >= 2:
-            folder = lsm_history.history_dir(self.base_path, self.properties)
-            return bool(lsm_history.read_snapshot(self.fs, folder).files)
-        return bool(self.fs.list_dir(f"{self.base_path}/.hoodie/{self.properties.archive_folder}"))
+        """Instants were archived (:func:`streamer.read.incremental.has_archive`)."""
+        return has_archive(self.fs, self.base_path, self.properties, self.timeline)
 
     def plan(
         self,
