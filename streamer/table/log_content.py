@@ -203,8 +203,9 @@ def _maps_as_dicts(v: Any) -> Any:
 # -- Parquet data -----------------------------------------------------------------------------
 def encode_parquet_content(table: pa.Table, kv_metadata: Mapping[str, str], *,
                            codec: str = defaults.PARQUET_CODEC) -> bytes:
-    """A Parquet data block's content: a whole Parquet file with ``kv_metadata`` in its footer."""
-    return parquet_bytes(table, kv_metadata, codec=codec)
+    """A Parquet data block's content: a whole Parquet file with ``kv_metadata`` in its
+    footer, without column statistics (see :func:`streamer.table.base_file.parquet_bytes`)."""
+    return parquet_bytes(table, kv_metadata, codec=codec, statistics=False)
 
 
 def sort_by_record_key(table: pa.Table) -> pa.Table:

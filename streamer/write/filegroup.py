@@ -316,7 +316,7 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
         kv = block_metadata(keys, seed, ctx.bloom, task.base_instant, with_bloom=ctx.block_filters)
         # rows are already sorted by key; framing the Parquet bytes ourselves skips
         # encode_data_block's default-sized filter that our kv would replace anyway
-        blocks.append((encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec)), keys))
+        blocks.append((encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec, statistics=False)), keys))
         if i + 1 < len(ranges):
             # the next block chains on exactly what this one's footer says
             seed = KeySummary.from_kv(
