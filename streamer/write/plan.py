@@ -120,14 +120,16 @@ def _existing_tasks(
 
 
 def build_plan(keys: pa.Table, file_ids: pa.Array | None, target: PlanTarget, sizing: SizingPolicy, *,
-               short: np.ndarray | None = None) -> WritePlan:
+               short: np.ndarray | None = None, partitions: pa.DictionaryArray | None = None) -> WritePlan:
     """Decide each row's file group and operation (``file_ids=None``: all inserts), against
-    ``target``. ``short``: the keys as :func:`streamer.data.short_keys` integers, if the
-    caller made them already.
+    ``target``. ``short``: the keys as :func:`streamer.data.short_keys` integers,
+    ``partitions``: the keys' partition paths dictionary-encoded, if the caller made them
+    already (the groups of rows by partition are found on their codes).
     """
     slices, instant = target.slices, target.instant
     n = keys.num_rows
     parts = keys.column(PARTITION_PATH_COL).combine_chunks()
+    coded = partitions if partitions is not None else dictionary_encoded(parts)
     rkeys = keys.column(RECORD_KEY_COL).combine_chunks()
     if file_ids is None:
         file_ids = pa.nulls(n, pa.string())
@@ -135,10 +137,10 @@ def build_plan(keys: pa.Table, file_ids: pa.Array | None, target: PlanTarget, si
     task_ids = np.full(n, -1, dtype=np.int32)
     tasks: dict[int, FileGroupTask] = {}
     existing_task = _existing_tasks(tasks, slices, target.log_versions, target.append_to)
-    _assign_touched(ops, parts, file_ids, existing_task, task_ids)
+    _assign_touched(ops, coded, file_ids, existing_task, task_ids)
     if short is None:
         short = short_keys(rkeys)
-    new_partitions = _assign_inserts(ops, parts, short, rkeys, slices, instant, sizing, tasks, existing_task,
+    new_partitions = _assign_inserts(ops, coded, short, rkeys, slices, instant, sizing, tasks, existing_task,
                                      task_ids)
     return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions, short_keys=short)
 
