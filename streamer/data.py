@@ -4,12 +4,13 @@ A batch is either a Spark DataFrame (classic or Spark Connect) or anything Arrow
 (``pyarrow.Table``, ``RecordBatch``, a dict of columns...). Every component that must
 tell them apart asks here, instead of probing attributes on ``data: Any``. And how a
 batch's rows are split by a column's values (its partitions), which the index and the
-planner both do.
+planner both do; and the arrays the writer builds per row (short keys, numbered strings).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -131,3 +132,66 @@ def key_order(keys: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:
         order = np.argsort(keys, kind="stable")
     return order
 
+
+
+# -- numbered strings ---------------------------------------------------------------------------
+#: Per digit count k, the decimal digits of every k-digit number (k = 1: 0..9), each as one
+#: little-endian uint64 whose first byte is the leading digit: made once per process,
+#: extended when a larger count is asked for (see :func:`numbered_strings`).
+_DIGIT_WORDS: list[np.ndarray] = []
+_DIGITS_LOCK = threading.Lock()
+
+
+def _digit_words(k: int) -> np.ndarray:
+    """The digit words of the k-digit numbers (``k <= 8``), from those of k-1 digits: a
+    number ``10 q + r`` is ``q``'s digits, then ``r``'s (three array passes per number)."""
+    with _DIGITS_LOCK:
+        while len(_DIGIT_WORDS) < k:
+            j = len(_DIGIT_WORDS)  # building the words of j + 1 digits
+            last = np.arange(10, dtype=np.uint64) + np.uint64(48)
+            if j == 0:
+                _DIGIT_WORDS.append(last)
+                continue
+            prev = _DIGIT_WORDS[j - 1][1:] if j == 1 else _DIGIT_WORDS[j - 1]  # no leading 0
+            shifted = np.tile(last << np.uint64(8 * j), len(prev))
+            _DIGIT_WORDS.append(np.repeat(prev, 10) | shifted)
+        return _DIGIT_WORDS[k - 1]
+
+
+def numbered_strings(prefix: str, n: int) -> pa.Array:
+    """``[f"{prefix}{i}" for i in range(n)]`` as an Arrow ``string`` array, built in bytes.
+
+    Why: Hudi's ``_hoodie_commit_seqno`` is ``<instant>_<task>_<row>`` for every row written;
+    casting a million row numbers to strings and joining them to the prefix cost ~4% of a
+    1M-row upsert (benchmarks/RESULTS.md, "Large batches"). Here each run of equal-length
+    strings is written as rows of a byte matrix: every row's digits as one 8-byte word (its
+    spill into the next row is overwritten by that row's prefix, written after), then the
+    prefix in words of 8, 4, 2 and 1 bytes. Numbers of more than 8 digits fall back to Arrow.
+    """
+    if n > 10**8:
+        seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
+        return pc.binary_join_element_wise(prefix, seq, "")
+    head = np.frombuffer(prefix.encode("utf-8"), dtype=np.uint8)
+    lp = len(head)
+    counts = [max(0, min(n, 10**k) - (0 if k == 1 else 10 ** (k - 1))) for k in range(1, 9)]
+    widths = [lp + k for k in range(1, 9)]
+    total = sum(c * w for c, w in zip(counts, widths, strict=True))
+    buf = np.empty(total + 8, dtype=np.uint8)  # every byte is written; + 8: the last digit word spills
+    offsets = np.empty(n + 1, dtype=np.int32)
+    offsets[0] = 0
+    start = row = 0
+    for k, (cnt, width) in enumerate(zip(counts, widths, strict=True), start=1):
+        if cnt == 0:
+            break
+        digits = np.ndarray((cnt,), dtype="<u8", buffer=buf, offset=start + lp, strides=(width,))
+        digits[:] = _digit_words(k)[:cnt]
+        at = 0
+        for size, dtype in ((8, "<u8"), (4, "<u4"), (2, "<u2"), (1, "u1")):
+            while lp - at >= size:
+                word = head[at : at + size].view(dtype)[0]
+                np.ndarray((cnt,), dtype=dtype, buffer=buf, offset=start + at, strides=(width,))[:] = word
+                at += size
+        offsets[row + 1 : row + cnt + 1] = start + width * np.arange(1, cnt + 1, dtype=np.int64)
+        start += cnt * width
+        row += cnt
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buf[:total])])

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer import defaults, faults
+from streamer.data import numbered_strings
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata, extend
 from streamer.index.slice_members import (
@@ -136,8 +137,7 @@ def _with_meta(ctx: WriteContext, rows: pa.Table, task: FileGroupTask, file_name
     if not _sorted_by_key(rows):
         rows = rows.take(pc.sort_indices(rows, [(RECORD_KEY_COL, "ascending")]))
     n = rows.num_rows
-    seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
-    seqno = pc.binary_join_element_wise(f"{ctx.instant}_{task.task_id}_", seq, "")
+    seqno = numbered_strings(f"{ctx.instant}_{task.task_id}_", n)
     meta = {
         COMMIT_TIME_COL: _constant(ctx.instant, n),
         SEQNO_COL: seqno,

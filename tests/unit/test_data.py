@@ -1,14 +1,15 @@
-"""Splitting a batch's rows by a column's values (streamer.data.rows_by_value), and short keys as integers (short_keys)."""
+"""Splitting a batch's rows by a column's values (streamer.data.rows_by_value), short keys as integers (short_keys), numbered strings (numbered_strings)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamer.data import rows_by_value, short_keys
+from streamer.data import numbered_strings, rows_by_value, short_keys
 
 
 @given(st.lists(st.one_of(st.none(), st.sampled_from(["sf", "nyc", "", "a/b=1", "é"])), max_size=60))
@@ -54,3 +55,16 @@ def test_short_keys_order_and_compare_as_the_strings_do():
         assert short_keys(pa.array(unfit, pa.string())) is None
     assert short_keys(pa.array([1, 2])) is None
     assert len(short_keys(pa.array([], pa.string()))) == 0
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "1234567", "12345678", "123456789",
+                                    "20261202113000123_7_", "é_ü_"])
+def test_numbered_strings_are_the_prefix_and_each_row_number(prefix):
+    """Built as bytes (see :func:`numbered_strings`): the same array as Arrow's cast and
+    join, at every digit-count edge, for prefixes whose length is and is not a multiple of
+    the 8-, 4-, 2- and 1-byte words it is written in."""
+    for n in (0, 1, 9, 10, 11, 99, 100, 101, 1000, 10001, 123_457):
+        got = numbered_strings(prefix, n)
+        got.validate(full=True)
+        assert got.type == pa.string() and len(got) == n
+        assert got.equals(pa.array([f"{prefix}{i}" for i in range(n)], pa.string())), (prefix, n)
