@@ -52,7 +52,7 @@ from streamer.table.log_format import (
 )
 from streamer.table.metadata import WriteStat
 from streamer.table.naming import base_file_name, write_token
-from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.log_file import SliceTarget, delete_block, write_log_file
 from streamer.write.markers import IOType, Marker, create_marker
 
@@ -91,6 +91,12 @@ class WriteContext:
     #: 1.x slices them by the commit's completion time), never a next version of a
     #: slice's log (see :class:`streamer.write.log_file.SliceTarget`)
     log_per_instant: bool = False
+    #: a string data column whose value on every row is the row's partition path (a
+    #: simple key generator's one field, neither Hive-style nor URL-encoded): a file
+    #: group's copy of it is written as its partition's one value (a one-entry
+    #: dictionary, as the meta columns that hold one value per file), not gathered and
+    #: hashed row by row - except in the default partition, which null and empty share
+    partition_value_column: str | None = None
     #: local engine only: each looked-up slice's log-blocks key range as the index read
     #: it, keyed by (partition, file id, base instant), so appending does not read and
     #: parse the newest block's footer again (never shipped to Spark executors)
@@ -148,6 +154,10 @@ def _with_meta(ctx: WriteContext, rows: pa.Table, task: FileGroupTask, file_name
     arrays = [meta[c] for c in META_ORDER]
     fields = [pa.field(c, meta[c].type) for c in META_ORDER]
     for f in ctx.data_schema:
+        if f.name == ctx.partition_value_column and task.partition != DEFAULT_PARTITION:
+            arrays.append(_constant(task.partition, n))
+            fields.append(f.with_type(arrays[-1].type))
+            continue
         col = rows.column(f.name) if f.name in rows.column_names else pa.nulls(n, f.type)
         arrays.append(col if col.type.equals(f.type) else col.cast(f.type))
         fields.append(f)
@@ -160,9 +170,8 @@ def _constant(value: str, n: int) -> pa.DictionaryArray:
 
 
 def _plain_meta(data: pa.Table) -> pa.Table:
-    """``data`` with its one-value meta columns as plain strings (for the Avro encoder)."""
-    schema = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) and f.name in META_ORDER
-                        else f for f in data.schema])
+    """``data`` with its one-value columns (:func:`_constant`) as plain strings (for the Avro encoder)."""
+    schema = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in data.schema])
     return data.cast(schema)
 
 

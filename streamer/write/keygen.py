@@ -208,6 +208,23 @@ def partition_paths(table: pa.Table, cfg: TableConfig) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "/")
 
 
+def partition_value_column(cfg: TableConfig, schema: pa.Schema) -> str | None:
+    """The data column whose value on every row is the row's partition path, if there is
+    one: the one partition field of a simple or complex key generator, a ``string``,
+    neither Hive-style (``name=value``) nor URL-encoded. Not in the default partition,
+    where null and empty values both land (see :func:`_partition_part`); and never with a
+    global index, which may write an update where its key is stored, under another
+    partition than its value names (``streamer.write.moves``)."""
+    if cfg.keygen in (KeyGenType.NON_PARTITIONED, KeyGenType.TIMESTAMP) or len(cfg.partition_fields) != 1:
+        return None
+    if cfg.index.is_global:
+        return None
+    name = cfg.partition_fields[0]
+    if cfg.hive_style_partitioning or cfg.url_encode_partitions or name not in schema.names:
+        return None
+    return name if schema.field(name).type == pa.string() else None
+
+
 def build_keys(table: pa.Table, cfg: TableConfig) -> Keys:
     """Both key columns for ``table`` (raises :class:`SchemaError` naming the field)."""
     return Keys(record_keys(table, cfg), partition_paths(table, cfg))

@@ -60,6 +60,7 @@ from streamer.table.snapshot import TableSnapshot
 from streamer.write.config import WriteOptions
 from streamer.write.engine import select_engine
 from streamer.write.filegroup import WriteContext
+from streamer.write.keygen import partition_value_column
 from streamer.write.plan import SizingPolicy
 from streamer.write.prepare import PrepareSpec
 from streamer.write.repair import empty_clean_inflights, repair_table_format
@@ -314,6 +315,7 @@ class HudiWriter:
             log_block_max_size=o.log_block_max_size,
             log_per_instant=state.props.version >= 8,
             block_filters=not self.config.index.is_bucket,
+            partition_value_column=partition_value_column(self.config, schema),
         )
 
     def _transaction(self) -> Transaction:

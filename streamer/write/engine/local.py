@@ -22,7 +22,7 @@ from streamer.data import to_arrow as batch_to_arrow
 from streamer.table.metadata import WriteStat
 from streamer.write.engine.base import Engine, Prepared
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
-from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.moves import route_global
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import (
@@ -149,8 +149,12 @@ class LocalEngine(Engine):
             short = None if short is None else short[kept.to_numpy(zero_copy_only=False)]
         groups = task_groups(rows.column(TASK_COL).to_numpy())
         # what a file group writes: the data, the record key and the operation (its
-        # partition is the task's): the gathers move no column that is not written
-        rows = rows.drop_columns([c for c in (TASK_COL, IS_DELETE_COL, PARTITION_PATH_COL) if c in rows.column_names])
+        # partition is the task's, and so is a column holding the partition's value,
+        # outside the default partition): the gathers move no column that is not written
+        drop = [TASK_COL, IS_DELETE_COL, PARTITION_PATH_COL]
+        if ctx.partition_value_column and all(t.partition != DEFAULT_PARTITION for t in plan.tasks.values()):
+            drop.append(ctx.partition_value_column)
+        rows = rows.drop_columns([c for c in drop if c in rows.column_names])
 
         def run(item: tuple[int, np.ndarray]) -> WriteStat:
             tid, idx = item
