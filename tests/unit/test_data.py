@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamer.data import numbered_strings, rows_by_value, short_keys
+from streamer.data import numbered_strings, rows_by_value, short_keys, stable_order
 
 
 @given(st.lists(st.one_of(st.none(), st.sampled_from(["sf", "nyc", "", "a/b=1", "é"])), max_size=60))
@@ -68,3 +68,11 @@ def test_numbered_strings_are_the_prefix_and_each_row_number(prefix):
         got.validate(full=True)
         assert got.type == pa.string() and len(got) == n
         assert got.equals(pa.array([f"{prefix}{i}" for i in range(n)], pa.string())), (prefix, n)
+
+
+@pytest.mark.parametrize("bound", [1, 2, 255, 256, 257, 65_536, 65_537, 1 << 20])
+def test_stable_order_is_numpys_stable_argsort(bound):
+    """Codes sorted as 8- or 16-bit integers when they fit, as they are otherwise: the
+    same order, ties in input order."""
+    codes = np.random.default_rng(bound).integers(0, bound, 5_000).astype(np.int32)
+    assert np.array_equal(stable_order(codes, bound), np.argsort(codes, kind="stable"))

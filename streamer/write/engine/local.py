@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer import defaults
-from streamer.data import key_order, short_keys
+from streamer.data import key_order, short_keys, stable_order
 from streamer.data import to_arrow as batch_to_arrow
 from streamer.table.metadata import WriteStat
 from streamer.write.engine.base import Engine, Prepared
@@ -48,7 +48,8 @@ def task_groups(task_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
     integer sort on the driver; no copy of the rows)."""
     if len(task_ids) == 0:
         return []
-    order = np.argsort(task_ids, kind="stable")
+    order = stable_order(task_ids, int(task_ids.max()) + 1) if task_ids.min() >= 0 else \
+        np.argsort(task_ids, kind="stable")
     tids = task_ids[order]
     starts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1]])
     ends = np.r_[starts[1:], len(tids)]
