@@ -194,15 +194,16 @@ class KeySummary:
 
     @classmethod
     def of_keys(cls, keys: pa.Array, bloom: BloomFilter, chain: np.ndarray | None = None, *,
-                is_sorted: bool = False) -> KeySummary:
+                is_sorted: bool = False, in_order: bool = True) -> KeySummary:
         """Summary of ``keys``; ``chain`` = their :func:`hash_chain` if already computed;
-        ``is_sorted``: the keys are in ascending order (their range is their ends)."""
+        ``is_sorted``: the keys are in ascending order (their range is their ends);
+        ``in_order=False``: the filter may take them in any order (see ``BloomFilter.add_many``)."""
         if len(keys) == 0:
             return cls(None, None, bloom)
         if chain is not None and chain.shape[0] >= bloom.nb_hash:
             bloom.add_hashes(chain)
         else:
-            bloom.add_many(keys)
+            bloom.add_many(keys, in_order=in_order)
         return cls(*key_range(keys, is_sorted=is_sorted), bloom)
 
 
@@ -277,7 +278,8 @@ def block_metadata(
     tables whose index never probes blocks (the bucket index), where hashing every key
     into a filter was about a quarter of an upsert's CPU (``benchmarks/bench_growth.py``)."""
     if with_bloom:
-        own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)), is_sorted=True)
+        own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)), is_sorted=True,
+                                 in_order=False)
     else:
         own = extend(None, sorted_keys, is_sorted=True)  # the block's own key range, no filter
     kv = own.to_kv(slice_level=False)

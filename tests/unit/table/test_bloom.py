@@ -128,3 +128,20 @@ def test_padding_bits_of_a_parsed_vector_are_cleared() -> None:
     raw[-1] |= 0xFF
     back = BloomFilter.from_footer(base64.b64encode(bytes(raw)).decode(), "SIMPLE")
     assert back.to_bytes()[-1] == (1 << (bf.vector_size % 8)) - 1
+
+
+def test_keys_added_in_any_order_are_all_in_the_filter():
+    """``in_order=False`` (block filters): keys of several lengths hash in groups by word
+    count; every key added answers present, the dynamic rows fill to the same counts, and
+    keys of one word count give the very filter an in-order add gives."""
+    words = [f"k{i}" for i in range(0, 30_000, 3)] + [f"key-{i:09d}" for i in range(5_000)]
+    mixed = pa.array(np.random.default_rng(3).permutation(np.array(words, dtype=object)).tolist())
+    for keys in (mixed, pa.array([f"{i:07d}" for i in range(7_000)])):
+        ordered = BloomFilter.new_dynamic(3_000, 1e-6, 12_000)
+        ordered.add_many(keys)
+        grouped = BloomFilter.new_dynamic(3_000, 1e-6, 12_000)
+        grouped.add_many(keys, in_order=False)
+        assert grouped.might_contain_many(keys).all()
+        assert len(grouped.rows) == len(ordered.rows) and grouped.current_count == ordered.current_count
+        same = len({len(k) // 4 for k in keys.to_pylist()}) == 1
+        assert (grouped.serialize() == ordered.serialize()) == same
