@@ -194,16 +194,17 @@ class KeySummary:
 
     @classmethod
     def of_keys(cls, keys: pa.Array, bloom: BloomFilter, chain: np.ndarray | None = None, *,
-                is_sorted: bool = False, in_order: bool = True) -> KeySummary:
+                is_sorted: bool = False, in_order: bool = True, short: np.ndarray | None = None) -> KeySummary:
         """Summary of ``keys``; ``chain`` = their :func:`hash_chain` if already computed;
         ``is_sorted``: the keys are in ascending order (their range is their ends);
-        ``in_order=False``: the filter may take them in any order (see ``BloomFilter.add_many``)."""
+        ``in_order=False``: the filter may take them in any order; ``short``: the keys as
+        short-key integers, if made already (see ``BloomFilter.add_many``)."""
         if len(keys) == 0:
             return cls(None, None, bloom)
         if chain is not None and chain.shape[0] >= bloom.nb_hash:
             bloom.add_hashes(chain)
         else:
-            bloom.add_many(keys, in_order=in_order)
+            bloom.add_many(keys, in_order=in_order, short=short)
         return cls(*key_range(keys, is_sorted=is_sorted), bloom)
 
 
@@ -269,17 +270,20 @@ def block_metadata(
     base_instant: str,
     *,
     with_bloom: bool = True,
+    short: np.ndarray | None = None,
 ) -> dict[str, str]:
     """Parquet KV metadata for a new data block: its own index plus the key range of the
     slice's log blocks (``prev_logs`` = the range of the slice's earlier blocks, ``None``
     for the first). The block's footer does not grow with the slice's earlier blocks.
+    ``short``: the keys as short-key integers, if the writer has them (the filter's hashes
+    start from them).
 
     ``with_bloom=False`` leaves the block's own filter out (its key range stays): for
     tables whose index never probes blocks (the bucket index), where hashing every key
     into a filter was about a quarter of an upsert's CPU (``benchmarks/bench_growth.py``)."""
     if with_bloom:
         own = KeySummary.of_keys(sorted_keys, params.block_sized_for(len(sorted_keys)), is_sorted=True,
-                                 in_order=False)
+                                 in_order=False, short=short)
     else:
         own = extend(None, sorted_keys, is_sorted=True)  # the block's own key range, no filter
     kv = own.to_kv(slice_level=False)

@@ -89,8 +89,10 @@ class _LengthGroup:
         return _LengthGroup(self.idx[sel], length, self.kmix[:, sel], tail, has_tail)
 
 
-def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[int, list[_LengthGroup]]:
-    """The input's keys grouped by word count, mixed and ready to hash.
+def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray,
+                   short: np.ndarray | None = None) -> tuple[int, list[_LengthGroup]]:
+    """The input's keys grouped by word count, mixed and ready to hash (``short``: the
+    same keys as :func:`streamer.data.short_keys` integers, when the caller has them).
 
     Each key's words are read as little-endian uint32 at any byte offset of the data (an
     unaligned view), one gather per word rather than one per byte; the tail's bytes come
@@ -100,10 +102,12 @@ def _length_groups(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[in
     n = len(arr)
     if n == 0:
         return 0, []
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    if short is not None and len(short) == n:
+        return n, _short_groups(short, np.diff(offsets))
     packed = packed_bytes(arr)
     if packed is not None:
         return n, _short_groups(*packed[:2])
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] else np.empty(0, np.uint8)
     lengths = np.diff(offsets)
     if (lengths == 0).any():
@@ -252,16 +256,17 @@ def _positions(h: np.ndarray, vector_size: int) -> np.ndarray:
 
 
 def hash_chain(keys: Sequence[str] | pa.Array | pa.ChunkedArray, nb_hash: int, *,
-               in_order: bool = True) -> np.ndarray:
+               in_order: bool = True, short: np.ndarray | None = None) -> np.ndarray:
     """The raw chained hashes ``(nb_hash, n)`` uint32 of each key, in input order
     (``in_order=False``: grouped by the keys' word counts, each group in input order -
     the keys' order when they are of one count - for a filter that may take them so,
     without putting each hash back in input order).
 
     The chain does not depend on the filter's size, so one chain serves every filter the
-    same keys go into (use its first ``k`` rows for a filter with ``k`` hashes).
+    same keys go into (use its first ``k`` rows for a filter with ``k`` hashes). ``short``:
+    the keys as :func:`streamer.data.short_keys` integers, if the caller has them.
     """
-    n, groups = _length_groups(keys)
+    n, groups = _length_groups(keys, short)
     out = np.empty((nb_hash, n), dtype=np.uint32)
     direct = len(groups) == 1 or not in_order  # hash straight into (a slice of) the rows
     start = 0
@@ -423,17 +428,19 @@ class BloomFilter:
     def add(self, key: str) -> None:
         self.add_many([key])
 
-    def add_many(self, keys: Iterable[str] | pa.Array | pa.ChunkedArray, *, in_order: bool = True) -> None:
+    def add_many(self, keys: Iterable[str] | pa.Array | pa.ChunkedArray, *, in_order: bool = True,
+                 short: np.ndarray | None = None) -> None:
         """Add keys in order (order decides which dynamic row each key lands in).
 
         ``in_order=False``: in an order of :func:`hash_chain`'s choosing. Every key added
         is in the filter either way and the rows fill the same; only which row holds a
         key differs, which no reader asks (a key is probed in every row). Keys of several
         lengths then skip putting each hash back in input order (~2% of a 1M-row upsert).
+        ``short``: the keys as :func:`streamer.data.short_keys` integers, if made already.
         """
         if not isinstance(keys, pa.Array | pa.ChunkedArray | list | tuple):
             keys = list(keys)
-        self.add_hashes(hash_chain(keys, self.nb_hash, in_order=in_order))
+        self.add_hashes(hash_chain(keys, self.nb_hash, in_order=in_order, short=short))
 
     def add_hashes(self, chain: np.ndarray) -> None:
         """Add keys given by their :func:`hash_chain` (at least ``nb_hash`` rows), in order."""

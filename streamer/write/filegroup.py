@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer import defaults, faults
-from streamer.data import numbered_strings
+from streamer.data import key_order, numbered_strings
 from streamer.fs import FileSystem
 from streamer.index.rfc06 import BloomParams, KeySummary, block_metadata, extend
 from streamer.index.slice_members import (
@@ -130,8 +130,37 @@ def _rel_path(partition: str, name: str) -> str:
     return f"{partition}/{name}" if partition else name
 
 
+def _key_ordered(rows: pa.Table, short: np.ndarray | None) -> tuple[pa.Table, np.ndarray | None]:
+    """``rows`` sorted by record key (stably), with their short-key integers when given
+    (``None`` otherwise). The local engine hands them over sorted: one pass checks it."""
+    if short is not None and len(short) != rows.num_rows:
+        short = None
+    if rows.num_rows < 2:
+        return rows, short
+    if short is not None:
+        if bool((short[1:] >= short[:-1]).all()):
+            return rows, short
+        order = key_order(short)
+        return rows.take(pa.array(order)), short[order]
+    if _sorted_by_key(rows):
+        return rows, None
+    return rows.take(pc.sort_indices(rows, [(RECORD_KEY_COL, "ascending")])), None
+
+
+def _upserts(rows: pa.Table, short: np.ndarray | None) -> tuple[pa.Table, pa.Table, np.ndarray | None]:
+    """``rows`` split into the data they write and their deletes, the short keys kept
+    with the data (no copy of the rows when there is no delete, the common case)."""
+    is_delete = pc.equal(rows.column(OP_COL), OP_DELETE)
+    if not pc.any(is_delete).as_py():
+        return rows, rows.slice(0, 0), short
+    keep = pc.invert(is_delete)
+    kept = None if short is None else short[keep.to_numpy(zero_copy_only=False)]
+    return rows.filter(keep), rows.filter(is_delete), kept
+
+
 def _with_meta(ctx: WriteContext, rows: pa.Table, task: FileGroupTask, file_name: str) -> pa.Table:
-    """Data columns in schema order, Hudi's five meta columns first; sorted by key.
+    """Data columns in schema order, Hudi's five meta columns first; ``rows`` are sorted by
+    key (:func:`_key_ordered`).
 
     The three columns that hold one value per file (commit time, partition path, file
     name) are one-entry dictionaries: Parquet's writer takes the dictionary as it is,
@@ -140,8 +169,6 @@ def _with_meta(ctx: WriteContext, rows: pa.Table, task: FileGroupTask, file_name
     the task's: the plan sends a file group only rows of its partition (the index matched
     them by partition; a global index's moves rewrite it first).
     """
-    if not _sorted_by_key(rows):
-        rows = rows.take(pc.sort_indices(rows, [(RECORD_KEY_COL, "ascending")]))
     n = rows.num_rows
     seqno = numbered_strings(f"{ctx.instant}_{task.task_id}_", n)
     meta = {
@@ -193,20 +220,23 @@ def _counts(rows: pa.Table) -> tuple[int, int, int]:
     return vc.get(OP_INSERT, 0), vc.get(OP_UPDATE, 0), vc.get(OP_DELETE, 0)
 
 
-def write_file_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table) -> WriteStat:
-    """Write ``rows`` (with an ``_mor_op`` column) into ``task``'s file group."""
+def write_file_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, *,
+                     short: np.ndarray | None = None) -> WriteStat:
+    """Write ``rows`` (with an ``_mor_op`` column) into ``task``'s file group; ``short``:
+    their record keys as :func:`streamer.data.short_keys` integers, if the engine made
+    them (the filters hash from them, and the process keeps them for its next lookup)."""
     started = time.monotonic()
     n_ins, n_upd, n_del = _counts(rows)
     token = write_token(task.task_id, 0, 0)
     if task.is_new:
-        stat = _write_new_group(ctx, task, rows, token)
+        stat = _write_new_group(ctx, task, rows, token, short)
         stat.runtime_stats = {
             "totalScanTime": 0,
             "totalUpsertTime": 0,
             "totalCreateTime": int((time.monotonic() - started) * 1000),
         }
     else:
-        stat = _append_to_group(ctx, task, rows, token)
+        stat = _append_to_group(ctx, task, rows, token, short)
         stat.runtime_stats = {
             "totalScanTime": 0,
             "totalUpsertTime": int((time.monotonic() - started) * 1000),
@@ -218,20 +248,23 @@ def write_file_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table) -> 
 
 
 # ----------------------------------------------------------------------------- new groups
-def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
+def _write_new_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str,
+                     short: np.ndarray | None) -> WriteStat:
     name = base_file_name(task.file_id, token, ctx.instant)
     create_marker(ctx.fs, ctx.base_path, ctx.instant, Marker(task.partition, name, IOType.CREATE))
     faults.step(f"marker CREATE {name}")
-    data = _with_meta(ctx, rows.filter(pc.not_equal(rows.column(OP_COL), OP_DELETE)), task, name)
+    upserts, _, short = _upserts(rows, short)
+    upserts, short = _key_ordered(upserts, short)
+    data = _with_meta(ctx, upserts, task, name)
     keys = data.column(RECORD_KEY_COL).combine_chunks()
-    own = KeySummary.of_keys(keys, ctx.bloom.sized_for(len(keys)))
+    own = KeySummary.of_keys(keys, ctx.bloom.sized_for(len(keys)), is_sorted=True, short=short)
     content = parquet_bytes(data, own.to_kv(slice_level=False), codec=ctx.codec)
     path = _full_path(ctx, task.partition, name)
     faults.step(f"before base file {name}")
     ctx.fs.write_atomic(path, content)
     faults.step(f"after base file {name}")
     if ctx.fs.is_local:  # a base file's cache key has its modification time: one stat, local only
-        remember_base_file_keys(ctx.fs.status(path), keys)
+        remember_base_file_keys(ctx.fs.status(path), keys, short)
     return WriteStat(
         file_id=task.file_id,
         path=_rel_path(task.partition, name),
@@ -300,10 +333,15 @@ def _parsed_schema(text: str) -> dict:
     return json.loads(text)
 
 
+#: A framed data block, its record keys and their short-key integers (Parquet blocks;
+#: ``None`` for Avro, and for keys that have no short form).
+_Block = tuple[bytes, "pa.Array | None", "np.ndarray | None"]
+
+
 def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header: dict,
-                 ) -> list[tuple[bytes, pa.Array | None]]:
-    """The framed data blocks of ``data`` (sorted by key), split by ``ctx.log_block_max_size``,
-    each with its record keys (Parquet blocks; ``None`` for Avro).
+                 short: np.ndarray | None = None) -> list[_Block]:
+    """The framed data blocks of ``data`` (sorted by key; ``short``: its keys' short-key
+    integers, if made), split by ``ctx.log_block_max_size``, each with its record keys.
 
     Parquet blocks chain the log blocks' cumulative key range: each block's is the
     previous block's plus its own keys, so the newest block's covers the slice's logs.
@@ -314,18 +352,21 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
         data = _plain_meta(data)
         return [
             (encode_data_block(data.slice(start, length), header, kind=BlockType.AVRO_DATA,
-                               avro_schema=avro_schema), None)
+                               avro_schema=avro_schema), None, None)
             for start, length in ranges
         ]
-    blocks: list[tuple[bytes, pa.Array | None]] = []
+    blocks: list[_Block] = []
     seed = _slice_seed(ctx, task)
     for i, (start, length) in enumerate(ranges):
         rows = data.slice(start, length)
         keys = rows.column(RECORD_KEY_COL).combine_chunks()
-        kv = block_metadata(keys, seed, ctx.bloom, task.base_instant, with_bloom=ctx.block_filters)
+        own_short = None if short is None else short[start : start + length]
+        kv = block_metadata(keys, seed, ctx.bloom, task.base_instant, with_bloom=ctx.block_filters,
+                            short=own_short)
         # rows are already sorted by key; framing the Parquet bytes ourselves skips
         # encode_data_block's default-sized filter that our kv would replace anyway
-        blocks.append((encode_block(BlockType.PARQUET_DATA, header, parquet_bytes(rows, kv, codec=ctx.codec, statistics=False)), keys))
+        content = parquet_bytes(rows, kv, codec=ctx.codec, statistics=False)
+        blocks.append((encode_block(BlockType.PARQUET_DATA, header, content), keys, own_short))
         if i + 1 < len(ranges):
             # the next block chains on exactly what this one's footer says
             seed = KeySummary.from_kv(
@@ -334,23 +375,22 @@ def _data_blocks(ctx: WriteContext, task: FileGroupTask, data: pa.Table, header:
     return blocks
 
 
-def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str) -> WriteStat:
+def _append_to_group(ctx: WriteContext, task: FileGroupTask, rows: pa.Table, token: str,
+                     short: np.ndarray | None) -> WriteStat:
     target = SliceTarget(ctx.base_path, task.partition, task.file_id, task.base_instant,
                          1 if ctx.log_per_instant else task.next_log_version, token, task.base_file,
                          tuple(task.log_files), name_instant=ctx.instant if ctx.log_per_instant else None)
     header = {HeaderKey.INSTANT_TIME: ctx.instant, HeaderKey.SCHEMA: ctx.writer_avro_schema}
     blocks: list[bytes] = []
-    written_keys: list[tuple[int, pa.Array]] = []  # (offset in the log file, keys) per data block
-    is_delete = pc.equal(rows.column(OP_COL), OP_DELETE)
-    if pc.any(is_delete).as_py():
-        upserts, deletes = rows.filter(pc.invert(is_delete)), rows.filter(is_delete)
-    else:  # the common case: no copy of the rows
-        upserts, deletes = rows, rows.slice(0, 0)
+    # (offset in the log file, keys, their short keys) per data block
+    written_keys: list[tuple[int, pa.Array, np.ndarray | None]] = []
+    upserts, deletes, short = _upserts(rows, short)
     if upserts.num_rows:
+        upserts, short = _key_ordered(upserts, short)
         data = _with_meta(ctx, upserts, task, task.file_id)
-        for block, keys in _data_blocks(ctx, task, data, header):
+        for block, keys, block_short in _data_blocks(ctx, task, data, header, short):
             if keys is not None:
-                written_keys.append((sum(len(b) for b in blocks), keys))
+                written_keys.append((sum(len(b) for b in blocks), keys, block_short))
             blocks.append(block)
     if deletes.num_rows:
         ordering = (deletes.column(ctx.ordering_field)

@@ -63,11 +63,16 @@ def rows_of_task(rows: pa.Table, idx: np.ndarray, short: np.ndarray | None = Non
 
     ``short``: the batch's keys as :func:`streamer.data.short_keys` integers, when they
     fit; sorted as integers, without gathering the strings (a sixth of the cost)."""
+    return rows.take(pa.array(task_order(rows, idx, short)))
+
+
+def task_order(rows: pa.Table, idx: np.ndarray, short: np.ndarray | None = None) -> np.ndarray:
+    """The row numbers ``idx`` of one task in record-key order (see :func:`rows_of_task`)."""
     if len(idx) > 1 and short is not None:
-        idx = idx[key_order(short[idx])]
-    elif RECORD_KEY_COL in rows.column_names and len(idx) > 1:
-        idx = idx[key_order(rows.column(RECORD_KEY_COL).take(pa.array(idx)))]  # ties keep arrival order
-    return rows.take(pa.array(idx))
+        return idx[key_order(short[idx])]
+    if RECORD_KEY_COL in rows.column_names and len(idx) > 1:
+        return idx[key_order(rows.column(RECORD_KEY_COL).take(pa.array(idx)))]  # ties keep arrival order
+    return idx
 
 
 def run_tasks(fn: Callable[[T], R], items: Sequence[T], parallelism: int) -> list[R]:
@@ -159,6 +164,8 @@ class LocalEngine(Engine):
 
         def run(item: tuple[int, np.ndarray]) -> WriteStat:
             tid, idx = item
-            return write_file_group(ctx, plan.tasks[tid], rows_of_task(rows, idx, short))
+            ordered = task_order(rows, idx, short)
+            return write_file_group(ctx, plan.tasks[tid], rows.take(pa.array(ordered)),
+                                    short=None if short is None else short[ordered])
 
         return run_tasks(run, groups, self.parallelism)

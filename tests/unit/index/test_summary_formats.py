@@ -28,18 +28,18 @@ def _rows(ids, ts):
                      "v": [f"v{ts}"] * len(ids)}, schema=SCHEMA)
 
 
-def _old_format(sorted_keys, prev, params, base_instant, *, base_keys, with_bloom=True):
+def _old_format(sorted_keys, prev, params, base_instant, *, base_keys, with_bloom=True, short=None):
     """What the first version wrote: the whole slice (base keys too) under slice.*"""
-    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant, with_bloom=with_bloom)
+    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant, with_bloom=with_bloom, short=short)
     whole = rfc06.KeySummary.of_keys(pa.concat_arrays([base_keys, sorted_keys]), params.new_slice())
     kv = {k: v for k, v in kv.items() if not k.startswith(rfc06.LOGS_PREFIX)}
     kv.update(whole.to_kv(slice_level=True))
     return kv
 
 
-def _logs_filter_format(sorted_keys, prev, params, base_instant, *, log_keys, with_bloom=True):
+def _logs_filter_format(sorted_keys, prev, params, base_instant, *, log_keys, with_bloom=True, short=None):
     """What the second version wrote: a cumulative filter of the slice's log keys."""
-    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant, with_bloom=with_bloom)
+    kv = rfc06.block_metadata(sorted_keys, prev, params, base_instant, with_bloom=with_bloom, short=short)
     logs = rfc06.KeySummary.of_keys(pa.concat_arrays([log_keys, sorted_keys]), params.new_slice())
     kv.update(logs.to_kv(slice_level=False, logs_level=True))
     return kv

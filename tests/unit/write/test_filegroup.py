@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from streamer.data import short_keys
 from streamer.fs import FileSystem
+from streamer.index.footer_cache import CACHE
+from streamer.index.slice_members import block_cache_key
 from streamer.read import Table
 from streamer.table.identity import IndexConfig, IndexType, KeyGenType
 from streamer.table.log_format import BlockType, read_log_file
@@ -98,3 +102,26 @@ def test_a_global_index_keeps_each_rows_own_partition_value(tmp_path):
 def test_which_column_holds_its_partition_value(cfg, column):
     schema = pa.schema([("id", pa.string()), ("city", pa.string()), ("n", pa.int64())])
     assert partition_value_column(cfg, schema) == column
+
+
+def test_the_process_keeps_each_written_blocks_keys_and_short_keys(tmp_path):
+    """The next lookup matches a block this process wrote without reading its keys back
+    or making their short-key integers again: both are kept as written, and equal what
+    reading the block gives."""
+    base = str(tmp_path / "t")
+    w = HudiWriter.create(base, TableConfig("t", ("id",), ("city",), "ts"), options=WriteOptions(engine="local"))
+    w.upsert(_rows(range(50), 1))
+    w.upsert(_rows([*range(0, 50, 7), *range(100, 140)], 2))  # updates and inserts
+    fs = FileSystem()
+    seen = 0
+    for p in (str(p) for p in tmp_path.rglob("*.log.*")):
+        size = fs.status(p).size
+        for b in read_log_file(fs, p, lazy=False):
+            if b.block_type != BlockType.PARQUET_DATA:
+                continue
+            key = block_cache_key(p, b.offset, b.instant_time, size)
+            keys, (short,) = CACHE.peek("keys", *key), CACHE.peek("short_keys", *key)
+            assert keys.equals(b.record_keys())
+            assert np.array_equal(short, short_keys(b.record_keys()))
+            seen += 1
+    assert seen
