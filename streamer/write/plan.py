@@ -178,7 +178,11 @@ def _assign_touched(
     pair = pids.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_fids \
         + fids.indices.to_numpy(zero_copy_only=False)
     f_names, p_names = fids.dictionary.to_pylist(), pids.dictionary.to_pylist()
-    pairs, which = np.unique(pair, return_inverse=True)  # the pairs present, not all combinations
+    # the pairs present, not all combinations; the codes are small (partitions x file
+    # ids): counted instead of sorted
+    present = np.bincount(pair) > 0
+    pairs = np.flatnonzero(present)
+    which = (np.cumsum(present) - 1)[pair]
     pair_tids = np.array([existing_task(p_names[c // n_fids], f_names[c % n_fids]) for c in pairs.tolist()],
                          dtype=np.int32)
     task_ids[touched] = pair_tids[which]

@@ -121,9 +121,22 @@ def _int_keys_unique(table: pa.Table, key_fields: tuple[str, ...] = ()) -> bool:
     if len(key_fields) == 1 and key_fields[0] in table.column_names:
         source = table.column(key_fields[0])
         if pa.types.is_integer(source.type) and not source.null_count:
-            values = np.sort(source.to_numpy())
-            return not bool((values[1:] == values[:-1]).any())
+            return _distinct(source.to_numpy())
     return False
+
+
+def _distinct(values: np.ndarray) -> bool:
+    """No value repeats: ids within a span of a few times their count (a table's key
+    sequence) are marked in a byte per possible value, one pass; others are sorted."""
+    if len(values) < 2:
+        return True
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < 8 * len(values):
+        seen = np.zeros(hi - lo + 1, dtype=bool)
+        seen[values - lo] = True
+        return int(np.count_nonzero(seen)) == len(values)
+    ordered = np.sort(values)
+    return not bool((ordered[1:] == ordered[:-1]).any())
 
 
 def _deleted_mask(table: pa.Table) -> pa.Array | None:

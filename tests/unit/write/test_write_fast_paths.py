@@ -13,7 +13,7 @@ from streamer.write.engine.local import rows_of_task, task_groups
 from streamer.write.filegroup import _sorted_by_key
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import TASK_COL
-from streamer.write.prepare import _combine, _int_keys_unique, latest_per_key
+from streamer.write.prepare import _combine, _distinct, _int_keys_unique, latest_per_key
 
 
 def _batch(keys, parts, ts):
@@ -193,3 +193,18 @@ def test_keys_this_process_wrote_are_not_read_back_by_the_next_lookup(tmp_path, 
     latest = {r["_hoodie_record_key"]: r["v"] for r in got}
     assert latest == model
     assert latest["5"] == "v4-5" and latest["7"] == "v3-7" and latest["2999"] == "v3-2999" and latest["2"] == "v1-2"
+
+
+@pytest.mark.parametrize("span", [1, 2, 9, 1_000])
+@pytest.mark.parametrize("repeat", [False, True])
+def test_distinct_integers_are_told_apart_by_marks_or_by_sorting(span, repeat):
+    """Ids within a few times their count of each other are marked, others sorted: the
+    same answer as counting unique values, at the int64 extremes too."""
+    rng = np.random.default_rng(span)
+    n = 500
+    values = rng.choice(n * span, n, replace=False).astype(np.int64) - 7
+    if repeat:
+        values[-1] = values[3]
+    assert _distinct(values) == (not repeat)
+    extremes = np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max])
+    assert _distinct(extremes) and not _distinct(np.append(extremes, 0))
