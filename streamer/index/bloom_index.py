@@ -236,9 +236,36 @@ def _positions_in(keys: pa.Array, short: np.ndarray | None, members: list[Member
         stored = [m.short_keys(c) for m, c in zip(members, columns, strict=True)]
         if all(s is not None for s in stored):
             joined = np.concatenate([s for s in stored if s is not None])
-            return pc.fill_null(pc.index_in(pa.array(joined), value_set=pa.array(short)), -1).to_numpy()
+            return _short_positions_in(short, joined)
     strings = pa.chunked_array([c if c.type == keys.type else c.cast(keys.type) for c in columns], type=keys.type)
     return pc.fill_null(pc.index_in(strings, value_set=keys), -1).to_numpy()
+
+
+#: Golden-ratio multiplier of the pre-test's multiply-shift hash (Fibonacci hashing: the
+#: product's top bits depend on every bit of the key).
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _short_positions_in(short: np.ndarray, stored: np.ndarray) -> np.ndarray:
+    """For each of ``stored`` (short keys), its position in ``short``, else -1.
+
+    Most stored keys of a large table are not in the batch: a bitmap of the batch's keys
+    (one multiply-shift hash, at least 8 bits per key: ~12% false positives) turns them
+    away before Arrow's hash lookup, which then probes the few left. Measured: 300k stored
+    keys against 125k keys of a partition, 9.5 ms -> 5.6 ms (benchmarks/RESULTS.md)."""
+    if len(stored) <= len(short):  # most stored keys may be in the batch: probe them all
+        return pc.fill_null(pc.index_in(pa.array(stored), value_set=pa.array(short)), -1).to_numpy()
+    bits = max(10, int(len(short) * 8 - 1).bit_length())
+    shift = np.uint64(64 - bits)
+    marks = np.zeros(1 << bits, dtype=bool)
+    with np.errstate(over="ignore"):
+        marks[(short * _FIB) >> shift] = True
+        maybe = np.flatnonzero(marks[(stored * _FIB) >> shift])
+    out = np.full(len(stored), -1, dtype=np.int32)
+    if len(maybe):
+        found = pc.index_in(pa.array(stored[maybe]), value_set=pa.array(short))
+        out[maybe] = pc.fill_null(found, -1).to_numpy()
+    return out
 
 
 #: A member whose key column this process already holds is matched against the slice's

@@ -4,7 +4,9 @@ written again after its delete is live, and keys of other partitions are never f
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from streamer.index import bloom_index
@@ -147,3 +149,22 @@ def test_dense_lookup_writes_the_same_table(tmp_path, monkeypatch):
         assert all(after[k] == fid for k, fid in before.items())
         tables[name] = sorted(model.items())
     assert tables["dense"] == tables["sparse"]
+
+
+@pytest.mark.parametrize(("n_batch", "n_stored"), [(1, 5), (40, 3_000), (20_000, 60_000), (5, 3), (1_000, 1_000)])
+def test_stored_keys_find_their_batch_positions_through_the_bitmap_pre_test(n_batch, n_stored):
+    """The bitmap only turns keys away (a key of the batch always passes it): every stored
+    key gets Arrow's ``index_in`` answer - the batch's first position of a repeated key,
+    -1 when absent - for keys sharing their low bytes (short keys are zero-padded) and 0."""
+    from streamer.index.bloom_index import _short_positions_in
+
+    rng = np.random.default_rng(n_batch)
+    batch = (rng.choice(2**40, n_batch, replace=False).astype(np.uint64) << np.uint64(24))
+    batch[-1] = 0
+    if n_batch > 2:
+        batch[1] = batch[0]  # a repeated key: the first position counts
+    other = rng.integers(0, 2**40, n_stored).astype(np.uint64) << np.uint64(24)
+    stored = rng.permutation(np.concatenate([batch[: max(1, n_batch // 3)], other, batch[-1:]]))
+    want = pc.fill_null(pc.index_in(pa.array(stored), value_set=pa.array(batch)), -1).to_numpy()
+    got = _short_positions_in(batch, stored)
+    assert np.array_equal(got, want)
