@@ -8,6 +8,10 @@ readers (parquet-mr through Spark's vectorized and parquet-avro readers), hudi-r
 keys: a page's prefix state restarts at its boundary, the case readers got wrong before).
 Every column is compared, the two encoded ones included, and a data column of unique
 values that ``plain_columns`` writes PLAIN where Arrow would have used a dictionary.
+
+Issue 30 changed two more things these readers must take: log blocks carry no column
+statistics, and a simple key generator's string partition field (``city`` here) is
+written as its file group's one value, a one-entry dictionary.
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ def test_delta_encoded_meta_columns_read_identically(tmp_path, hudi_sessions):
         # (``plain_columns``, parquet-mr's rule): the readers below decode both
         assert "RLE_DICTIONARY" not in enc["v"] and "PLAIN" in enc["v"], enc
         assert "RLE_DICTIONARY" in enc["city"], enc
+    block_md = blocks[0]._parquet_file().metadata
+    assert not any(block_md.row_group(0).column(c).is_stats_set for c in range(block_md.num_columns))
+    city = base.schema.names.index("city")
+    assert base.row_group(0).column(city).is_stats_set, "base files keep their statistics"
     key_col = base.schema.names.index("_hoodie_record_key")
     encoded = sum(base.row_group(rg).column(key_col).total_uncompressed_size for rg in range(base.num_row_groups))
     assert encoded > 1024 * 1024 * 1.2, "precondition: the keys span data pages"
