@@ -49,37 +49,45 @@ NAMES = {OURS: "mor-streamer upsert (bloom index, local engine)", DELTA: "delta-
 #: "Large batches" for the commands); kept here so a rerun keeps the reading.
 READING = [
     "Where the time goes now: cProfile (`time.process_time` timer) of the third 1M-row upsert of one process "
-    "(into the 1.7M-row table, `parallelism=1`), at 4e88c5e: 1.00 s under the profiler at 06:08 (the same code "
-    "profiled 0.87 s at 05:22 - this machine's speed moves by ~15% within an hour, so only ratios within one "
-    "run compare):",
+    "(into the 1.7M-row table, `parallelism=1`; a script: load 1M, upsert 1M, profile the next 1M), the "
+    "session's starting code (f45267c, a worktree) and this code (cee8135) run alternately, two pairs, at "
+    "12:10 on 2026-12-02; the machine's speed moved ~10% between the pairs, so compare within a pair:",
     "",
-    "| step | CPU (s) | share |",
+    "| step | before (s), pair 1 / 2 | after (s), pair 1 / 2 |",
     "|---|---:|---:|",
-    "| Parquet encoding of the 16 blocks (11 columns; seqno and record key 0.04 s each) | 0.26 | 26% |",
-    "| index lookup (matching the batch's keys against the stored key columns 0.13) | 0.18 | 18% |",
-    "| block bloom filters (Hadoop Murmur chain 0.08, bit positions and bits the rest) | 0.16 | 16% |",
-    "| each file group's rows gathered and sorted by key | 0.12 | 12% |",
-    "| planning (updates to their groups, inserts bin-packed) | 0.07 | 7% |",
-    "| meta columns | 0.06 | 6% |",
-    "| preparing the batch (record keys, partition paths) | 0.04 | 4% |",
-    "| log files written, commit | 0.05 | 5% |",
+    "| whole upsert under the profiler | 0.882 / 0.844 | 0.674 / 0.748 |",
+    "| Parquet encoding of the 16 blocks | 0.224 / 0.210 | 0.177 / 0.206 |",
+    "| index lookup | 0.155 / 0.169 | 0.101 / 0.099 |",
+    "| block bloom filters | 0.132 / 0.123 | 0.111 / 0.124 |",
+    "| each file group's rows gathered and sorted by key | 0.113 / 0.102 | 0.092 / 0.103 |",
+    "| planning (updates to their groups, inserts bin-packed) | 0.056 / 0.054 | 0.031 / 0.032 |",
+    "| meta columns | 0.057 / 0.055 | 0.022 / 0.026 |",
+    "| preparing the batch (record keys, partition paths) | 0.039 / 0.036 | 0.035 / 0.036 |",
+    "| log files written | 0.024 / 0.019 | 0.023 / 0.028 |",
+    "| the rest (commit metadata, timeline, listing) | 0.081 / 0.075 | 0.081 / 0.093 |",
     "",
-    "Changed this round (session Q), each measured: record keys of up to 8 bytes (integer ids below 10^8) "
-    "as big-endian uint64 that sort and compare as the strings do (`streamer.data.short_keys`), made once per "
-    "upsert: each file group's sort (0.17 -> 0.10 s, no string gather), the inserts' bin-packing, the dense "
-    "lookup's matching (kept with each member's key column) and the bloom filters' Murmur words (a 62.5k-key "
-    "block's hash chain 4.7 -> 3.5 ms). Against the code before (21c5aaa, a worktree, interleaved, 3 runs of 3 "
-    "repetitions, `--sinks ours`): CPU 1.07-1.12 -> 0.96-1.03 s, wall 0.69-0.73 -> 0.64-0.68 s. Measured and "
-    "not kept: a numba kernel for the filters (0.121 s against numpy's 0.136 s per million keys, plus 0.16 s of "
-    "import and up to 0.33 s of compile per process), PLAIN for the seqno and key columns (0.015 s each, for "
-    "26x and 4.7x the bytes), a decimal seqno built in numpy (0.007 s).",
+    "Changed this round (session S), each measured alone before it was kept (profile of the third upsert, "
+    "0.85 s at the start): log blocks without Parquet column statistics (min/max of 11 columns were ~17% of a "
+    "block's encoding; no reader skips a block's rows on them, base files keep them); the batch's partition "
+    "paths hashed once for the lookup and the plan; `_hoodie_commit_seqno` built as bytes "
+    "(`streamer.data.numbered_strings`, 37 -> 13 ms per million rows); the partition field written as its file "
+    "group's one value (a one-entry dictionary: not gathered, not hashed; `streamer.write.keygen."
+    "partition_value_column`); rows grouped by task and partition with numpy's radix sort of 8/16-bit codes "
+    "(a million task ids 34 -> 3-5 ms); block filters hashing keys of several lengths group by group instead "
+    "of putting each of 10 hashes back in input order; the rows' short keys handed to the file-group writer "
+    "(the filters hash from them, and the process keeps them with each written block's keys for the next "
+    "lookup); two sorts replaced by counting (the updates' file groups, an integer key's uniqueness); and the "
+    "dense lookup's bitmap pre-test of stored keys (300k stored keys against a partition's 125k, 9.5 -> 5.6 ms "
+    "of Arrow's `index_in`). Measured and not kept: a fresh bit vector instead of unpacking the empty filter "
+    "(no difference), a float reciprocal for the filters' `% bits` (3.5x slower than numpy's remainder), a "
+    "numpy hash table for the lookup (15 ms against `index_in`'s 9), pandas' khash (6 ms, but it would import "
+    "pandas into every writer), no page checksums (0.004 s of the encoding: kept, they catch flipped bytes).",
     "",
-    "Reading: against delta-rs the ratio falls as the table grows - MERGE rewrites every file holding a "
-    "matched row (here all of them, as 30% of the rows update random keys), ours appends a block to each "
-    "file group. Against the append it stays above 3x: an upsert encodes 11 columns where the append "
-    "encodes 6, gathers each file group's rows, hashes every key into its block's filter and matches a "
-    "million keys against the stored ones; none of these steps is more than a fifth of the whole, so the 3x "
-    "bound needs most of them halved - the bound is not met.",
+    "Reading: the three bounds are met in this run. What is left is spread thin: the Parquet encoding of 10 "
+    "columns where the append encodes 6 (the seqno and record-key columns' DELTA_BYTE_ARRAY are 0.07 s of "
+    "it), the block filters' 10 Hadoop Murmur hashes per key (the hash is the format's, the count ours), "
+    "Arrow's hash lookup of the batch's keys (it grows with the table: the third upsert reads 2.4M stored "
+    "keys), and the gather of each file group's rows.",
 ]
 
 
