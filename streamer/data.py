@@ -69,7 +69,7 @@ def rows_by_value(values: pa.Array | pa.ChunkedArray) -> list[tuple[object, np.n
         return []
     enc = dictionary_encoded(arr)
     names = enc.dictionary.to_pylist()
-    codes = pc.fill_null(enc.indices, len(names)).to_numpy(zero_copy_only=False)  # nulls last
+    codes = pc.fill_null(enc.indices.cast(pa.int32()), len(names)).to_numpy(zero_copy_only=False)  # nulls last
     counts = np.bincount(codes, minlength=len(names) + 1)
     order = stable_order(codes, len(names) + 1)
     ends = np.cumsum(counts)
@@ -178,14 +178,14 @@ def numbered_strings(prefix: str, n: int) -> pa.Array:
     spill into the next row is overwritten by that row's prefix, written after), then the
     prefix in words of 8, 4, 2 and 1 bytes. Numbers of more than 8 digits fall back to Arrow.
     """
-    if n > 10**8:
-        seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
-        return pc.binary_join_element_wise(prefix, seq, "")
     head = np.frombuffer(prefix.encode("utf-8"), dtype=np.uint8)
     lp = len(head)
     counts = [max(0, min(n, 10**k) - (0 if k == 1 else 10 ** (k - 1))) for k in range(1, 9)]
     widths = [lp + k for k in range(1, 9)]
     total = sum(c * w for c, w in zip(counts, widths, strict=True))
+    if n > 10**8 or total >= 1 << 31:  # past 8 digits, or more bytes than int32 offsets reach
+        seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
+        return pc.binary_join_element_wise(prefix, seq, "")
     buf = np.empty(total + 8, dtype=np.uint8)  # every byte is written; + 8: the last digit word spills
     offsets = np.empty(n + 1, dtype=np.int32)
     offsets[0] = 0

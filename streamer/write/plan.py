@@ -178,11 +178,14 @@ def _assign_touched(
     pair = pids.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_fids \
         + fids.indices.to_numpy(zero_copy_only=False)
     f_names, p_names = fids.dictionary.to_pylist(), pids.dictionary.to_pylist()
-    # the pairs present, not all combinations; the codes are small (partitions x file
-    # ids): counted instead of sorted
-    present = np.bincount(pair) > 0
-    pairs = np.flatnonzero(present)
-    which = (np.cumsum(present) - 1)[pair]
+    # the pairs present, not all combinations: counted when the codes are few against the
+    # rows (partitions x file ids touched), sorted otherwise (a wide table's many groups)
+    if int(pair.max()) < max(1 << 16, 4 * len(pair)):
+        present = np.bincount(pair) > 0
+        pairs = np.flatnonzero(present)
+        which = (np.cumsum(present) - 1)[pair]
+    else:
+        pairs, which = np.unique(pair, return_inverse=True)
     pair_tids = np.array([existing_task(p_names[c // n_fids], f_names[c % n_fids]) for c in pairs.tolist()],
                          dtype=np.int32)
     task_ids[touched] = pair_tids[which]

@@ -76,3 +76,12 @@ def test_stable_order_is_numpys_stable_argsort(bound):
     same order, ties in input order."""
     codes = np.random.default_rng(bound).integers(0, bound, 5_000).astype(np.int32)
     assert np.array_equal(stable_order(codes, bound), np.argsort(codes, kind="stable"))
+
+
+def test_rows_by_value_takes_a_dictionary_with_narrow_indices_and_nulls():
+    """A caller's own dictionary array (int8 indices, 128 values, nulls): the nulls' code
+    past the last value does not fit int8, and still groups them last."""
+    names = [f"p{i}" for i in range(128)]
+    idx = pa.array([127, None, 0, 127, None], pa.int8())
+    arr = pa.DictionaryArray.from_arrays(idx, pa.array(names))
+    assert [(v, r.tolist()) for v, r in rows_by_value(arr)] == [("p0", [2]), ("p127", [0, 3]), (None, [1, 4])]

@@ -168,3 +168,16 @@ def test_stored_keys_find_their_batch_positions_through_the_bitmap_pre_test(n_ba
     want = pc.fill_null(pc.index_in(pa.array(stored), value_set=pa.array(batch)), -1).to_numpy()
     got = _short_positions_in(batch, stored)
     assert np.array_equal(got, want)
+
+
+def test_a_capped_bitmap_only_turns_fewer_keys_away(monkeypatch):
+    """A batch larger than the bitmap's cap shares its marks: more stored keys reach the
+    hash lookup, none is answered differently."""
+    from streamer.index.bloom_index import _short_positions_in
+
+    monkeypatch.setattr(bloom_index, "_MARK_BITS_MAX", 10)  # 1,024 marks for 5,000 keys
+    rng = np.random.default_rng(11)
+    batch = rng.choice(2**40, 5_000, replace=False).astype(np.uint64) << np.uint64(24)
+    stored = rng.permutation(np.concatenate([batch[:2_000], rng.integers(0, 2**40, 20_000).astype(np.uint64)]))
+    want = pc.fill_null(pc.index_in(pa.array(stored), value_set=pa.array(batch)), -1).to_numpy()
+    assert np.array_equal(_short_positions_in(batch, stored), want)

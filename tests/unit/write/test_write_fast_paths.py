@@ -208,3 +208,29 @@ def test_distinct_integers_are_told_apart_by_marks_or_by_sorting(span, repeat):
     assert _distinct(values) == (not repeat)
     extremes = np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max])
     assert _distinct(extremes) and not _distinct(np.append(extremes, 0))
+
+
+@pytest.mark.parametrize(("n_parts", "n_files"), [(3, 5), (400, 400)])
+def test_each_update_goes_to_the_task_of_its_partition_and_file_group(n_parts, n_files):
+    """The (partition, file id) pairs of the updates are counted when their codes are few
+    and sorted when partitions x file ids is wide: every row gets its pair's task."""
+    from streamer.write.plan import OP_INSERT, OP_UPDATE, _assign_touched
+
+    rng = np.random.default_rng(n_parts)
+    n = 3_000
+    parts = pa.array([f"p{i}" for i in rng.integers(0, n_parts, n)]).dictionary_encode()
+    fids = pa.array([f"f{i}" for i in rng.integers(0, n_files, n)])
+    ops = np.where(rng.random(n) < 0.7, OP_UPDATE, OP_INSERT).astype(np.int8)
+    asked: list[tuple[str, str]] = []
+
+    def existing_task(part: str, fid: str) -> int:
+        asked.append((part, fid))
+        return hash((part, fid)) % 100_000
+
+    task_ids = np.full(n, -1, dtype=np.int32)
+    _assign_touched(ops, parts, fids, existing_task, task_ids)
+    p, f = parts.to_pylist(), fids.to_pylist()
+    for i in range(n):
+        want = hash((p[i], f[i])) % 100_000 if ops[i] == OP_UPDATE else -1
+        assert task_ids[i] == want
+    assert len(asked) == len(set(asked)), "each pair is asked once"
