@@ -12,6 +12,13 @@ class StreamerError(Exception):
     """Root of all mor-streamer errors."""
 
 
+def one_line(e: BaseException) -> str:
+    """``e``'s message on one line: a library's message spanning lines (Arrow's Parquet
+    errors: ``Invalid data`` then ``Deserializing page header failed.``) inside ours would
+    break the one line a refusal promises."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 class ConfigError(StreamerError):
     """A pipeline/table configuration is invalid (names the file and field)."""
 

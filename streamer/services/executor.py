@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from streamer import faults
 from streamer.config.policies import LogCompactionPolicy
-from streamer.errors import CorruptDataError, MissingFileError, StorageError
+from streamer.errors import CorruptDataError, MissingFileError, StorageError, one_line
 from streamer.integrity import (
     DROPPED_KEY,
     CommittedRegions,
@@ -175,7 +175,7 @@ class _Run:
             state = _undo_refused(table, self.tx, inflight, self.lock_timeout_s)
             if isinstance(e, DamageRefusedError):
                 raise DamageRefusedError(f"{e}; {state}") from e
-            raise DamageRefusedError(f"{inflight.action} {inflight.timestamp} refused: {e}; {state}") from e
+            raise DamageRefusedError(f"{inflight.action} {inflight.timestamp} refused: {one_line(e)}; {state}") from e
         except OSError as e:
             # storage refused a write (a full disk, a quota): one line naming the instant and
             # the file. Not only StorageError (write_atomic's): a marker, the writers' lock

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamer.errors import CorruptDataError, SchemaError, TableError
+from streamer.errors import CorruptDataError, SchemaError, TableError, one_line
 from streamer.fs import FileSystem, read_failure
 from streamer.table import log_content as content_codec
 
@@ -137,7 +137,7 @@ class LogBlock:
             except (pa.ArrowInvalid, OSError) as e:  # a flipped page: CRC mismatch, bad compression
                 if (failed := read_failure(e, self.log_path, f"{self._where()}: reading")) is not None:
                     raise failed from e
-                raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}",
+                raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {one_line(e)}",
                                        self.log_path) from e
         if self.block_type in (BlockType.AVRO_DATA, BlockType.CDC):
             schema = self.schema
@@ -175,7 +175,7 @@ class LogBlock:
         except (pa.ArrowInvalid, OSError) as e:
             if (failed := read_failure(e, self.log_path, f"{self._where()}: reading")) is not None:
                 raise failed from e
-            raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {e}", self.log_path) from e
+            raise CorruptDataError(f"{self._where()}: Parquet block content unreadable: {one_line(e)}", self.log_path) from e
 
     def _where(self) -> str:
         return f"{self.log_path} block at offset {self.offset}"
