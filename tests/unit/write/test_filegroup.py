@@ -13,11 +13,11 @@ from streamer.data import short_keys
 from streamer.fs import FileSystem
 from streamer.index.footer_cache import CACHE
 from streamer.index.slice_members import block_cache_key
-from streamer.read import Table
 from streamer.table.identity import IndexConfig, IndexType, KeyGenType
 from streamer.table.log_format import BlockType, read_log_file
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 from streamer.write.keygen import partition_value_column
+from tests.support.write_model import read_hudi_rs
 
 
 def _rows(ids, ts):
@@ -33,7 +33,7 @@ def _has_statistics(md: pq.FileMetaData) -> list[bool]:
 def test_log_blocks_carry_no_column_statistics_and_base_files_do(tmp_path):
     """No reader skips a log block's rows on statistics (its rows merge over the base's),
     so blocks are written without them; base files keep them for query engines' pruning.
-    The rows read back the same either way."""
+    hudi-rs reads the rows written, update by update."""
     base = str(tmp_path / "t")
     w = HudiWriter.create(base, TableConfig("t", ("id",), ("city",), "ts"),
                           options=WriteOptions(engine="local"))
@@ -51,7 +51,7 @@ def test_log_blocks_carry_no_column_statistics_and_base_files_do(tmp_path):
     assert blocks
     for b in blocks:
         assert not any(_has_statistics(pq.read_metadata(io.BytesIO(b.content())))), b
-    got = sorted((r["id"], r["ts"]) for r in Table.open(base).read().to_pylist())
+    got = sorted((r["id"], r["ts"]) for r in read_hudi_rs(base).to_pylist())
     assert got == sorted([(str(i), 1) for i in range(10)] + [(str(i), 2) for i in range(10, 30)])
 
 
@@ -70,7 +70,7 @@ def test_the_partition_column_is_written_as_its_partition_value(tmp_path, block_
                        "ts": [2] * 12})
     w.upsert(first)
     w.upsert(second)
-    got = sorted((r["id"], r["city"], r["ts"]) for r in Table.open(base).read().to_pylist())
+    got = sorted((r["id"], r["city"], r["ts"]) for r in read_hudi_rs(base).to_pylist())
     want = {r["id"]: (r["id"], r["city"], r["ts"]) for r in first.to_pylist() + second.to_pylist()}
     assert got == sorted(want.values())
 
@@ -85,7 +85,7 @@ def test_a_global_index_keeps_each_rows_own_partition_value(tmp_path):
     w = HudiWriter.create(base, cfg, options=WriteOptions(engine="local"))
     w.upsert(pa.table({"id": ["1", "2"], "city": ["sf", "oslo"], "ts": [1, 1]}))
     w.upsert(pa.table({"id": ["1"], "city": ["oslo"], "ts": [2]}))  # stays in sf
-    rows = {r["id"]: r for r in Table.open(base).read().to_pylist()}
+    rows = {r["id"]: r for r in read_hudi_rs(base).to_pylist()}
     assert rows["1"]["city"] == "oslo" and rows["1"]["_hoodie_partition_path"] == "sf"
     assert rows["2"]["city"] == "oslo"
 
