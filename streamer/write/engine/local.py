@@ -56,18 +56,14 @@ def task_groups(task_ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(tids[s]), order[s:e]) for s, e in zip(starts, ends, strict=True)]
 
 
-def rows_of_task(rows: pa.Table, idx: np.ndarray, short: np.ndarray | None = None) -> pa.Table:
-    """One task's rows, sorted by record key (stably): the order the file-group writer
-    needs, so it skips its own sort. Run by the task's own thread: the batch's gather
-    and key sort happen in parallel, a few thousand rows at a time, not on the driver.
+def task_order(rows: pa.Table, idx: np.ndarray, short: np.ndarray | None = None) -> np.ndarray:
+    """The row numbers ``idx`` of one task in record-key order (stably): the order the
+    file-group writer needs, so it skips its own sort. Run by the task's own thread: the
+    batch's key sort and gather happen in parallel, a few thousand rows at a time, not on
+    the driver.
 
     ``short``: the batch's keys as :func:`streamer.data.short_keys` integers, when they
     fit; sorted as integers, without gathering the strings (a sixth of the cost)."""
-    return rows.take(pa.array(task_order(rows, idx, short)))
-
-
-def task_order(rows: pa.Table, idx: np.ndarray, short: np.ndarray | None = None) -> np.ndarray:
-    """The row numbers ``idx`` of one task in record-key order (see :func:`rows_of_task`)."""
     if len(idx) > 1 and short is not None:
         return idx[key_order(short[idx])]
     if RECORD_KEY_COL in rows.column_names and len(idx) > 1:

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from streamer.data import short_keys
-from streamer.write.engine.local import rows_of_task, task_groups
+from streamer.write.engine.local import task_groups, task_order
 from streamer.write.filegroup import _sorted_by_key
 from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.plan import TASK_COL
@@ -52,7 +52,7 @@ def test_each_task_gets_its_rows_sorted_by_key_stably(keys_as, unique):
     rows = pa.table({RECORD_KEY_COL: keys, TASK_COL: tasks, "row": np.arange(n)})
     short = short_keys(keys) if keys_as == "short keys" else None
     assert (short is None) == (keys_as == "strings")
-    groups = [(tid, rows_of_task(rows, idx, short)) for tid, idx in task_groups(tasks.to_numpy())]
+    groups = [(tid, rows.take(pa.array(task_order(rows, idx, short)))) for tid, idx in task_groups(tasks.to_numpy())]
     assert [tid for tid, _ in groups] == sorted({int(t) for t in tasks.to_pylist()})
     for tid, g in groups:
         assert _sorted_by_key(g)
