@@ -40,7 +40,8 @@ log = logging.getLogger("streamer.run")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run pipelines from a YAML file or folder")
     p.add_argument("file", help="pipeline YAML file or folder of them")
-    p.add_argument("--pipeline", action="append", help="run only this pipeline (repeatable)")
+    p.add_argument("--pipeline", action="append",
+                   help="run only this pipeline (repeatable); PARENT-TABLE: one table of a topic_pattern pipeline")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one batch per pipeline, whatever the trigger says")
     when.add_argument("--available-now", action="store_true",
@@ -71,21 +72,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, stop: threading.Event) -> int:
     from streamer.config import load_pipelines
-    from streamer.errors import ConfigError
     from streamer.observe.run import RunObservers
-    from streamer.pipeline.multi import PipelinesFailedError, failure_line, run_pipelines
+    from streamer.pipeline.database import DatabaseTables, select
+    from streamer.pipeline.multi import PipelinesFailedError, failure_line, run_mode, run_pipelines
     from streamer.spark import StartInterrupted
 
     configs = load_pipelines(args.file)
+    only = None
     if args.pipeline:
-        names = {c.name for c in configs}
-        unknown = sorted(set(args.pipeline) - names)
-        if unknown:
-            raise ConfigError(f"{args.file}: no pipeline named {', '.join(unknown)} (have: {', '.join(sorted(names))})")
-        configs = [c for c in configs if c.name in args.pipeline]
-    from streamer.pipeline.database import DatabaseTables
-
-    tables = DatabaseTables(configs)
+        configs, only = select(configs, args.pipeline, source=args.file)
+    available_now = getattr(args, "available_now", False)
+    waits = frozenset(c.name for c in configs if c.is_pattern and run_mode(c, args.once, available_now) == "continuous")
+    tables = DatabaseTables(configs, only=only, waits=waits)
     _preflight([c for c in configs if not c.is_pattern])
     for c in configs:
         log.info("pipeline %s", c.summary(), extra={"pipeline": c.name})
@@ -102,7 +100,7 @@ def _run(args: argparse.Namespace, stop: threading.Event) -> int:
         run_pipelines(
             configs,
             once=args.once,
-            available_now=getattr(args, "available_now", False),
+            available_now=available_now,
             stop=stop,
             on_report=observers.on_report,
             timeout_s=args.timeout,
@@ -133,6 +131,10 @@ class _Observed:
     @property
     def every_s(self) -> float:
         return self.tables.every_s
+
+    @property
+    def goes_on(self) -> bool:
+        return self.tables.goes_on
 
     def discover(self) -> tuple[list[PipelineConfig], dict[str, BaseException]]:
         found, refused = self.tables.discover()

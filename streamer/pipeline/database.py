@@ -69,16 +69,80 @@ def child_config(parent: PipelineConfig, topic: str, record_key: list[str]) -> P
     })
 
 
-class DatabaseTables:
-    """The children of a run's ``topic_pattern`` pipelines, found now and found again."""
+def select(configs: list[PipelineConfig], names: list[str], *, source: str
+           ) -> tuple[list[PipelineConfig], frozenset[str] | None]:
+    """The pipelines ``--pipeline NAME`` picks, and the children it picks by name.
 
-    def __init__(self, configs: list[PipelineConfig]) -> None:
+    A name is a pipeline of the file, or a child of a ``topic_pattern`` pipeline (its name,
+    ``-``, the table: ``shop-orders``), which keeps its parent and only that child (the
+    children are only known once the broker is listed). Returns the pipelines to run and
+    the children's names to make (``None``: every child). An unknown name is refused with
+    the names there are (``source``: the file, for the message).
+    """
+    names_there = {c.name for c in configs}
+    parents = [c for c in configs if c.is_pattern]
+    keep: set[str] = set()
+    only: set[str] = set()
+    unknown: list[str] = []
+    for name in dict.fromkeys(names):
+        if name in names_there:
+            keep.add(name)
+            only.add(f"{name}-*")  # a parent by its own name: all its children
+            continue
+        parent = _parent_of(name, parents)
+        if parent is None:
+            unknown.append(name)
+        else:
+            keep.add(parent.name)
+            only.add(name)
+    if unknown:
+        have = sorted(names_there) + sorted(f"{p.name}-<table>" for p in parents)
+        raise ConfigError(f"{source}: no pipeline named {', '.join(unknown)} (have: {', '.join(have)})")
+    children_named = any(not n.endswith("-*") for n in only)
+    return [c for c in configs if c.name in keep], frozenset(only) if children_named else None
+
+
+def _parent_of(child: str, parents: list[PipelineConfig]) -> PipelineConfig | None:
+    """The ``topic_pattern`` pipeline whose child ``child`` would be (the longest name
+    that prefixes it: ``shop-eu-orders`` is ``shop-eu``'s when both exist)."""
+    fits = [p for p in parents if child.startswith(f"{p.name}-") and len(child) > len(p.name) + 1]
+    return max(fits, key=lambda p: len(p.name), default=None)
+
+
+class DatabaseTables:
+    """The children of a run's ``topic_pattern`` pipelines, found now and found again.
+
+    ``only``: the children to make (by name; ``PARENT-*`` for all of a parent's), from
+    :func:`select`; ``None``, all. ``waits``: the parents whose run goes on (continuous;
+    by default those whose trigger says so), which look for new tables again and wait for
+    a named child's topic to appear; a named child whose parent does not wait and has no
+    topic for it is refused on the first look, by name.
+    """
+
+    def __init__(self, configs: list[PipelineConfig], *, only: frozenset[str] | None = None,
+                 waits: frozenset[str] | None = None) -> None:
         self.parents = [c for c in configs if c.is_pattern]
+        self.only = only
+        self.waits = frozenset(p.name for p in self.parents if p.trigger.mode == "continuous") if waits is None else waits
         #: (parent, topic) pairs settled: a child made, skipped or refused
         self._settled: set[tuple[str, str]] = set()
+        #: named children still looked for, by parent (reported once when missing)
+        self._looked_for: dict[str, set[str]] = {}
+        for name in only or ():
+            parent = _parent_of(name, self.parents)
+            if parent is not None and not name.endswith("-*"):
+                self._looked_for.setdefault(parent.name, set()).add(name)
+
+    def _wanted(self, parent: PipelineConfig, name: str) -> bool:
+        return self.only is None or name in self.only or f"{parent.name}-*" in self.only
 
     def __bool__(self) -> bool:
         return bool(self.parents)
+
+    @property
+    def goes_on(self) -> bool:
+        """Whether discovery goes on while the run does: a parent runs continuously."""
+        return bool(self.waits)
 
     @property
     def every_s(self) -> float:
@@ -102,10 +166,27 @@ class DatabaseTables:
             for topic in topics:
                 if (parent.name, topic) in self._settled:
                     continue
+                name = f"{parent.name}-{table_of(topic)}"
+                if not self._wanted(parent, name):
+                    self._settled.add((parent.name, topic))  # not asked for by --pipeline
+                    continue
+                self._looked_for.get(parent.name, set()).discard(name)
                 child = self._child(parent, topic, refused)
                 if child is not None:
                     new.append(child)
+            self._missing(parent, topics, refused)
         return new, refused
+
+    def _missing(self, parent: PipelineConfig, topics: list[str], refused: dict[str, BaseException]) -> None:
+        """Named children of ``parent`` with no topic: refused unless ``parent`` waits."""
+        for name in sorted(self._looked_for.pop(parent.name, ())):
+            table = name[len(parent.name) + 1:]
+            if parent.name in self.waits:
+                log.info("[%s] waiting for a topic of table %s (pipeline %s)", parent.name, table, name)
+                continue
+            tables = ", ".join(sorted({table_of(t) for t in topics})) or "none"
+            refused[name] = ConfigError(
+                f"no topic matching {parent.name}'s topic_pattern holds table {table} (its tables: {tables})")
 
     def _child(self, parent: PipelineConfig, topic: str,
                refused: dict[str, BaseException]) -> PipelineConfig | None:

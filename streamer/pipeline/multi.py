@@ -46,6 +46,11 @@ class Discover(Protocol):
     @property
     def every_s(self) -> float: ...
 
+    @property
+    def goes_on(self) -> bool:
+        """Whether to look again while the run goes on (else only once, at its start)."""
+        ...
+
     def discover(self) -> tuple[list[PipelineConfig], dict[str, BaseException]]:
         """New pipelines since the last call, and the ones refused (by name)."""
         ...
@@ -169,9 +174,9 @@ def run_pipelines(
                             available_now=available_now, failures=failures)
             return admitted
 
-        if continuous or (discover is not None and not once and not available_now):
+        if continuous or (discover is not None and discover.goes_on and not once and not available_now):
             _run_threads(continuous, stop, timeout_s, failures,
-                         (admit, discover.every_s) if discover is not None else None, spark)
+                         (admit, discover.every_s) if discover is not None and discover.goes_on else None, spark)
     finally:
         for s in services:
             if s is not None:

@@ -1,0 +1,71 @@
+"""``streamer run --pipeline PARENT-TABLE``: one table of a ``topic_pattern`` pipeline.
+
+A whole-database pipeline's children are only known once the broker is listed, so a
+child's name picks its parent and, of the parent's topics, only that table's; a name no
+topic answers to fails the run naming the tables there are, instead of running nothing.
+Tables are read by hudi-rs and compared with the records produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pytest
+
+from streamer.cli import main
+from tests.support.write_model import read_hudi_rs
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
+
+YAML = r"""
+pipelines:
+  - name: shop
+    source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic_pattern: '{prefix}\..*', format: json,
+              schema: "id STRING, v INT", starting_offsets: earliest}}
+    target: {{path: "{lake}/{{table}}", record_key: [id]}}
+    trigger: {{mode: once}}
+    engine: local
+"""
+
+
+ROWS = {"a": [{"id": "1", "v": 10}, {"id": "2", "v": 20}], "b": [{"id": "9", "v": 90}]}
+
+
+def _database(kafka, tmp_path):
+    prefix = f"sel{uuid.uuid4().hex[:6]}"
+    for table, records in ROWS.items():
+        kafka.create_topic(f"{prefix}.{table}")
+        kafka.produce(f"{prefix}.{table}", [json.dumps(r) for r in records], keys=[r["id"] for r in records])
+    path = tmp_path / "p.yaml"
+    path.write_text(YAML.format(bootstrap=kafka.bootstrap_servers, prefix=prefix, lake=tmp_path / "lake"))
+    return path
+
+
+def _rows(path) -> list[dict]:
+    return sorted(read_hudi_rs(str(path)).select(["id", "v"]).to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.timeout(120)
+def test_a_run_once_takes_every_table_and_ends(kafka, spark, tmp_path):
+    """``trigger.mode: once`` is one batch per table, then the end: the run does not go on
+    looking for new tables (it did, until stopped)."""
+    path = _database(kafka, tmp_path)
+    assert main(["run", str(path)]) == 0
+    assert _rows(tmp_path / "lake" / "a") == ROWS["a"] and _rows(tmp_path / "lake" / "b") == ROWS["b"]
+
+
+@pytest.mark.timeout(120)
+def test_a_child_by_name_runs_that_table_alone(kafka, spark, tmp_path, capsys):
+    path = _database(kafka, tmp_path)
+    rows = ROWS
+
+    assert main(["run", str(path), "--pipeline", "shop-a"]) == 0
+    assert _rows(tmp_path / "lake" / "a") == rows["a"]
+    assert not os.path.exists(tmp_path / "lake" / "b"), "a table not asked for was written"
+
+    assert main(["run", str(path), "--pipeline", "shop-c"]) == 1
+    err = capsys.readouterr().err
+    assert "no topic matching shop's topic_pattern holds table c (its tables: a, b)" in err
+    assert not os.path.exists(tmp_path / "lake" / "b")
