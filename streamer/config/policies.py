@@ -123,6 +123,11 @@ class ArchivePolicy(StrictModel):
     min_commits: PositiveInt = 20
     #: Archive once more than this many completed writes are on the active timeline, down to ``min_commits``.
     max_commits: PositiveInt = 30
+    #: Table versions 8 and 9: once this many files of one layer of the archive's LSM history
+    #: wait, the oldest are merged into one file of the next layer (Hudi
+    #: ``hoodie.timeline.compaction.batch.size``): a long-running pipeline's history stays a
+    #: few files per layer instead of a file per archive run.
+    history_merge_batch: int = Field(default=10, ge=2)
 
     @model_validator(mode="after")
     def _range(self) -> ArchivePolicy:

@@ -43,7 +43,7 @@ import logging
 import posixpath
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fastavro
@@ -121,6 +121,8 @@ class ArchiveOutcome:
     bound: str | None  # first instant kept because a rule forbade going further
     #: why nothing was even considered (a table version this project does not archive)
     skipped: str | None = None
+    #: versions 8 and 9: the LSM history files this run merged its layers into
+    merged: list[str] = field(default_factory=list)
 
 
 def archive_dir(table: Table) -> str:
@@ -349,5 +351,8 @@ def _run_history_archive(table: Table, policy: ArchivePolicy, lock: PlanLock) ->
         return ArchiveOutcome([], None, bound)
     path = archive_to_history(table, victims, txn)
     log.info("%s: archived %d instant(s) into %s", table.base_path, len(victims), posixpath.basename(path))
+    merged = txn.merge_history(folder, batch=policy.history_merge_batch)
+    if merged:
+        log.info("%s: merged the archive's history into %s", table.base_path, ", ".join(merged))
     table.refresh()
-    return ArchiveOutcome([i.timestamp for i in victims], path, bound)
+    return ArchiveOutcome([i.timestamp for i in victims], path, bound, merged=merged)

@@ -7,8 +7,9 @@ LSM tree under ``.hoodie/timeline/history`` instead (Hudi's ``LSMTimeline``,
 - **Data files** ``<first>_<last>_<layer>.parquet``: one row per archived instant
   (``HoodieLSMTimelineInstant``: requested time, completion time, completed action, the
   completed file's bytes, the plan's bytes, ``version`` 1). Names carry requested times;
-  the layer is one digit. An archiving run adds one layer-0 file; Hudi's writer later
-  merges layers (its compaction), which readers do not need.
+  the layer is one digit. An archiving run adds one layer-0 file; once ten wait, the oldest
+  are merged into one file of layer 1, and so on up (Hudi's compaction of its history, done
+  by its writer and ours alike: :func:`merge_candidates`).
 - **Manifests** ``manifest_<N>``: JSON ``{"files": [{"fileName", "fileLen"}]}``, every
   valid file of snapshot ``N`` (N from 1).
 - **``_version_``**: the latest snapshot's ``N``, bare ASCII digits. A reader trusts it;
@@ -55,6 +56,12 @@ SCHEMA = pa.schema([
 RECORD_VERSION = 1
 #: Manifests kept after a commit (Hudi keeps its latest 3, plus one per layer it merged).
 MANIFESTS_KEPT = 3
+#: Hudi's ``hoodie.timeline.compaction.batch.size`` default: a layer's oldest files are
+#: merged into one file of the next layer once this many wait.
+MERGE_BATCH = 10
+#: A merge takes files up to about this many bytes (Hudi's 1 GB cap: no merge rewrites
+#: ever larger files), and at least two.
+MERGE_MAX_BYTES = 1 << 30
 
 
 def history_dir(base_path: str, props: TableProperties) -> str:
@@ -77,6 +84,10 @@ class HistoryFile:
     @property
     def last(self) -> str:
         return _parsed(self.name).group(2)
+
+    @property
+    def layer(self) -> int:
+        return int(_parsed(self.name).group(3))
 
 
 def _parsed(name: str) -> re.Match[str]:
@@ -141,6 +152,10 @@ def read_snapshot(fs: FileSystem, folder: str) -> Snapshot:
     version = latest_version(fs, folder)
     if version < 0:
         return Snapshot(folder, -1, ())
+    return Snapshot(folder, version, _manifest_files(fs, folder, version))
+
+
+def _manifest_files(fs: FileSystem, folder: str, version: int) -> tuple[HistoryFile, ...]:
     path = posixpath.join(folder, f"{MANIFEST_PREFIX}{version}")
     try:
         raw = fs.read_bytes(path)
@@ -152,7 +167,7 @@ def read_snapshot(fs: FileSystem, folder: str) -> Snapshot:
         raise CorruptDataError(f"unreadable LSM history manifest ({e})", path) from e
     for f in files:
         _parsed(f.name)
-    return Snapshot(folder, version, files)
+    return files
 
 
 def manifest_bytes(files: tuple[HistoryFile, ...] | list[HistoryFile]) -> bytes:
@@ -214,3 +229,62 @@ def read_instants(fs: FileSystem, snapshot: Snapshot, *, since: str | None = Non
     times = out.column("instantTime").to_pylist()
     keep = [i for i, t in enumerate(times) if i == 0 or t != times[i - 1]]
     return out if len(keep) == len(times) else out.take(pa.array(keep))
+
+
+# -- merging layers (Hudi's ``LSMTimelineWriter.compactAndClean``) ---------------------
+def merge_candidates(snapshot: Snapshot, layer: int, batch: int = MERGE_BATCH,
+                     max_bytes: int = MERGE_MAX_BYTES) -> list[HistoryFile]:
+    """The files of ``layer`` to merge into one of the next layer, oldest first, or none.
+
+    As Hudi picks them: only once ``batch`` files wait in the layer; then the oldest (by
+    first instant), at most ``batch``, stopping past ``max_bytes`` (a file alone over it is
+    passed over); fewer than two is no merge. Why merge at all: every archive run adds a
+    file and rewrites the manifest listing every file, so an unmerged history of a
+    long-running pipeline grows a file a run and a manifest without bound.
+    """
+    files = sorted((f for f in snapshot.files if f.layer == layer), key=lambda f: (f.first, f.name))
+    if len(files) < batch:
+        return []
+    picked: list[HistoryFile] = []
+    total = 0
+    for f in files:
+        picked.append(f)
+        total += f.size
+        if len(picked) >= batch:
+            break
+        if total > max_bytes:
+            if len(picked) >= 2:
+                break
+            picked, total = [], 0
+    return picked if len(picked) >= 2 else []
+
+
+def merged_name(files: list[HistoryFile]) -> str:
+    """``<first of all>_<last of all>_<layer + 1>.parquet``."""
+    return f"{min(f.first for f in files)}_{max(f.last for f in files)}_{files[0].layer + 1}.parquet"
+
+
+def merged_file(fs: FileSystem, folder: str, files: list[HistoryFile]) -> bytes:
+    """The rows of ``files``, every column as stored, as one file (ascending requested
+    time; an instant two files hold, once)."""
+    snap = Snapshot(folder, 0, tuple(files))
+    table = read_instants(fs, snap, columns=tuple(SCHEMA.names))
+    sink = io.BytesIO()
+    pq.write_table(table.cast(SCHEMA), sink, compression="snappy", store_schema=False)
+    return sink.getvalue()
+
+
+def unreferenced(fs: FileSystem, folder: str, keep: int) -> tuple[list[str], list[str]]:
+    """What a clean of the history removes: the manifests but the newest ``keep``, and the
+    data files none of those lists (merged away, or a stopped run's). Nothing while there
+    are ``keep`` manifests or fewer (Hudi's rule)."""
+    versions = manifest_versions(fs, folder)
+    if len(versions) <= keep:
+        return [], []
+    kept = versions[-keep:]
+    listed: set[str] = set()
+    for v in kept:
+        listed |= {f.name for f in _manifest_files(fs, folder, v)}
+    manifests = [f"{MANIFEST_PREFIX}{v}" for v in versions if v not in kept]
+    data = [st.name for st in _listing(fs, folder) if FILE_PATTERN.match(st.name) and st.name not in listed]
+    return manifests, sorted(data)

@@ -251,30 +251,68 @@ class Transaction:
         active timeline (:meth:`finish_archive`). Returns the data file's path.
 
         A manifest past ``_version_`` is a crashed run's, never published: removed first
-        (Hudi 1.0.2's archiver cannot write over it). Manifests older than the newest
-        :data:`~streamer.table.lsm_history.MANIFESTS_KEPT` go last, as Hudi's archiver
-        prunes them; data files stay (every snapshot we write lists them all)."""
+        (Hudi 1.0.2's archiver cannot write over it). Old manifests and files go in
+        :meth:`merge_history`, which the archive runs next."""
         snap = lsm_history.read_snapshot(self.fs, folder)
         for v in lsm_history.manifest_versions(self.fs, folder):
             if v > snap.version:
                 self.fs.delete_file(posixpath.join(folder, f"{lsm_history.MANIFEST_PREFIX}{v}"))
         if any(f.name == name for f in snap.files):
             raise CommitError(f"the LSM history already lists {name}", folder)
-        path = posixpath.join(folder, name)
+        path = self._publish_history(snap, (), name, data)
+        self.finish_archive(timeline, instants)
+        return path
+
+    def merge_history(self, folder: str, *, batch: int = lsm_history.MERGE_BATCH) -> list[str]:
+        """Merge the LSM history's layers as Hudi 1.x's archiver does after each run
+        (:func:`~streamer.table.lsm_history.merge_candidates`): the oldest files of layer
+        0 into one of layer 1 once ``batch`` wait, then layer 1 likewise, and so on; then
+        clean. Each merge is published as any snapshot (file, manifest, ``_version_``), so
+        a stop at any step reads as before. Returns the merged files' names.
+
+        The clean keeps the newest three manifests plus one per merge, and removes the
+        older ones and every data file none of the kept manifests lists (the merged
+        sources, a stopped run's file): a reader that loaded an older snapshot a moment ago
+        still finds its files."""
+        merged: list[str] = []
+        layer = 0
+        while True:
+            snap = lsm_history.read_snapshot(self.fs, folder)
+            sources = lsm_history.merge_candidates(snap, layer, batch)
+            if not sources:
+                break
+            name = lsm_history.merged_name(sources)
+            self._publish_history(snap, sources, name, lsm_history.merged_file(self.fs, folder, sources))
+            merged.append(name)
+            layer += 1
+        self._clean_history(folder, lsm_history.MANIFESTS_KEPT + len(merged))
+        return merged
+
+    def _publish_history(self, snap: lsm_history.Snapshot, removed: Sequence[lsm_history.HistoryFile],
+                         name: str, data: bytes) -> str:
+        """A new snapshot of the history: ``snap``'s files without ``removed``, with the data
+        file ``name`` added last; written as the data file, the next manifest, then
+        ``_version_`` naming it. Returns the data file's path."""
+        path = posixpath.join(snap.folder, name)
         self.fs.write_atomic(path, data)
         faults.step("history file written")
         version = snap.version + 1 if snap.version >= 0 else 1
-        files = (*snap.files, lsm_history.HistoryFile(name, len(data)))
-        self.fs.write_atomic(posixpath.join(folder, f"{lsm_history.MANIFEST_PREFIX}{version}"),
+        gone = {f.name for f in removed}
+        files = (*(f for f in snap.files if f.name not in gone), lsm_history.HistoryFile(name, len(data)))
+        self.fs.write_atomic(posixpath.join(snap.folder, f"{lsm_history.MANIFEST_PREFIX}{version}"),
                              lsm_history.manifest_bytes(files))
         faults.step("history manifest written")
-        self.fs.write_atomic(posixpath.join(folder, lsm_history.VERSION_FILE), str(version).encode())
+        self.fs.write_atomic(posixpath.join(snap.folder, lsm_history.VERSION_FILE), str(version).encode())
         faults.step("history version written")
-        self.finish_archive(timeline, instants)
-        for v in lsm_history.manifest_versions(self.fs, folder):
-            if v <= version - lsm_history.MANIFESTS_KEPT:
-                self.fs.delete_file(posixpath.join(folder, f"{lsm_history.MANIFEST_PREFIX}{v}"))
         return path
+
+    def _clean_history(self, folder: str, keep: int) -> None:
+        manifests, data = lsm_history.unreferenced(self.fs, folder, keep)
+        for name in manifests:  # the manifests first: no kept snapshot lists a file removed next
+            self.fs.delete_file(posixpath.join(folder, name))
+        faults.step("history manifests cleaned")
+        for name in data:
+            self.fs.delete_file(posixpath.join(folder, name))
 
     def finish_archive(self, timeline: Timeline, instants: Sequence[Instant]) -> None:
         """Remove archived ``instants`` from the active timeline as Hudi 1.x's archiver

@@ -1,7 +1,8 @@
 """Versions 8 and 9 archived by us into Hudi 1.x's LSM history (streamer/services/
 archive_history.py), as Hudi's own classes load it: Hudi 1.0.2 (version 8) and 1.2.0 (8 and
 9) find every instant we archived, with its requested and completion time and its action,
-and deserialise each one's metadata; the tables read as their model in every reader; and
+and deserialise each one's metadata, before and after our archiver merged the history's
+layers; the tables read as their model in every reader; and
 Hudi's archiver continues on top of our history (merging our files into its layers) with
 our writer and archive going on after it.
 
@@ -40,6 +41,7 @@ pytestmark = [pytest.mark.hudi_jvm, pytest.mark.conformance]
 
 READERS = {8: ("1.0", "1.2"), 9: ("1.2",)}
 POLICY = ArchivePolicy(min_commits=2, max_commits=3)
+MERGING = ArchivePolicy(min_commits=2, max_commits=3, history_merge_batch=2)
 CHECKS = [Query("snapshot"), Query("read_optimized")]
 #: Hudi 1.2 writing on top: it compacts, cleans and archives inline, its history merged
 #: into layer 1 once two files wait (its default waits for ten).
@@ -58,7 +60,8 @@ HUDI_ARCHIVING = {
 }
 
 
-def _services(path: str, w: HudiWriter, gen: tg.Gen, model: tg.Model, version: int) -> list[str]:
+def _services(path: str, w: HudiWriter, gen: tg.Gen, model: tg.Model, version: int,
+              policy: ArchivePolicy = POLICY) -> list[str]:
     """A compaction, writes (one of them a delete), a clean and an archive; returns the
     instants archived."""
     with tg.at_version(version):
@@ -67,7 +70,7 @@ def _services(path: str, w: HudiWriter, gen: tg.Gen, model: tg.Model, version: i
         for i in range(3):
             tg.step(w, gen, model, delete=(i == 1))
         run_clean(Table.open(path), CleanPolicy(retain_commits=1))
-        return run_archive(Table.open(path), POLICY).archived
+        return run_archive(Table.open(path), policy).archived
 
 
 def _history_rows(path: str) -> list[tuple[str, str, str]]:
@@ -98,6 +101,18 @@ def test_hudi_loads_every_instant_we_archived_with_its_metadata(tmp_path, hudi_s
     assert {r[2] for r in ours} >= {"deltacommit", "commit", "clean"}, ours
     for v in READERS[version]:
         assert _loaded(hudi_sessions[v], path) == ours, v
+    # a third run, merging: the two oldest files become one of layer 1, as Hudi's archiver
+    # merges its own (history_merge_batch 2, as hoodie.timeline.compaction.batch.size)
+    for _ in range(4):
+        tg.step(w, gen, model)
+    archived += _services(path, w, gen, model, version, MERGING)
+    t = Table.open(path)
+    layers = sorted(f.layer for f in h.read_snapshot(t.fs, h.history_dir(path, t.properties)).files)
+    assert layers == [0, 1], layers
+    merged = _history_rows(path)
+    assert [r[0] for r in merged] == sorted(archived) and merged[:len(ours)] == ours
+    for v in READERS[version]:
+        assert _loaded(hudi_sessions[v], path) == merged, v
     sessions = {v: hudi_sessions[v] for v in READERS[version]}
     assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), CHECKS)
 

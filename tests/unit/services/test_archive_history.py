@@ -35,6 +35,16 @@ def _archivable(path: str, version: int):
     return w, gen, model
 
 
+def _more_archivable(w, gen, model, path: str) -> None:
+    """Four writes, a compaction and a clean: the next archive run has instants to move."""
+    for _ in range(4):
+        tg.step(w, gen, model)
+    with tg.at_version(9):
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert execute(Table.open(path), comp).status == "completed"
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+
+
 def _history(path: str) -> tuple[h.Snapshot, list[tuple[str, str, str]]]:
     t = Table.open(path)
     snap = h.read_snapshot(t.fs, h.history_dir(path, t.properties))
@@ -101,12 +111,7 @@ def test_only_three_manifests_stay(tmp_path):
     for _ in range(5):
         if run_archive(Table.open(path), POLICY).archived:
             runs += 1
-        for _ in range(4):
-            tg.step(w, gen, model)
-        with tg.at_version(9):
-            comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-            assert execute(Table.open(path), comp).status == "completed"
-            run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+        _more_archivable(w, gen, model, path)
     assert runs >= 4
     folder = h.history_dir(path, Table.open(path).properties)
     versions = h.manifest_versions(Table.open(path).fs, folder)
@@ -157,4 +162,69 @@ def test_a_run_stopped_at_any_step_reads_the_same_and_the_next_run_finishes_it(t
     # only finishes the move
     unpublished = at == "history file written" or (earlier and at == "history manifest written")
     assert bool(out.archived) == unpublished
+    assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+MERGING = ArchivePolicy(min_commits=2, max_commits=3, history_merge_batch=2)
+
+
+def test_the_history_merges_its_layers_as_hudis_archiver_does(tmp_path):
+    """Two files waiting in a layer (``history_merge_batch: 2``) become one file of the next
+    layer, up the layers; every archived instant stays in the history once, and the merged
+    files leave the folder once no kept manifest lists them."""
+    path = str(tmp_path / "t")
+    w, gen, model = _archivable(path, 9)
+    archived: list[str] = []
+    layers_seen = []
+    for _ in range(4):
+        out = run_archive(Table.open(path), MERGING)
+        assert out.archived
+        archived += out.archived
+        snap, rows = _history(path)
+        assert [r[0] for r in rows] == sorted(archived), "an archived instant lost or twice"
+        layers_seen.append(sorted(f.layer for f in snap.files))
+        _more_archivable(w, gen, model, path)
+    # run 2 merges the two layer-0 files; run 4 merges two layer-0 files, then the two layer-1 ones
+    assert layers_seen == [[0], [1], [0, 1], [2]]
+    (top,) = snap.files
+    assert top.name == f"{min(archived)}_{max(archived)}_2.parquet"
+    full = h.read_instants(Table.open(path).fs, snap, columns=tuple(h.SCHEMA.names))
+    assert full.column("metadata").null_count < full.num_rows and set(full.column("version").to_pylist()) == {1}
+    on_disk = sorted(n for n in os.listdir(snap.folder) if h.FILE_PATTERN.match(n))
+    kept = set()
+    for v in h.manifest_versions(Table.open(path).fs, snap.folder):
+        kept |= {f.name for f in h._manifest_files(Table.open(path).fs, snap.folder, v)}
+    assert set(on_disk) == kept, "a data file no kept manifest lists is left"
+    assert len(h.manifest_versions(Table.open(path).fs, snap.folder)) <= h.MANIFESTS_KEPT + 2
+    assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("at", ["history file written", "history manifest written", "history version written",
+                                "history manifests cleaned"])
+def test_a_merge_stopped_at_any_step_reads_the_same_and_the_next_run_merges(tmp_path, at):
+    path = str(tmp_path / "t")
+    w, gen, model = _archivable(path, 9)
+    first = run_archive(Table.open(path), MERGING).archived
+    _more_archivable(w, gen, model, path)
+    nth = 1 if at == "history manifests cleaned" else 2  # the 2nd: the merge's, after the archive's own
+    faults.fail_at(nth, label=at)
+    try:
+        with pytest.raises(Exception):  # noqa: B017,PT011 - the injected OSError, however it surfaces
+            run_archive(Table.open(path), MERGING)
+    finally:
+        faults.reset()
+    _, rows = _history(path)
+    held = [r[0] for r in rows]
+    active = {i.timestamp for i in Table.open(path).timeline.instants}
+    assert set(first) <= set(held) and len(held) == len(set(held)) and not active & set(held)
+    assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+    _more_archivable(w, gen, model, path)
+    assert run_archive(Table.open(path), MERGING).archived
+    snap, rows = _history(path)
+    held = [r[0] for r in rows]
+    assert len(held) == len(set(held)) and set(first) <= set(held)
+    # the stopped merge's two files and the new run's one: the oldest two merged now
+    assert sorted(f.layer for f in snap.files) == [0, 1], [f.name for f in snap.files]
+    (merged,) = [f for f in snap.files if f.layer == 1]
+    assert merged.first == min(first)
     assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()

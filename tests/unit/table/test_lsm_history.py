@@ -97,3 +97,23 @@ def test_a_damaged_history_is_an_error_naming_the_file(tmp_path, damage):
         os.remove(tmp_path / "_version_")
     with pytest.raises(CorruptDataError):
         h.read_instants(fs, h.read_snapshot(fs, folder))
+
+
+def _snap(*names_sizes: tuple[str, int]) -> h.Snapshot:
+    return h.Snapshot("/h", 1, tuple(h.HistoryFile(n, s) for n, s in names_sizes))
+
+
+def test_merge_candidates_follow_hudis_rules():
+    l0 = [(f"{t}0_{t}9_0.parquet", 100) for t in ("3", "1", "2")]
+    # fewer than the batch wait: nothing; as many: the oldest first, at most the batch
+    assert h.merge_candidates(_snap(*l0), 0, batch=4) == []
+    picked = h.merge_candidates(_snap(*l0, ("00_99_1.parquet", 5)), 0, batch=2)
+    assert [f.name for f in picked] == ["10_19_0.parquet", "20_29_0.parquet"]
+    assert h.merged_name(picked) == "10_29_1.parquet"
+    # past the byte cap: stop there (two files at least); a file alone over it is passed over
+    big = [("10_19_0.parquet", 900), ("20_29_0.parquet", 200), ("30_39_0.parquet", 50), ("40_49_0.parquet", 50)]
+    assert [f.name for f in h.merge_candidates(_snap(*big), 0, batch=4, max_bytes=1000)] == \
+        ["10_19_0.parquet", "20_29_0.parquet"]
+    alone = [("10_19_0.parquet", 2000), ("20_29_0.parquet", 10), ("30_39_0.parquet", 10)]
+    assert [f.name for f in h.merge_candidates(_snap(*alone), 0, batch=3, max_bytes=1000)] == \
+        ["20_29_0.parquet", "30_39_0.parquet"]
