@@ -447,25 +447,23 @@ class BloomIndex:
         jobs: list[_Job] = [([s], rows, keys, None) for slices in self.by_partition.values() for s in slices]
         return self._run(jobs, len(keys), with_partitions=True)
 
-    def _run(self, jobs: list[_Job], n: int, *, with_partitions: bool) -> IndexResult:
-        """Each job: slices asked about the same keys (a partition's), the keys' rows in the
-        batch, the keys, and the keys as short-key integers if they fit. Jobs run on
-        ``parallelism`` threads (the Arrow and numpy work releases the GIL)."""
+    def holders(self, keys: pa.Array) -> tuple[list[tuple[str, np.ndarray]], LookupStats]:
+        """Every partition holding any of ``keys``, with the positions of the keys it holds:
+        with a per-partition index one key may be stored in several partitions, which
+        :meth:`lookup_global` (one holder per key) does not say."""
+        keys = _whole(keys)
+        rows = np.arange(len(keys))
+        jobs: list[_Job] = [(slices, rows, keys, None) for slices in self.by_partition.values()]
         stats = LookupStats()
+        by_part: dict[str, list[np.ndarray]] = {}
+        for s, hit in self._hits(jobs, stats):
+            if len(hit):
+                by_part.setdefault(s.partition_path, []).append(hit)
+        return [(p, np.unique(np.concatenate(h))) for p, h in sorted(by_part.items())], stats
 
-        def run(job: _Job) -> list[tuple[FileSlice, np.ndarray]]:
-            slices, rows, part_keys, part_short = job
-            local = LookupStats()
-            masks = _find_in_slices(self.fs, slices, part_keys, self.is_committed, local, self.slice_seeds,
-                                    self.on_corrupt, part_short)
-            stats.merge(local)
-            return [(s, rows[mask]) for s, mask in zip(slices, masks, strict=True)]
-
-        if self.parallelism > 1 and len(jobs) > 1:
-            with ThreadPoolExecutor(self.parallelism, thread_name_prefix="bloom-index") as ex:
-                results = [r for rs in ex.map(run, jobs) for r in rs]
-        else:
-            results = [r for j in jobs for r in run(j)]
+    def _run(self, jobs: list[_Job], n: int, *, with_partitions: bool) -> IndexResult:
+        stats = LookupStats()
+        results = self._hits(jobs, stats)
         codes = np.full(n, -1, dtype=np.int32)
         names: list[str] = []
         parts: list[str] = []
@@ -480,6 +478,25 @@ class BloomIndex:
             return IndexResult(file_ids, stats)
         partitions = pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(parts, pa.string()))
         return IndexResult(file_ids.cast(pa.string()), stats, partitions.cast(pa.string()))
+
+    def _hits(self, jobs: list[_Job], stats: LookupStats) -> list[tuple[FileSlice, np.ndarray]]:
+        """Each job: slices asked about the same keys (a partition's), the keys' rows in the
+        batch, the keys, and the keys as short-key integers if they fit; per slice, the rows
+        it holds. Jobs run on ``parallelism`` threads (the Arrow and numpy work releases the
+        GIL)."""
+
+        def run(job: _Job) -> list[tuple[FileSlice, np.ndarray]]:
+            slices, rows, part_keys, part_short = job
+            local = LookupStats()
+            masks = _find_in_slices(self.fs, slices, part_keys, self.is_committed, local, self.slice_seeds,
+                                    self.on_corrupt, part_short)
+            stats.merge(local)
+            return [(s, rows[mask]) for s, mask in zip(slices, masks, strict=True)]
+
+        if self.parallelism > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(self.parallelism, thread_name_prefix="bloom-index") as ex:
+                return [r for rs in ex.map(run, jobs) for r in rs]
+        return [r for j in jobs for r in run(j)]
 
 
 def _whole(arr: pa.Array | pa.ChunkedArray) -> pa.Array:

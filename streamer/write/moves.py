@@ -14,6 +14,12 @@ computes is resolved here, before planning, as Hudi's global index does:
 
 What comes out is an ordinary batch for :func:`~streamer.write.plan.build_plan`: rows
 (the moves' deletes appended), their key columns, and the file id each row goes to.
+
+With a per-partition index (``bloom``) one case is routed too
+(:func:`route_orphan_deletes`): a delete that carries no partition value (a Debezium
+delete's ``before`` holds the primary key alone unless the table has ``REPLICA IDENTITY
+FULL``) lands in the default partition, where its key is not stored - and would delete
+nothing, without a word. It goes to every partition that holds its key instead.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from streamer.index.bloom_index import BloomIndex
 from streamer.index.ordering import stored_ordering
 from streamer.index.slice_members import LookupStats
 from streamer.table.fsview import FileSlice
-from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.prepare import IS_DELETE_COL, KEY_COLUMNS
 from streamer.write.tagging import PlanRequest
 
@@ -99,3 +105,51 @@ def _stale(rows: pa.Table, movers: np.ndarray, file_ids: pa.Array, req: PlanRequ
         newer = pc.fill_null(pc.greater(stored, incoming), False).to_numpy(zero_copy_only=False)
         out[at[newer]] = True
     return out
+
+
+@dataclass(frozen=True)
+class OrphanDeletes:
+    """A batch after its deletes without a partition value were sent where their keys are."""
+
+    rows: pa.Table
+    #: the keys of the deletes sent to other partitions (one per delete, before copies)
+    sent: pa.Array
+
+
+def route_orphan_deletes(rows: pa.Table, req: PlanRequest) -> OrphanDeletes | None:
+    """``rows`` with each delete whose partition value is missing (its partition path names
+    the default partition) and whose key the default partition does not hold sent to every
+    partition that does hold it. ``None``: no delete was sent (the usual case, where no
+    delete names the default partition, costs one pass over the delete flags).
+
+    A delete found in the default partition stays there: a null partition value may be
+    the row's real one. One found nowhere is left as it was (deleting an absent key is a
+    no-op, as any replayed delete is).
+    """
+    is_delete = pc.fill_null(rows.column(IS_DELETE_COL).combine_chunks(), False)
+    if not pc.any(is_delete).as_py():
+        return None
+    deletes = np.flatnonzero(is_delete.to_numpy(zero_copy_only=False))
+    parts = rows.column(PARTITION_PATH_COL).combine_chunks()
+    in_default = pc.match_substring(parts.take(pa.array(deletes)).cast(pa.string()), DEFAULT_PARTITION)
+    candidates = deletes[pc.fill_null(in_default, False).to_numpy(zero_copy_only=False)]
+    if not len(candidates):
+        return None
+    index = BloomIndex(req.fs, req.slices, req.is_committed, req.parallelism, on_corrupt=req.on_corrupt)
+    keys = rows.column(RECORD_KEY_COL).take(pa.array(candidates)).combine_chunks()
+    stored_here = index.lookup(keys, parts.take(pa.array(candidates))).is_update().to_numpy(zero_copy_only=False)
+    orphans = candidates[~stored_here]
+    if not len(orphans):
+        return None
+    holders, _ = index.holders(rows.column(RECORD_KEY_COL).take(pa.array(orphans)))
+    if not holders:
+        return None
+    routed = [rows.filter(pa.array(np.isin(np.arange(rows.num_rows), orphans, invert=True)))]
+    sent = np.zeros(len(orphans), dtype=bool)
+    for partition, at in holders:
+        copies = rows.take(pa.array(orphans[at]))
+        routed.append(copies.set_column(copies.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL,
+                                        pa.array([partition] * len(at), copies.schema.field(PARTITION_PATH_COL).type)))
+        sent[at] = True
+    routed.append(rows.take(pa.array(orphans[~sent])))  # found nowhere: as they were
+    return OrphanDeletes(pa.concat_tables(routed), rows.column(RECORD_KEY_COL).take(pa.array(orphans[sent])))

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from streamer.errors import CommitError
 from streamer.table.identity import IndexConfig, IndexType
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 from tests.support.campaign import sized
@@ -177,3 +178,20 @@ def test_auto_engine_collects_small_dataframes(spark, tmp_path):
     res = w.upsert(spark.createDataFrame(b))
     assert res.engine == "local"
     assert canon(read_ours(path)) == model.snapshot()
+
+
+def test_a_delete_without_its_partition_value_is_refused_by_the_spark_engine(spark, tmp_path):
+    """Each Spark task writes one table partition: a delete with no partition value whose
+    key another partition holds cannot be sent there (the local engine sends it,
+    tests/unit/write/test_moves.py), so the batch is refused naming a key - never a delete
+    lost without a word. The next write, on either engine, deletes it."""
+    path = str(tmp_path / "t")
+    w = _table(path, "bloom")
+    rows = pa.table({"id": ["1", "2"], "city": ["sf", "la"], "ts": [1, 1]})
+    w.upsert(spark.createDataFrame(rows), engine="spark")
+    delete = pa.table({"id": ["1"], "city": pa.array([None], pa.string()), "ts": [2]})
+    with pytest.raises(CommitError, match=r"1 delete\(s\) carry no partition value .*\(key 1\).*engine: local"):
+        w.delete(spark.createDataFrame(delete, schema="id string, city string, ts long"), engine="spark")
+    assert sorted(read_hudi_rs(path).column("id").to_pylist()) == ["1", "2"]
+    w.delete(delete, engine="local")
+    assert read_hudi_rs(path).column("id").to_pylist() == ["2"]

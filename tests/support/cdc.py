@@ -62,6 +62,24 @@ def capture(postgres: Any, connect: Any, *, db: str, prefix: str, setup: str, ta
     return config
 
 
+def captured_pipeline(postgres: Any, connect: Any, kafka: Any, yaml: str, lake: Any, *, setup: str) -> tuple[Any, str, str]:
+    """A new database made by ``setup``, its ``public.orders`` captured, and the one pipeline
+    of ``yaml`` (formatted with ``bootstrap``, ``topic`` and ``t``: ``lake``/orders) that
+    reads it: the pipeline's config, the database and the topic."""
+    import uuid
+
+    from streamer.config import parse_pipelines
+
+    tag = uuid.uuid4().hex[:6]
+    db, prefix = f"db_{tag}", f"cdc{tag}"
+    topic = f"{prefix}.public.orders"
+    capture(postgres, connect, db=db, prefix=prefix, setup=setup)
+    (config,), problems = parse_pipelines(yaml.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                      t=lake / "orders"))
+    assert not problems, problems
+    return config, db, topic
+
+
 def wait_for_events(kafka, topic: str, count: int, timeout_s: float = 60.0) -> None:
     """Until Debezium has published ``count`` messages to ``topic`` (bounded in time)."""
     deadline = time.monotonic() + timeout_s

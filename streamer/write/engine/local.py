@@ -7,6 +7,7 @@ file groups are written concurrently (Parquet/gzip encoding and I/O release the 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from streamer.table.metadata import WriteStat
 from streamer.write.engine.base import Engine, Prepared
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
 from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
-from streamer.write.moves import route_global
+from streamer.write.moves import route_global, route_orphan_deletes
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import (
     IS_DELETE_COL,
@@ -33,6 +34,8 @@ from streamer.write.prepare import (
     prepare_rows,
 )
 from streamer.write.tagging import Planned, PlanRequest, plan_tagged
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -125,7 +128,15 @@ class LocalEngine(Engine):
 
     def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
         """The driver's plan; with a global index, rows whose key is stored in another
-        partition are re-routed first (:mod:`streamer.write.moves`), which may add rows."""
+        partition are re-routed first (:mod:`streamer.write.moves`), which may add rows;
+        with a per-partition one, deletes that carry no partition value are."""
+        if request.looks_up and not request.index.is_global:
+            orphans = route_orphan_deletes(prepared.handle, request)
+            if orphans is not None:
+                prepared.handle = orphans.rows
+                prepared.keys = orphans.rows.select(list(KEY_COLUMNS))
+                log.info("%d delete(s) without a partition value sent to the partitions that hold their keys",
+                         len(orphans.sent))
         if not (request.index.is_global and request.looks_up):
             return super().plan(prepared, request)
         routed = route_global(prepared.handle, request, request.ordering_field,

@@ -52,7 +52,8 @@ from streamer.table.naming import write_partition_metadata
 from streamer.write.engine.base import Engine, Prepared
 from streamer.write.engine.local import LocalEngine
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
-from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.moves import route_orphan_deletes
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import (
     KEY_COLUMNS,
@@ -211,6 +212,21 @@ class Packer:
             yield from self._packed(held)
 
 
+def _refuse_orphan_deletes(rows: pa.Table, request: PlanRequest) -> None:
+    """A delete with no partition value whose key another partition holds: the local
+    engine sends it there (:func:`~streamer.write.moves.route_orphan_deletes`); a task
+    here writes one partition's file groups only, so the batch is refused by name rather
+    than the delete lost."""
+    routed = route_orphan_deletes(rows, request)
+    if routed is None:
+        return
+    raise errors.CommitError(
+        f"{len(routed.sent)} delete(s) carry no partition value but their keys are stored in other partitions "
+        f"(key {routed.sent[0].as_py()}): the spark engine writes each partition in its own task and cannot send them "
+        "there; use engine: local or index type global_bloom, or give deletes their partition values "
+        "(Postgres: REPLICA IDENTITY FULL)")
+
+
 @dataclasses.dataclass(frozen=True)
 class PartitionWriter:
     """What one Spark task runs (picklable): the local engine, table partition by table
@@ -228,6 +244,8 @@ class PartitionWriter:
         part = rows.column(PARTITION_PATH_COL)[0].as_py()
         if self.combine:
             rows = latest_per_key(rows, self.ordering)
+        if DEFAULT_PARTITION in part and self.request.looks_up and not self.request.index.is_global:
+            _refuse_orphan_deletes(rows, self.request)
         keys = rows.select(list(KEY_COLUMNS))
         # the local engine's planning, by this worker, for its partition alone
         plan = plan_on_driver(keys, partition_request(self.request, part, self.parallelism)).plan
