@@ -15,7 +15,7 @@ computes is resolved here, before planning, as Hudi's global index does:
 What comes out is an ordinary batch for :func:`~streamer.write.plan.build_plan`: rows
 (the moves' deletes appended), their key columns, and the file id each row goes to.
 
-With a per-partition index (``bloom``) one case is routed too
+With a per-partition index (``bloom``, ``bucket``) one case is routed too
 (:func:`route_orphan_deletes`): a delete that carries no partition value (a Debezium
 delete's ``before`` holds the primary key alone unless the table has ``REPLICA IDENTITY
 FULL``) lands in the default partition, where its key is not stored - and would delete

@@ -129,8 +129,8 @@ class LocalEngine(Engine):
     def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
         """The driver's plan; with a global index, rows whose key is stored in another
         partition are re-routed first (:mod:`streamer.write.moves`), which may add rows;
-        with a per-partition one, deletes that carry no partition value are."""
-        if request.looks_up and not request.index.is_global:
+        with a per-partition one (bloom or bucket), deletes that carry no partition value are."""
+        if not request.index.is_global:
             orphans = route_orphan_deletes(prepared.handle, request)
             if orphans is not None:
                 prepared.handle = orphans.rows

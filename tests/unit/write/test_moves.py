@@ -1,4 +1,4 @@
-"""A per-partition (``bloom``) index and a delete that carries no partition value (a
+"""A per-partition index (``bloom`` or ``bucket``) and a delete that carries no partition value (a
 Debezium delete's ``before`` holds the primary key alone unless the table has ``REPLICA
 IDENTITY FULL``): it goes to every partition that holds its key, instead of deleting
 nothing in the default partition without a word (streamer/write/moves.py). Rows are read
@@ -21,8 +21,11 @@ def _rows(*rows: tuple) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], SCHEMA)
 
 
-def _writer(path: str, partition_by: tuple[str, ...] = ("status",), version: int = 6) -> HudiWriter:
-    cfg = TableConfig("orders", ("id",), partition_by, "ts", index=IndexConfig(IndexType.BLOOM), table_version=version)
+INDEXES = {"bloom": IndexConfig(IndexType.BLOOM), "bucket": IndexConfig(IndexType.BUCKET, 2)}
+
+
+def _writer(path: str, version: int = 6, index: str = "bloom") -> HudiWriter:
+    cfg = TableConfig("orders", ("id",), ("status",), "ts", index=INDEXES[index], table_version=version)
     return HudiWriter.create(path, cfg, schema=SCHEMA, options=tg.SMALL)
 
 
@@ -31,10 +34,10 @@ def _hudi_rs(path: str) -> list[tuple]:
     return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
 
 
-@pytest.mark.parametrize("version", [6, 9])
-def test_a_delete_without_its_partition_value_deletes_the_row_where_it_is(tmp_path, version):
+@pytest.mark.parametrize(("version", "index"), [(6, "bloom"), (9, "bloom"), (6, "bucket")])
+def test_a_delete_without_its_partition_value_deletes_the_row_where_it_is(tmp_path, version, index):
     path = str(tmp_path / "t")
-    w = _writer(path, version=version)
+    w = _writer(path, version=version, index=index)
     w.upsert(_rows((1, "new", 1, "a"), (2, "paid", 1, "b"), (3, None, 1, "c"), (4, "new", 1, "d")))
     # 1: stored in 'new'; 3: stored in the default partition (its status is null);
     # 9: stored nowhere (a replayed delete): nothing to do
