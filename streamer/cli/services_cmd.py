@@ -141,7 +141,8 @@ class Round:
 
         def one(o: object) -> object:
             if isinstance(o, ArchiveOutcome):
-                return {"archived": o.archived, "archive_file": o.archive_file, "bound": o.bound}
+                return {"archived": o.archived, "archive_file": o.archive_file, "bound": o.bound,
+                        "merged": o.merged}
             return dict(o.__dict__)
 
         out: dict[str, object] = {"service": self.service, "scheduled": self.scheduled,
@@ -181,6 +182,8 @@ class Round:
                 if o.archived:
                     out.append(f"archive: moved {len(o.archived)} instant(s) ({o.archived[0]} .. {o.archived[-1]}) "
                                f"to {o.archive_file}")
+                    if o.merged:
+                        out.append(f"archive: merged the history's oldest files into {', '.join(o.merged)}")
                 elif o.skipped:
                     out.append(f"archive: not archived: {o.skipped}")
                 else:

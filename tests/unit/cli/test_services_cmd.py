@@ -92,7 +92,7 @@ def test_json_output_keeps_the_raw_record(table, capsys):
     assert set(doc["executed"][0]) == {"instant", "files_deleted", "earliest_commit_to_retain"}
     assert main(["archive", path, "--policies", policies, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc["executed"][0]) == {"archived", "archive_file", "bound"}
+    assert set(doc["executed"][0]) == {"archived", "archive_file", "bound", "merged"}
 
 
 def test_a_loop_prints_only_rounds_that_did_something(table, capsys):
