@@ -92,3 +92,12 @@ def test_debezium_decode_variants_all_return_every_record(spark, tmp_path: Path)
     raw = spark.read.parquet(str(tmp_path / "raw.parquet"))
     runs = bench.variants(spark, raw)
     assert len(runs) == 3 and all(fn() == 300 for fn in runs.values())
+
+
+def test_history_runs_merged_and_not(tmp_path: Path) -> None:
+    from benchmarks import bench_history
+
+    merged = bench_history.run(str(tmp_path / "m"), 25, 2, 10, batch=10)
+    flat = bench_history.run(str(tmp_path / "f"), 25, 2, 10, batch=1000)
+    assert (flat["files"], flat["layers"]) == (25, 0)
+    assert merged["files"] < 10 and merged["layers"] == 1 and merged["manifest"] < flat["manifest"]
