@@ -6,7 +6,8 @@ commit has retried since, or register an existing table for the first time.
 
 Two ways to name what to sync:
 
-- ``streamer sync PIPELINES.yaml [--pipeline NAME]``: every pipeline (or one) whose
+- ``streamer sync PIPELINES.yaml [--pipeline NAME]``: every pipeline (or one; a whole-database
+  pipeline stands for the tables it has written, ``PARENT-TABLE`` names one) whose
   ``target.catalog`` is set, with its settings;
 - ``streamer sync --path TABLE --uri thrift://host:port [--database DB] [--table NAME]``:
   any MOR table, with Hudi's defaults for the rest (the table name defaults to
@@ -25,7 +26,10 @@ from typing import TYPE_CHECKING
 from streamer.cli.arguments import documented_parser
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from streamer.catalog.sync import HiveSync
+    from streamer.config.pipeline import PipelineConfig
     from streamer.fs import FileSystem
 
 
@@ -62,11 +66,14 @@ def _jobs(args: argparse.Namespace) -> list[tuple[HiveSync, FileSystem, str]]:
     if not args.config:
         raise ConfigError("streamer sync: give a pipeline YAML, or --path and --uri")
     from streamer.config import load_pipelines
+    from streamer.pipeline.database import listed_children, select
 
+    configs = load_pipelines(args.config)
+    only = None
+    if args.pipeline:
+        configs, only = select(configs, [args.pipeline], source=args.config)
     jobs: list[tuple[HiveSync, FileSystem, str]] = []
-    for cfg in load_pipelines(args.config):
-        if args.pipeline and cfg.name != args.pipeline:
-            continue
+    for cfg in _tables(configs, only, listed_children):
         if cfg.target.catalog is None:
             continue
         s3 = cfg.s3_settings() if hasattr(cfg, "s3_settings") else None  # storage.s3, where supported
@@ -76,6 +83,31 @@ def _jobs(args: argparse.Namespace) -> list[tuple[HiveSync, FileSystem, str]]:
         which = f"pipeline {args.pipeline!r}" if args.pipeline else "no pipeline"
         raise ConfigError(f"streamer sync: {which} in {args.config} has target.catalog set")
     return jobs
+
+
+def _tables(configs: list[PipelineConfig], only: frozenset[str] | None,
+            children: Callable[[PipelineConfig], list[PipelineConfig]]) -> list[PipelineConfig]:
+    """One config per table: a ``topic_pattern`` pipeline stands for its tables, those of the
+    topics the broker lists whose table has been written (``only``: the children named)."""
+    from streamer.fs import resolve
+    from streamer.table.properties import properties_path
+
+    out: list[PipelineConfig] = []
+    for cfg in configs:
+        if not cfg.is_pattern or cfg.target.catalog is None:
+            out.append(cfg)
+            continue
+        for child in children(cfg):
+            if only is not None and child.name not in only and f"{cfg.name}-*" not in only:
+                continue
+            s3 = child.s3_settings() if hasattr(child, "s3_settings") else None
+            fs, path = resolve(child.target.path, s3) if s3 is not None else resolve(child.target.path)
+            if fs.exists(properties_path(path)):
+                out.append(child)
+            else:
+                print(f"{child.name}: no table at {child.target.path} yet (nothing written): not synced",
+                      file=sys.stderr)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -322,6 +322,10 @@ class PipelineConfig(StrictModel):
             if "{table}" not in self.target.path:
                 raise ValueError("with source.topic_pattern, target.path must name each table's "
                                  "folder with {table} (lake/shop/{table})")
+            if self.target.catalog is not None and self.target.catalog.table is not None:
+                # every table would register under that one name, each sync undoing the last
+                raise ValueError("with source.topic_pattern, leave target.catalog.table unset: each table "
+                                 "registers under its own name (target.catalog.database groups them)")
         elif self.tables:
             raise ValueError("tables is for a source with topic_pattern (one table per topic)")
         elif PRIMARY_KEY in self.target.record_key:

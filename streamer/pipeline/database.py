@@ -69,6 +69,18 @@ def child_config(parent: PipelineConfig, topic: str, record_key: list[str]) -> P
     })
 
 
+def listed_children(parent: PipelineConfig) -> list[PipelineConfig]:
+    """``parent``'s children for the topics the broker lists now (``tables.<name>.skip``
+    left out), for what needs their tables but not their keys (``streamer sync``): the
+    record key is the parent's as written, not each table's primary key."""
+    out = []
+    for topic in matching_topics(parent.source):  # type: ignore[arg-type]
+        override = parent.tables.get(table_of(topic))
+        if override is None or not override.skip:
+            out.append(child_config(parent, topic, list(parent.target.record_key)))
+    return out
+
+
 def select(configs: list[PipelineConfig], names: list[str], *, source: str
            ) -> tuple[list[PipelineConfig], frozenset[str] | None]:
     """The pipelines ``--pipeline NAME`` picks, and the children it picks by name.

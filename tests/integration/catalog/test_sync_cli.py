@@ -57,3 +57,41 @@ def test_sync_names_the_unreachable_metastore_and_fails(tmp_path, capsys):
 def test_sync_needs_a_yaml_or_a_path(capsys):
     assert main(["sync"]) == 2
     assert "--path" in capsys.readouterr().err
+
+
+WHOLE_DATABASE = r"""
+pipelines:
+  - name: shop
+    source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic_pattern: '{prefix}\..*', format: json,
+              schema: "id STRING, ts BIGINT"}}
+    target: {{path: "{lake}/{{table}}", record_key: [id], ordering_field: ts,
+              catalog: {{type: hive, uri: "{uri}", database: {db}}}}}
+"""
+
+
+@pytest.mark.kafka
+def test_sync_of_a_whole_database_pipeline_syncs_each_table_written(tmp_path, kafka, hive_metastore, capsys):
+    """A ``topic_pattern`` pipeline stands for one table per topic: each table written so far
+    is synced under its own name; a topic whose table is not written yet is said, not
+    synced; ``--pipeline shop-a`` syncs that table alone."""
+    prefix, db = f"sy{uuid.uuid4().hex[:6]}", f"whole_{uuid.uuid4().hex[:8]}"
+    for t in ("a", "b", "c"):
+        kafka.create_topic(f"{prefix}.{t}")
+    lake = tmp_path / "lake"
+    for t in ("a", "c"):
+        fs, p = resolve(str(lake / t))
+        batch = pa.table({"id": ["1"], "ts": [1]})
+        HudiWriter.create(p, TableConfig(name=t, record_key_fields=("id",), ordering_field="ts"),
+                          schema=batch.schema, fs=fs).upsert(batch)
+    yaml = tmp_path / "shop.yaml"
+    yaml.write_text(WHOLE_DATABASE.format(bootstrap=kafka.bootstrap_servers, prefix=prefix, lake=lake,
+                                          uri=hive_metastore.uri, db=db))
+    assert main(["sync", str(yaml)]) == 0
+    out, err = capsys.readouterr()
+    assert f"{db}.a_ro" in out and f"{db}.c_ro" in out and f"{db}.b" not in out
+    assert f"shop-b: no table at {lake}/b yet" in err
+    with Metastore(hive_metastore.uri) as ms:
+        assert ms.get_table(db, "a_rt").sd.location == f"file:{lake}/a"
+    assert main(["sync", str(yaml), "--pipeline", "shop-c"]) == 0
+    out = capsys.readouterr().out
+    assert f"{db}.c_ro" in out and "up to date" in out and f"{db}.a" not in out

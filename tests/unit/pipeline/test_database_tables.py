@@ -87,3 +87,13 @@ def test_a_child_name_belongs_to_the_longest_parent_that_prefixes_it():
     assert [c.name for c in picked] == ["shop-eu"]
     tables = DatabaseTables(picked, only=only)
     assert tables._looked_for == {"shop-eu": {"shop-eu-orders"}}
+
+
+def test_one_catalog_table_for_every_table_of_a_pattern_is_refused():
+    yaml = SELECT_YAML.replace('target: {path: "/lake/{table}"}',
+                               'target: {path: "/lake/{table}", catalog: {type: hive, uri: "thrift://127.0.0.1:9083", '
+                               'table: orders}}')
+    _, problems = parse_pipelines(yaml)
+    assert len(problems) == 1 and "leave target.catalog.table unset" in str(problems[0])
+    _, problems = parse_pipelines(yaml.replace(", table: orders", ""))
+    assert not problems
