@@ -35,7 +35,7 @@ from streamer.index.ordering import stored_ordering
 from streamer.index.slice_members import LookupStats
 from streamer.table.fsview import FileSlice
 from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
-from streamer.write.prepare import IS_DELETE_COL, KEY_COLUMNS
+from streamer.write.prepare import IS_DELETE_COL, KEY_COLUMNS, latest_per_key
 from streamer.write.tagging import PlanRequest
 
 
@@ -144,12 +144,23 @@ def route_orphan_deletes(rows: pa.Table, req: PlanRequest) -> OrphanDeletes | No
     holders, _ = index.holders(rows.column(RECORD_KEY_COL).take(pa.array(orphans)))
     if not holders:
         return None
-    routed = [rows.filter(pa.array(np.isin(np.arange(rows.num_rows), orphans, invert=True)))]
+    # each sent delete is replaced, where it stood, by one copy per partition holding its
+    # key: the batch's order stays, so ties of the ordering value still go to the later row
     sent = np.zeros(len(orphans), dtype=bool)
-    for partition, at in holders:
-        copies = rows.take(pa.array(orphans[at]))
-        routed.append(copies.set_column(copies.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL,
-                                        pa.array([partition] * len(at), copies.schema.field(PARTITION_PATH_COL).type)))
+    for _, at in holders:
         sent[at] = True
-    routed.append(rows.take(pa.array(orphans[~sent])))  # found nowhere: as they were
-    return OrphanDeletes(pa.concat_tables(routed), rows.column(RECORD_KEY_COL).take(pa.array(orphans[sent])))
+    kept = np.flatnonzero(~np.isin(np.arange(rows.num_rows), orphans[sent]))
+    index_parts = [kept] + [orphans[at] for _, at in holders]
+    new_parts = [pa.nulls(len(kept), pa.string())] + [pa.array([p] * len(at), pa.string()) for p, at in holders]
+    order = np.argsort(np.concatenate(index_parts), kind="stable")
+    taken = np.concatenate(index_parts)[order]
+    override = pa.concat_arrays(new_parts).take(pa.array(order))
+    out = rows.take(pa.array(taken))
+    column = out.column(PARTITION_PATH_COL).combine_chunks()
+    column = pc.if_else(pc.is_null(override), column.cast(pa.string()), override).cast(column.type)
+    out = out.set_column(out.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL, column)
+    # a copy may meet a row of the batch with the same key in that partition (an update,
+    # then the delete): one row per key and partition, the later by the ordering field, as
+    # the upsert's own combining had made it (upserts and deletes are always combined)
+    out = latest_per_key(out, req.ordering_field if req.ordering_field in out.column_names else None)
+    return OrphanDeletes(out, rows.column(RECORD_KEY_COL).take(pa.array(orphans[sent])))

@@ -130,7 +130,7 @@ class LocalEngine(Engine):
         """The driver's plan; with a global index, rows whose key is stored in another
         partition are re-routed first (:mod:`streamer.write.moves`), which may add rows;
         with a per-partition one (bloom or bucket), deletes that carry no partition value are."""
-        if not request.index.is_global:
+        if request.op in ("upsert", "delete") and not request.index.is_global:
             orphans = route_orphan_deletes(prepared.handle, request)
             if orphans is not None:
                 prepared.handle = orphans.rows

@@ -244,7 +244,7 @@ class PartitionWriter:
         part = rows.column(PARTITION_PATH_COL)[0].as_py()
         if self.combine:
             rows = latest_per_key(rows, self.ordering)
-        if DEFAULT_PARTITION in part and not self.request.index.is_global:
+        if DEFAULT_PARTITION in part and self.request.op in ("upsert", "delete") and not self.request.index.is_global:
             _refuse_orphan_deletes(rows, self.request)
         keys = rows.select(list(KEY_COLUMNS))
         # the local engine's planning, by this worker, for its partition alone

@@ -66,3 +66,19 @@ def test_a_delete_with_its_partition_value_stays_in_that_partition(tmp_path):
     w.upsert(_rows((1, "new", 1, "a")))
     w.delete(_rows((1, "paid", 2, None)))
     assert _hudi_rs(path) == [(1, "new", "a", "new")]
+
+
+def test_an_update_then_a_delete_without_its_partition_in_one_batch_leaves_no_row(tmp_path):
+    """The database updated the row, then deleted it; the delete (its partition value missing)
+    meets the update in the update's partition: the later one, the delete, stands."""
+    path = str(tmp_path / "t")
+    w = _writer(path)
+    w.upsert(_rows((1, "new", 1, "a"), (2, "new", 1, "b")))
+    batch = _rows((1, "new", 2, "a2"), (1, None, 3, None), (2, "new", 2, "b2"))
+    w.upsert(batch.append_column("_hoodie_is_deleted", pa.array([False, True, False])))
+    assert _hudi_rs(path) == [(2, "new", "b2", "new")]
+    # and the other way round: a delete, then the key written again, later
+    w.upsert(_rows((3, "paid", 1, "c")))
+    batch = _rows((3, None, 2, None), (3, "paid", 3, "c3"))
+    w.upsert(batch.append_column("_hoodie_is_deleted", pa.array([True, False])))
+    assert _hudi_rs(path) == [(2, "new", "b2", "new"), (3, "paid", "c3", "paid")]
