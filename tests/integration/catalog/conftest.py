@@ -14,3 +14,4 @@ def hive_metastore() -> Iterator[object]:
 
     with LocalHiveMetastore() as hms:
         yield hms
+        hms.kill()  # the session is over: a clean shutdown serves nobody (tests/conftest.py)
