@@ -29,6 +29,8 @@ from streamer.config.policies import PoliciesConfig
 from streamer.errors import ConfigError
 
 if TYPE_CHECKING:
+    from streamer.services.archive import ArchiveOutcome
+    from streamer.services.clean import CleanOutcome
     from streamer.services.executor import ExecOptions, ExecOutcome
 
 SERVICES = ("compact", "log-compact", "clean", "archive")
@@ -173,25 +175,33 @@ class Round:
             return out
         for o in self.executed:
             if isinstance(o, CleanOutcome):
-                if o.instant is None:
-                    out.append("clean: nothing to clean (or another cleaner holds the clean lock)")
-                else:
-                    out.append(f"clean {o.instant}: deleted {o.files_deleted} file(s); "
-                               f"file slices from {o.earliest_commit_to_retain or 'every commit'} on are kept")
+                out.append(_clean_line(o))
             elif isinstance(o, ArchiveOutcome):
-                if o.archived:
-                    out.append(f"archive: moved {len(o.archived)} instant(s) ({o.archived[0]} .. {o.archived[-1]}) "
-                               f"to {o.archive_file}")
-                    if o.merged:
-                        out.append(f"archive: merged the history's oldest files into {', '.join(o.merged)}")
-                elif o.skipped:
-                    out.append(f"archive: not archived: {o.skipped}")
-                else:
-                    out.append("archive: nothing to archive (the active timeline is within policy)")
-                if o.bound:
-                    out.append(f"archive: kept instants from {o.bound} on (a pending table service or the "
-                               "commits a clean retains need them)")
+                out += _archive_lines(o)
         return out
+
+
+def _clean_line(o: CleanOutcome) -> str:
+    if o.instant is None:
+        return "clean: nothing to clean (or another cleaner holds the clean lock)"
+    return (f"clean {o.instant}: deleted {o.files_deleted} file(s); "
+            f"file slices from {o.earliest_commit_to_retain or 'every commit'} on are kept")
+
+
+def _archive_lines(o: ArchiveOutcome) -> list[str]:
+    """What an archive round did: what moved (and which history files it merged), or why
+    nothing did; then the bound a rule set, if any."""
+    if o.archived:
+        moved = f"{len(o.archived)} instant(s) ({o.archived[0]} .. {o.archived[-1]})"
+        said = [f"moved {moved} to {o.archive_file}"]
+        said += [f"merged the history's oldest files into {', '.join(o.merged)}"] if o.merged else []
+    else:
+        said = [f"not archived: {o.skipped}" if o.skipped
+                else "nothing to archive (the active timeline is within policy)"]
+    if o.bound:
+        said.append(f"kept instants from {o.bound} on (a pending table service or the commits a clean "
+                    "retains need them)")
+    return [f"archive: {line}" for line in said]
 
 
 def _status(o: ExecOutcome) -> str:

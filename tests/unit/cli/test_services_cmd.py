@@ -7,6 +7,8 @@ import json
 import pytest
 
 from streamer.cli import build_parser, main
+from streamer.cli.services_cmd import _archive_lines
+from streamer.services.archive import ArchiveOutcome
 from tests.support import block_tables as tg
 
 POLICIES = """\
@@ -100,3 +102,17 @@ def test_a_loop_prints_only_rounds_that_did_something(table, capsys):
     args = ["compact", path, "--run", "--loop", "--interval", "0", "--duration", "0"]
     assert main(args) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_archive_lines_say_what_moved_what_merged_and_what_a_rule_kept():
+    moved = ArchiveOutcome(archived=["001", "002", "003"], archive_file=".hoodie/archived/h", bound="004",
+                           merged=["001_003_1.parquet"])
+    assert _archive_lines(moved) == [
+        "archive: moved 3 instant(s) (001 .. 003) to .hoodie/archived/h",
+        "archive: merged the history's oldest files into 001_003_1.parquet",
+        "archive: kept instants from 004 on (a pending table service or the commits a clean retains need them)",
+    ]
+    assert _archive_lines(ArchiveOutcome([], None, None, skipped="table version 5")) == [
+        "archive: not archived: table version 5"]
+    assert _archive_lines(ArchiveOutcome([], None, None)) == [
+        "archive: nothing to archive (the active timeline is within policy)"]
