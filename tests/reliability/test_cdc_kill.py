@@ -41,6 +41,7 @@ from tests.reliability.streamer_kills import (
     steer,
     steered,
 )
+from tests.support.binlog import topic_events
 from tests.support.campaign import assert_few_missed, assert_phases_hit, seeded, sized
 from tests.support.cdc import PLACEHOLDER, capture
 from tests.support.connect import LocalConnect
@@ -190,8 +191,35 @@ def _campaign(kafka, postgres, spark, tmp_path: Path, seed: int) -> None:
         missed = [r for r in runs if not r.as_planned]
         assert_few_missed(missed, len(runs), at_most=0.25, what="kills",
                           detail="; ".join(f"run {r.index} [{r.kill_plan}] {r.how}: {r.where}" for r in missed))
-        _drain_and_compare(config, spark, postgres, db)
+        _drain_and_compare(config, spark, postgres, db, kafka, topic)
     print(f"{workload.transactions} transactions, {len(runs)} streamer kills")
+
+
+def _evidence(kafka, topic: str, config, keys: set[int]) -> str:
+    """What the topic and the error table hold of ``keys``: each change as ``offset op
+    before->after @lsn`` (``~`` where the note is the placeholder), then the error rows'
+    reasons, so a failure says whether a change never reached Kafka or was lost after."""
+    try:
+        return _evidence_of(kafka, topic, config, keys)
+    except Exception as e:  # noqa: BLE001 - evidence for a failure's message must not replace it
+        return f"(no evidence: {e!r})"
+
+
+def _evidence_of(kafka, topic: str, config, keys: set[int]) -> str:
+    events = []
+    for offset, event in enumerate(topic_events(kafka, topic)):
+        change = (event or {}).get("payload", event) or {}
+        before, after = change.get("before") or {}, change.get("after") or {}
+        if {before.get("id"), after.get("id")} & keys:
+            toast = "~" if PLACEHOLDER in str(after.get("note")) else ""
+            events.append(f"{offset} {change.get('op')} {before.get('id')}->{after.get('id')}{toast} "
+                          f"@{(change.get('source') or {}).get('lsn')}")
+    errors = Path(config.errors.path)
+    reasons = []
+    if (errors / ".hoodie").exists():
+        reasons = [str(r)[:300] for r in Table.open(str(errors)).read().to_pylist()
+                   if any(str(k) in str(r) for k in keys)][:10]
+    return f"the topic's changes of them: {events}; error rows: {reasons}"
 
 
 def _database(postgres, db: str) -> dict[int, tuple]:
@@ -199,7 +227,7 @@ def _database(postgres, db: str) -> dict[int, tuple]:
                                                                          database=db)}
 
 
-def _drain_and_compare(config, spark, postgres, db: str) -> None:
+def _drain_and_compare(config, spark, postgres, db: str, kafka, topic: str) -> None:
     """Run the pipeline in this process until the table equals the database (Debezium may
     still be publishing the last changes): bounded in time, then compared by every reader."""
     want = _database(postgres, db)
@@ -215,8 +243,9 @@ def _drain_and_compare(config, spark, postgres, db: str) -> None:
         if got == want:
             break
         time.sleep(1)
-    assert got == want, f"{len(got)} rows in the table, {len(want)} in Postgres; " \
-                        f"differing keys: {sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))[:20]}"
+    differing = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))[:20]
+    assert got == want, f"{len(got)} rows in the table, {len(want)} in Postgres; differing keys: {differing}; " \
+                        f"{_evidence(kafka, topic, config, set(differing))}"
     assert not any(PLACEHOLDER in (r[2] or "") for r in got.values())
     hudi_rs = {r["id"]: (r["name"], r["qty"], r["note"]) for r in read_hudi_rs(config.target.path)}
     assert hudi_rs == want, "hudi-rs reads the table otherwise"
