@@ -96,6 +96,23 @@ def wait_for_events(kafka, topic: str, count: int, timeout_s: float = 60.0) -> N
     raise AssertionError(f"only {seen} of {count} messages reached {topic} in {timeout_s:.0f}s")
 
 
+def wait_published(kafka, topic: str, *, settled_s: float = 1.5, timeout_s: float = 60.0) -> None:
+    """Wait until Debezium has published every change so far to ``topic``: its end has not
+    moved for ``settled_s`` (bounded by ``timeout_s``). Kafka Connect killed after that
+    cannot die between the records of one of those changes (debezium/dbz#2549: the rest of
+    a change's records, a key change's create after its delete, are then lost for good)."""
+    deadline = time.monotonic() + timeout_s
+    last, since = kafka.end_offsets(topic), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = kafka.end_offsets(topic)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settled_s:
+            return
+    raise AssertionError(f"{topic} kept growing for {timeout_s:.0f}s after the workload paused")
+
+
 def lake_orders(path: str) -> dict[int, tuple]:
     """The ``orders`` table at ``path`` as ``{id: (name, qty, note)}``; no key twice."""
     from streamer.read import Table
