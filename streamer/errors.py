@@ -89,6 +89,11 @@ class QueryError(StreamerError):
     """An invalid query (unknown type, instant not on the timeline...)."""
 
 
+class VersionsCleanedError(QueryError):
+    """A time travel to before what a clean retains: the file versions it needs are gone, or
+    may be. Unlike a time travel into a pending write, asking again later does not help."""
+
+
 class ServiceError(StreamerError):
     """A table service could not schedule, run or roll back a plan."""
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamer.errors import MissingFileError, QueryError
+from streamer.errors import MissingFileError, VersionsCleanedError
 from streamer.table.log_content import ORDERING_VALUE
 from streamer.table.log_format import BlockType, read_log_file
 from streamer.table.meta_fields import RECORD_KEY
@@ -94,8 +94,9 @@ def _rows_as_of(table: Table, instant: Instant, keys: list[str], columns: list[s
     try:
         return table.read(as_of=instant.timestamp, columns=[RECORD_KEY, *present],
                           filter=pc.field(RECORD_KEY).isin(keys))
-    except (MissingFileError, QueryError) as e:
+    except (MissingFileError, VersionsCleanedError) as e:
         # the slices of that time were cleaned, or a clean's retention forbids reading as of
         # then: not found, so the create goes to the error table rather than failing the batch
+        # (a pending write at that time fails it: asked again after its rollback, it is found)
         log.info("the rows of %d deleted key(s) as of %s cannot be read: %s", len(keys), instant.timestamp, e)
         return None

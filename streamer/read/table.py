@@ -26,7 +26,13 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from streamer import defaults
-from streamer.errors import CorruptDataError, QueryError, StreamerError, UnsupportedMergeError  # noqa: F401 - QueryError re-exported
+from streamer.errors import (  # noqa: F401 - QueryError re-exported
+    CorruptDataError,
+    QueryError,
+    StreamerError,
+    UnsupportedMergeError,
+    VersionsCleanedError,
+)
 from streamer.fs import FileSystem, resolve
 from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.incremental import ArchivedReach, archived_reach, has_archive
@@ -253,12 +259,12 @@ class Table:
             meta = CleanMetadata.from_bytes(tl.read_details(cleans[-1]), tl.path_of(cleans[-1]))
             retain = meta.earliest_commit_to_retain
             if retain and as_of < retain:
-                raise QueryError(
+                raise VersionsCleanedError(
                     f"time travel to {as_of}: clean {cleans[-1].timestamp} removed the file versions "
                     f"before {retain} of {self.base_path}; retain more commits for time travel"
                 )
             if not retain and writes and as_of < writes[0].timestamp:
-                raise QueryError(
+                raise VersionsCleanedError(
                     f"time travel to {as_of}: earlier than the first retained write "
                     f"{writes[0].timestamp} of {self.base_path} (cleaned or archived)"
                 )

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from streamer.config.policies import CleanPolicy, CompactionPolicy
+from streamer.errors import VersionsCleanedError
 from streamer.pipeline.key_changes import DELETED_AT, rows_before_deletes
 from streamer.read import Table
 from streamer.services.clean import run_clean
@@ -58,4 +59,10 @@ def test_a_delete_whose_earlier_versions_a_clean_removed_is_not_found_rather_tha
     for i in range(3):
         w.upsert(_rows(("g", f"g {i}", 50 + i)))
     assert run_clean(Table.open(path), CleanPolicy(retain_commits=1)).files_deleted
-    assert rows_before_deletes(Table.open(path), pa.array([40]), ["note"]) is None
+    table = Table.open(path)
+    deleting = table.timeline.completed_writes()[-4]
+    before = table.timeline.completed_writes()[-5]
+    assert deleting.action == "deltacommit" and before.action == "commit"  # the delete, and the compaction
+    with pytest.raises(VersionsCleanedError):
+        table.read(as_of=before.timestamp)
+    assert rows_before_deletes(table, pa.array([40]), ["note"]) is None
