@@ -19,6 +19,13 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def first_line(e: BaseException) -> str:
+    """``e``'s first line: where the rest is a library's detail (Spark's analysis errors
+    append the query plan, Arrow's Parquet errors the page that failed)."""
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
 class ConfigError(StreamerError):
     """A pipeline/table configuration is invalid (names the file and field)."""
 

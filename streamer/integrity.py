@@ -33,7 +33,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamer.errors import StreamerError
+from streamer.errors import StreamerError, first_line
 from streamer.fs import FileSystem
 from streamer.table.fsview import FileSlice, FileSystemView, short_file_reason
 from streamer.table.instant import Action, Instant
@@ -237,7 +237,7 @@ def _slice_index_damage(fs: FileSystem, timeline: Timeline, fslice: FileSlice) -
     except StreamerError as e:  # the filter's bytes do not parse
         newest = members[-1] if members else None
         where = newest.path if newest is not None else fslice.file_id
-        return [Damage(where, f"the slice's key index does not decode ({_short(e)})")]
+        return [Damage(where, f"the slice's key index does not decode ({first_line(e)})")]
     if summary is None or source is None or source.kind == "base":
         return []  # a base file alone answers with its own footer, checked above
     live = [m.keys(None).cast(pa.string()) for m in members if m.kind != "delete"]
@@ -272,7 +272,7 @@ def _footer_index_damage(where: str, kv_and_keys: tuple[dict[bytes, bytes], pa.A
     try:
         own = KeySummary.from_kv(kv, slice_level=False)
     except (StreamerError, ValueError) as e:
-        return [Damage(where, f"bloom filter in the footer does not decode ({_short(e)})", instant)]
+        return [Damage(where, f"bloom filter in the footer does not decode ({first_line(e)})", instant)]
     if own is None:
         return []
     keys = keys.cast(pa.string())
@@ -290,7 +290,7 @@ def _block_content_damage(blk: LogBlock) -> Damage | None:
         elif blk.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
             blk.records()
     except (StreamerError, OSError, ValueError, pa.ArrowException) as e:
-        return Damage(blk.log_path, f"log block at offset {blk.offset} does not decode ({_short(e)})",
+        return Damage(blk.log_path, f"log block at offset {blk.offset} does not decode ({first_line(e)})",
                       blk.instant_time)
     return None
 
@@ -309,13 +309,8 @@ def base_file_damage(fs: FileSystem, path: str, *, deep: bool = False) -> Damage
     except FileNotFoundError:
         return Damage(path, "file is missing", instant)
     except (OSError, ValueError, pa.ArrowException) as e:
-        return Damage(path, f"unreadable Parquet file ({_short(e)})", instant)
+        return Damage(path, f"unreadable Parquet file ({first_line(e)})", instant)
     return None
-
-
-def _short(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
 
 
 # --------------------------------------------------------------------------- timeline
@@ -350,7 +345,7 @@ def _instant_damage(timeline: Timeline, inst: Instant, path: str) -> Damage | No
         elif not inst.is_completed:
             CompactionPlan.from_bytes(timeline.read_plan(inst), path)
     except StreamerError as e:
-        return Damage(path, _short(e), inst.timestamp)
+        return Damage(path, first_line(e), inst.timestamp)
     return None
 
 

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from streamer.errors import first_line
 from streamer.jvm import classpath
 
 if TYPE_CHECKING:  # py4j's objects are untyped (Any to mypy)
@@ -430,5 +431,5 @@ def spark_unavailable() -> str | None:
     try:
         java_executable()
     except Exception as e:  # EnvironmentSetupError with how to fix it
-        return str(e).splitlines()[0]
+        return first_line(e)
     return None

@@ -21,6 +21,7 @@ from streamer.config.transforms import (
     SqlTransformConfig,
     TransformConfig,
 )
+from streamer.errors import first_line
 from streamer.transforms.base import Transform, TransformError
 from streamer.transforms.columns import (
     CastTransform,
@@ -62,13 +63,8 @@ def apply_transforms(
         try:
             df = build_transform(config).apply(df, spark)
         except Exception as e:
-            raise TransformError(f"transforms[{i}] ({config.type}) failed: {_first_line(e)}") from e
+            raise TransformError(f"transforms[{i}] ({config.type}) failed: {first_line(e)}") from e
     return df
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
 
 
 __all__ = ["Transform", "TransformError", "apply_transforms", "build_transform"]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamer.data import short_keys
-from streamer.errors import CorruptDataError, MissingFileError
+from streamer.errors import CorruptDataError, MissingFileError, first_line
 from streamer.fs import FileStatus, FileSystem, read_failure
 from streamer.index.footer_cache import CACHE
 from streamer.index.rfc06 import KeySummary, UnionSummary
@@ -245,7 +245,7 @@ def _base_errors(path: str) -> Iterator[None]:
     except (pa.ArrowInvalid, OSError) as e:
         if (failed := read_failure(e, path, "reading a base file")) is not None:
             raise failed from e
-        raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
+        raise CorruptDataError(f"unreadable base file ({first_line(e)})", path) from e
 
 
 class _Committed:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from streamer.config.pipeline import PipelineConfig
-from streamer.errors import StreamerError
+from streamer.errors import StreamerError, first_line
 from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.report import BatchReport
 from streamer.pipeline.runner import PipelineRunner
@@ -73,10 +73,9 @@ class PipelinesFailedError(StreamerError):
 
 def failure_line(pipeline: str, error: BaseException) -> str:
     """``pipeline NAME failed: reason``, on one line (a Spark/JVM message keeps its first line)."""
-    text = str(error).strip().splitlines()
-    reason = text[0] if text else ""
-    if not isinstance(error, StreamerError):
-        reason = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
+    reason = first_line(error)
+    if not isinstance(error, StreamerError) and str(error).strip():
+        reason = f"{type(error).__name__}: {reason}"
     return f"pipeline {pipeline} failed: {reason}"
 
 

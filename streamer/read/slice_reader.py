@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from streamer.errors import CorruptDataError, MissingFileError
+from streamer.errors import CorruptDataError, MissingFileError, first_line
 from streamer.fs import FileSystem, read_failure
 from streamer.table.fsview import FileSlice
 from streamer.table.merge import (
@@ -116,7 +116,7 @@ def _read_base(fs: FileSystem, path: str, filter_: pc.Expression | None,
     except (pa.ArrowInvalid, OSError) as e:  # a torn or flipped footer: "Couldn't deserialize thrift"
         if (failed := read_failure(e, path, "reading a base file")) is not None:
             raise failed from e
-        raise CorruptDataError(f"unreadable base file ({str(e).strip().splitlines()[0]})", path) from e
+        raise CorruptDataError(f"unreadable base file ({first_line(e)})", path) from e
 
 
 def _one_type(columns: list[pa.ChunkedArray]) -> bool:
