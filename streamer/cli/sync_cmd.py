@@ -73,12 +73,9 @@ def _jobs(args: argparse.Namespace) -> list[tuple[HiveSync, FileSystem, str]]:
     if args.pipeline:
         configs, only = select(configs, [args.pipeline], source=args.config)
     jobs: list[tuple[HiveSync, FileSystem, str]] = []
-    for cfg in _tables(configs, only, listed_children):
-        if cfg.target.catalog is None:
-            continue
-        s3 = cfg.s3_settings() if hasattr(cfg, "s3_settings") else None  # storage.s3, where supported
-        fs, path = resolve(cfg.target.path, s3) if s3 is not None else resolve(cfg.target.path)
-        jobs.append((HiveSync(cfg.target.catalog, cfg.target.table_name or cfg.name, cfg.target.path), fs, path))
+    for cfg, fs, path in _tables(configs, only, listed_children):
+        if cfg.target.catalog is not None:
+            jobs.append((HiveSync(cfg.target.catalog, cfg.target.table_name or cfg.name, cfg.target.path), fs, path))
     if not jobs:
         which = f"pipeline {args.pipeline!r}" if args.pipeline else "no pipeline"
         raise ConfigError(f"streamer sync: {which} in {args.config} has target.catalog set")
@@ -86,28 +83,35 @@ def _jobs(args: argparse.Namespace) -> list[tuple[HiveSync, FileSystem, str]]:
 
 
 def _tables(configs: list[PipelineConfig], only: frozenset[str] | None,
-            children: Callable[[PipelineConfig], list[PipelineConfig]]) -> list[PipelineConfig]:
-    """One config per table: a ``topic_pattern`` pipeline stands for its tables, those of the
-    topics the broker lists whose table has been written (``only``: the children named)."""
-    from streamer.fs import resolve
+            children: Callable[[PipelineConfig], list[PipelineConfig]]
+            ) -> list[tuple[PipelineConfig, FileSystem, str]]:
+    """One ``(config, fs, path)`` per table: a ``topic_pattern`` pipeline stands for its
+    tables, those of the topics the broker lists whose table has been written (``only``: the
+    children named)."""
     from streamer.table.properties import properties_path
 
-    out: list[PipelineConfig] = []
+    out: list[tuple[PipelineConfig, FileSystem, str]] = []
     for cfg in configs:
         if not cfg.is_pattern or cfg.target.catalog is None:
-            out.append(cfg)
+            out.append((cfg, *_located(cfg)))
             continue
         for child in children(cfg):
             if only is not None and child.name not in only and f"{cfg.name}-*" not in only:
                 continue
-            s3 = child.s3_settings() if hasattr(child, "s3_settings") else None
-            fs, path = resolve(child.target.path, s3) if s3 is not None else resolve(child.target.path)
+            fs, path = _located(child)
             if fs.exists(properties_path(path)):
-                out.append(child)
+                out.append((child, fs, path))
             else:
                 print(f"{child.name}: no table at {child.target.path} yet (nothing written): not synced",
                       file=sys.stderr)
     return out
+
+
+def _located(cfg: PipelineConfig) -> tuple[FileSystem, str]:
+    """The file system and path of ``cfg``'s table (its ``storage.s3`` settings applied)."""
+    from streamer.fs import resolve
+
+    return resolve(cfg.target.path, cfg.s3_settings())
 
 
 def run(args: argparse.Namespace) -> int:
