@@ -113,16 +113,17 @@ class Workload:
                                   f"WHERE id = {rng.choice(ids)}")
             elif kind < 0.9:
                 statements.append(f"DELETE FROM orders WHERE id = {rng.choice(ids)}")
-            elif not key_changes:
-                statements.append(f"UPDATE orders SET qty = qty + 1 WHERE id = {rng.choice(ids)}")
-                rng.random()
             else:  # a key change: delete, tombstone and create in Kafka; where a batch ends
                 # is the kills' to decide, and the create's note, left alone half the time, is
                 # then the old row's as it was before its committed delete; a renamed key
                 # renamed again in one batch passes it along (docs/kafka.md)
                 note = ", note = note || 'k'" if rng.random() < 0.5 else ""
-                statements.append(f"UPDATE orders SET id = {self.next_id}{note} WHERE id = {rng.choice(ids)}")
-                self.next_id += 1
+                old = rng.choice(ids)
+                if key_changes:
+                    statements.append(f"UPDATE orders SET id = {self.next_id}{note} WHERE id = {old}")
+                    self.next_id += 1
+                else:
+                    statements.append(f"UPDATE orders SET qty = qty + 1 WHERE id = {old}")
         self.postgres.sql("BEGIN; " + "; ".join(statements) + "; COMMIT", database=self.db)
         self.transactions += 1
 
