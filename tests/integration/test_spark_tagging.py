@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from streamer.errors import CommitError
 from streamer.table.identity import IndexConfig, IndexType
 from streamer.write import HudiWriter, TableConfig, WriteOptions
 from tests.support.campaign import sized
@@ -180,18 +179,23 @@ def test_auto_engine_collects_small_dataframes(spark, tmp_path):
     assert canon(read_ours(path)) == model.snapshot()
 
 
-def test_a_delete_without_its_partition_value_is_refused_by_the_spark_engine(spark, tmp_path):
-    """Each Spark task writes one table partition: a delete with no partition value whose
-    key another partition holds cannot be sent there (the local engine sends it,
-    tests/unit/write/test_moves.py), so the batch is refused naming a key - never a delete
-    lost without a word. The next write, on either engine, deletes it."""
+@pytest.mark.parametrize("index", ["bloom", "bucket"])
+def test_a_delete_without_its_partition_value_reaches_its_key_on_the_spark_engine(spark, tmp_path, index):
+    """Each Spark task writes one table partition: a delete with no partition value
+    (Debezium's ``before`` under Postgres's default replica identity) whose key other
+    partitions hold is copied to each of them before the shuffle, as the local engine
+    sends it (tests/unit/write/test_moves.py), and combined there with an update of the
+    key in the same batch (the later stands)."""
     path = str(tmp_path / "t")
-    w = _table(path, "bloom")
-    rows = pa.table({"id": ["1", "2"], "city": ["sf", "la"], "ts": [1, 1]})
+    w = _table(path, index)
+    rows = pa.table({"id": ["1", "2", "3"], "city": ["sf", "la", "la"], "ts": [1, 1, 1]})
     w.upsert(spark.createDataFrame(rows), engine="spark")
-    delete = pa.table({"id": ["1"], "city": pa.array([None], pa.string()), "ts": [2]})
-    with pytest.raises(CommitError, match=r"1 delete\(s\) carry no partition value .*\(key 1\).*engine: local"):
-        w.delete(spark.createDataFrame(delete, schema="id string, city string, ts long"), engine="spark")
-    assert sorted(read_hudi_rs(path).column("id").to_pylist()) == ["1", "2"]
-    w.delete(delete, engine="local")
-    assert read_hudi_rs(path).column("id").to_pylist() == ["2"]
+    w.upsert(spark.createDataFrame(pa.table({"id": ["1"], "city": ["la"], "ts": [2]})), engine="spark")
+    # key 1 is now in sf and la (a partition change under the per-partition index);
+    # key 3 is updated then deleted in one batch; key 2 stays
+    batch = pa.table({"id": ["3", "1", "3"], "city": pa.array(["la", None, None], pa.string()), "ts": [3, 3, 4],
+                      "_hoodie_is_deleted": [False, True, True]})
+    w.upsert(spark.createDataFrame(batch, schema="id string, city string, ts long, _hoodie_is_deleted boolean"),
+             engine="spark")
+    assert sorted(read_hudi_rs(path).column("id").to_pylist()) == ["2"]
+    assert sorted(read_ours(path).column("id").to_pylist()) == ["2"]

@@ -4,9 +4,10 @@ The driver sees write statistics, never keys, and the batch crosses
 between the JVM and Python twice, with one shuffle:
 
 * ``mapInArrow(Packer)`` builds keys and conforms the schema (with the bucket index it
-  also computes each row's bucket), then packs the rows of each table partition (bucket
-  index: of each partition's bucket) into Arrow IPC streams: one Spark row per piece,
-  ``(partition path[, bucket], rows)``;
+  also computes each row's bucket; with a per-partition index, a delete without its
+  partition value is copied to each partition holding its key), then packs the rows of
+  each table partition (bucket index: of each partition's bucket) into Arrow IPC
+  streams: one Spark row per piece, ``(partition path[, bucket], rows)``;
 * ``repartition(partition path[, bucket])`` brings every piece of a table partition to
   one Spark task - the unit within which the local engine's planning is self-contained:
   a key's duplicates, its file group and the partition's insert bin-packing never look
@@ -52,7 +53,7 @@ from streamer.table.naming import write_partition_metadata
 from streamer.write.engine.base import Engine, Prepared
 from streamer.write.engine.local import LocalEngine
 from streamer.write.filegroup import OP_COL, WriteContext, write_file_group
-from streamer.write.keygen import DEFAULT_PARTITION, PARTITION_PATH_COL, RECORD_KEY_COL
+from streamer.write.keygen import PARTITION_PATH_COL, RECORD_KEY_COL
 from streamer.write.moves import route_orphan_deletes
 from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import (
@@ -182,6 +183,10 @@ class Packer:
 
     spec: PrepareSpec
     bucketed: bool
+    #: set where deletes without a partition value are sent to the partitions holding their
+    #: keys (:func:`~streamer.write.moves.route_orphan_deletes`): before the shuffle, which
+    #: then brings each copy to its partition's task
+    orphans: PlanRequest | None = None
 
     def schema(self) -> pa.Schema:
         fields = [pa.field(PARTITION_PATH_COL, pa.string())]
@@ -193,6 +198,9 @@ class Packer:
         rows = prepare_rows(pa.Table.from_batches(held), self.spec)
         if self.bucketed:
             rows = tag_buckets(rows, self.spec.cfg.index)
+        if self.orphans is not None:
+            routed = route_orphan_deletes(rows, self.orphans)
+            rows = rows if routed is None else routed.rows
         yield from pack(rows, self.bucketed).to_batches()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -212,21 +220,6 @@ class Packer:
             yield from self._packed(held)
 
 
-def _refuse_orphan_deletes(rows: pa.Table, request: PlanRequest) -> None:
-    """A delete with no partition value whose key another partition holds: the local
-    engine sends it there (:func:`~streamer.write.moves.route_orphan_deletes`); a task
-    here writes one partition's file groups only, so the batch is refused by name rather
-    than the delete lost."""
-    routed = route_orphan_deletes(rows, request)
-    if routed is None:
-        return
-    raise errors.CommitError(
-        f"{len(routed.sent)} delete(s) carry no partition value but their keys are stored in other partitions "
-        f"(key {routed.sent[0].as_py()}): the spark engine writes each partition in its own task and cannot send them "
-        "there; use engine: local or index type global_bloom, or give deletes their partition values "
-        "(Postgres: REPLICA IDENTITY FULL)")
-
-
 @dataclasses.dataclass(frozen=True)
 class PartitionWriter:
     """What one Spark task runs (picklable): the local engine, table partition by table
@@ -244,8 +237,6 @@ class PartitionWriter:
         part = rows.column(PARTITION_PATH_COL)[0].as_py()
         if self.combine:
             rows = latest_per_key(rows, self.ordering)
-        if DEFAULT_PARTITION in part and self.request.op in ("upsert", "delete") and not self.request.index.is_global:
-            _refuse_orphan_deletes(rows, self.request)
         keys = rows.select(list(KEY_COLUMNS))
         # the local engine's planning, by this worker, for its partition alone
         plan = plan_on_driver(keys, partition_request(self.request, part, self.parallelism)).plan
@@ -279,6 +270,7 @@ class SparkEngine(Engine):
         self._ordering: str | None = None
         self._combine = False
         self._request: PlanRequest | None = None
+        self._packer: Packer | None = None
         self._planned: Planned | None = None
 
     def _df(self, data: Any) -> DataFrame:
@@ -306,12 +298,12 @@ class SparkEngine(Engine):
         self._combine = combine
         if not self.tag_on_executors:
             return self._prepare_collect(df, spec, out_schema, combine)
-        packer = Packer(spec, spec.cfg.index.is_bucket)
+        self._packer = Packer(spec, spec.cfg.index.is_bucket)
         # many small input partitions (an Arrow table handed in is cut every 10k rows) cost
-        # a Python round trip each: at most as many as the shuffle has (never more: no shuffle)
-        rows = df.coalesce(self._tasks(df)).mapInArrow(packer, _spark_schema(packer.schema()))
-        # input rows are counted where the rows are written (no count job here)
-        return Prepared(None, 0, rows)
+        # a Python round trip each: at most as many as the shuffle has (never more: no shuffle).
+        # Packed in write(), once the request says whether deletes are to be routed.
+        # Input rows are counted where the rows are written (no count job here).
+        return Prepared(None, 0, df.coalesce(self._tasks(df)))
 
     def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
         if not self.tag_on_executors:
@@ -324,9 +316,12 @@ class SparkEngine(Engine):
     def write(self, prepared: Prepared, plan: WritePlan, ctx: WriteContext) -> list[WriteStat]:
         if not self.tag_on_executors:
             return self._write_collected(prepared, plan, ctx)
-        assert self._request is not None
-        rows = plan.rows
-        cols = [PARTITION_PATH_COL, BUCKET_COL] if BUCKET_COL in rows.columns else [PARTITION_PATH_COL]
+        assert self._request is not None and self._packer is not None
+        request = self._request
+        routes = request.op in ("upsert", "delete") and not request.index.is_global
+        packer = dataclasses.replace(self._packer, orphans=request if routes else None)
+        rows = plan.rows.mapInArrow(packer, _spark_schema(packer.schema()))
+        cols = [PARTITION_PATH_COL, BUCKET_COL] if packer.bucketed else [PARTITION_PATH_COL]
         n = self._tasks(rows)
         # one thread per task: Spark already runs a task per core (threads inside cost
         # ~15% more CPU at 1M rows and gained no wall time on 2 cores)
