@@ -199,3 +199,28 @@ def test_a_delete_without_its_partition_value_reaches_its_key_on_the_spark_engin
              engine="spark")
     assert sorted(read_hudi_rs(path).column("id").to_pylist()) == ["2"]
     assert sorted(read_ours(path).column("id").to_pylist()) == ["2"]
+
+
+@pytest.mark.parametrize("index", ["bloom", "bucket"])
+def test_the_keys_collected_path_refuses_a_delete_it_cannot_route(spark, tmp_path, index, monkeypatch):
+    """``tag_on_executors=False`` (kept for the benchmarks' comparison) joins its plan back
+    on key and partition: a delete without its partition value, whose key another
+    partition holds, would match no row and be lost. The batch is refused, naming the key,
+    and the table keeps what it had."""
+    from streamer.errors import ConfigError
+    from streamer.write.engine import spark as spark_engine
+
+    plain = spark_engine.SparkEngine.__init__
+
+    def collecting(self, buckets=None, tag_on_executors=True):
+        plain(self, buckets, tag_on_executors=False)
+
+    monkeypatch.setattr(spark_engine.SparkEngine, "__init__", collecting)
+    path = str(tmp_path / "t")
+    w = _table(path, index)
+    w.upsert(spark.createDataFrame(pa.table({"id": ["1", "2"], "city": ["sf", "la"], "ts": [1, 1]})), engine="spark")
+    batch = pa.table({"id": ["1"], "city": pa.array([None], pa.string()), "ts": [2], "_hoodie_is_deleted": [True]})
+    with pytest.raises(ConfigError, match="key '1'"):
+        w.upsert(spark.createDataFrame(batch, schema="id string, city string, ts long, _hoodie_is_deleted boolean"),
+                 engine="spark")
+    assert sorted(read_ours(path).column("id").to_pylist()) == ["1", "2"]

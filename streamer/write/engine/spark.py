@@ -30,7 +30,8 @@ table partition, rows of one partition share a Python worker (as they did when
 tagging grouped by partition): a non-partitioned table is written by one task.
 
 ``tag_on_executors=False`` keeps the earliest path (keys collected, looked up and
-planned on the driver, the plan joined back) for comparison in benchmarks.
+planned on the driver, the plan joined back) for comparison in benchmarks; it refuses
+a delete without its partition value that would have to go to another partition.
 """
 
 from __future__ import annotations
@@ -261,6 +262,19 @@ class PartitionWriter:
                             schema=_OUT_SCHEMA).to_batches()
 
 
+def _refuse_unrouted_deletes(prepared: Prepared, request: PlanRequest) -> None:
+    """The keys-collected path joins the plan back on key and partition, so a delete sent
+    to another partition would match no row and be lost: such a batch is refused instead."""
+    if request.op not in ("upsert", "delete") or request.index.is_global or prepared.keys is None:
+        return
+    routed = route_orphan_deletes(prepared.keys, request)
+    if routed is not None:
+        raise errors.ConfigError(
+            f"SparkEngine(tag_on_executors=False) cannot send a delete without its partition value to "
+            f"the partitions holding its key (key {routed.sent[0].as_py()!r}, "
+            f"{len(routed.sent)} such deletes): write with tag_on_executors=True (the default) or the local engine")
+
+
 class SparkEngine(Engine):
     name = "spark"
 
@@ -307,6 +321,7 @@ class SparkEngine(Engine):
 
     def plan(self, prepared: Prepared, request: PlanRequest) -> Planned:
         if not self.tag_on_executors:
+            _refuse_unrouted_deletes(prepared, request)
             return super().plan(prepared, request)
         self._request = request
         # decided per table partition on executors, once the instant is inflight
