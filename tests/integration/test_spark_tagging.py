@@ -223,4 +223,5 @@ def test_the_keys_collected_path_refuses_a_delete_it_cannot_route(spark, tmp_pat
     with pytest.raises(ConfigError, match="key '1'"):
         w.upsert(spark.createDataFrame(batch, schema="id string, city string, ts long, _hoodie_is_deleted boolean"),
                  engine="spark")
+    assert sorted(read_hudi_rs(path).column("id").to_pylist()) == ["1", "2"]
     assert sorted(read_ours(path).column("id").to_pylist()) == ["1", "2"]
