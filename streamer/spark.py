@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from streamer import spark_daemon
 from streamer.errors import first_line
 from streamer.jvm import classpath
 
@@ -56,9 +57,12 @@ _DEFAULT_CONF: dict[str, str] = {
 #: Where a local master's driver listens: loopback only. A cluster's executors must reach
 #: the driver, so with any other master Spark's own default (this host's address) stands
 #: unless ``spark.driver.host`` / ``spark.driver.bindAddress`` are set.
+#: Its Python workers' daemon imports the installed pyspark, not Spark's uncached
+#: ``pyspark.zip`` (see :mod:`streamer.spark_daemon`; the workers run this interpreter).
 _LOCAL_DRIVER_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
+    "spark.python.daemon.module": spark_daemon.MODULE,
 }
 
 #: Our setting (``true``/``false``/``auto``, the default): ship this project's code to the

@@ -137,7 +137,7 @@ def test_no_import_cycles():
 #: The layers, lowest first. A package is ``streamer.<name>`` (a subpackage or a
 #: top-level module).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("streamer", "streamer.errors", "streamer.defaults", "streamer.resources"),
+    ("streamer", "streamer.errors", "streamer.defaults", "streamer.resources", "streamer.spark_daemon"),
     ("streamer.fs_s3",),
     ("streamer.fs", "streamer.jvm", "streamer.data", "streamer.faults", "streamer.viz"),
     ("streamer.table",),  # the Hudi format: bytes, names, timeline, properties, identity
