@@ -203,16 +203,28 @@ def package_zip(out_dir: str | os.PathLike[str] | None = None) -> Path:
     return target
 
 
+#: Set (session conf) once :func:`get_spark` registered the ``morhudi`` source in a session.
+READER_REGISTERED_CONF = "spark.morstreamer.readerRegistered"
+
+
 def get_spark(
     master: str | None = None,
     app_name: str = "mor-streamer",
     conf: Mapping[str, str] | None = None,
     with_kafka: bool = True,
+    *,
+    register_reader: bool = True,
 ) -> SparkSession:
     """Return the active SparkSession, creating it with our defaults if needed.
 
     ``conf`` overrides any default. JVM-level settings (jars, driver options) only take
     effect for the first session of a process, as in Spark itself.
+
+    ``register_reader``: make ``spark.read.format("morhudi")`` (and SQL ``USING morhudi``)
+    available, in a new or the active session. Its first registration in a JVM costs
+    ~1.5 CPU-s and as much start-up time: Spark then looks for installed Python data
+    sources, in a Python process of its own. A caller that reads no table through Spark
+    (a pipeline whose transforms cannot name one) passes False.
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -220,7 +232,7 @@ def get_spark(
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return _with_reader(active) if register_reader else active
     builder = SparkSession.builder.appName(app_name)
     settings = spark_conf(master, conf, with_kafka)
     ship = ships_package(settings)
@@ -231,10 +243,16 @@ def get_spark(
     if ship:
         # before any job: every task's Python worker puts the zip on its path, ahead of site-packages
         session.sparkContext.addPyFile(str(package_zip()))
-    # spark.read.format("morhudi") works in every session we build.
-    from streamer.read.spark_source import register
+    return _with_reader(session) if register_reader else session
 
-    register(session)
+
+def _with_reader(session: SparkSession) -> SparkSession:
+    """``session`` with the ``morhudi`` source registered (once per session)."""
+    if session.conf.get(READER_REGISTERED_CONF, "false") != "true":
+        from streamer.read.spark_source import register
+
+        register(session)
+        session.conf.set(READER_REGISTERED_CONF, "true")
     return session
 
 

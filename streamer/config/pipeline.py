@@ -18,7 +18,7 @@ from streamer.config.base import OptionMap, StrictModel
 from streamer.config.policies import PoliciesConfig
 from streamer.config.sources import DEBEZIUM_ORDERING, SourceConfig
 from streamer.config.target import PRIMARY_KEY, FieldList, IndexSettings, TargetConfig
-from streamer.config.transforms import TransformConfig
+from streamer.config.transforms import TABLE_FREE_TYPES, TransformConfig
 from streamer.config.units import Duration, format_duration
 
 if TYPE_CHECKING:
@@ -342,6 +342,11 @@ class PipelineConfig(StrictModel):
         if self.trigger.mode == "continuous" and self.trigger.interval <= timedelta(0):
             raise ValueError("trigger.interval must be positive in continuous mode")
         return self
+
+    def may_read_tables(self) -> bool:
+        """Whether a transform may read a table through Spark (SQL text or user code can
+        name one, e.g. a lookup join with a lake table ``USING morhudi``)."""
+        return any(t.type not in TABLE_FREE_TYPES for t in self.transforms)
 
     def s3_settings(self) -> S3Settings | None:
         """The ``storage.s3`` settings every path of this pipeline resolves with (None: the

@@ -90,6 +90,12 @@ class DeriveTransformConfig(StrictModel):
     columns: dict[NonEmptyStr, NonEmptyStr] = Field(min_length=1)
 
 
+#: The transform kinds that only reshape the batch: neither SQL text (a query, a condition or
+#: an expression may name a table) nor a user's code. A pipeline of only these reads no table
+#: through Spark, so its session skips registering the ``morhudi`` source (``streamer.spark``).
+TABLE_FREE_TYPES = frozenset({"flatten", "rename", "cast", "drop"})
+
+
 #: ``package.module:attribute`` (the attribute may be dotted: ``module:Class.factory``).
 CALLABLE_PATTERN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 

@@ -114,6 +114,7 @@ class PipelineRunner:
                 master=self.config.spark.master,
                 app_name=f"mor-streamer-{self.config.name}",
                 conf=reveal(self.config.spark.conf),
+                register_reader=self.config.may_read_tables(),
             )
         return self._spark
 

@@ -278,3 +278,19 @@ def test_a_bad_unavailable_value_placeholder_is_named_with_its_line():
         target: {path: x, record_key: [id]}
     """)
     assert not none and ok.source.unavailable_value_placeholder == "~t~"
+
+
+@pytest.mark.parametrize(("transforms", "reads"), [
+    ("[]", False),
+    ("[{type: flatten}, {type: rename, columns: {a: b}}, {type: cast, columns: {b: int}}, "
+     "{type: drop, columns: [c]}]", False),
+    ("[{type: rename, columns: {a: b}}, {type: sql, query: 'SELECT * FROM {input}'}]", True),
+    ("[{type: filter, condition: 'a > 1'}]", True),
+    ("[{type: derive, columns: {d: 'a + 1'}}]", True),
+    ("[{type: python, callable: 'json:dumps'}]", True),
+])
+def test_only_sql_text_or_user_code_may_read_a_table(transforms, reads):
+    """Which pipelines' sessions register the ``morhudi`` reader (``streamer.spark.get_spark``)."""
+    (p,), problems = parse(MINIMAL + f"    transforms: {transforms}\n")
+    assert problems == []
+    assert p.may_read_tables() is reads
