@@ -11,8 +11,12 @@ import shutil
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.support.hudi import HudiSpark
 
 # Plain helpers live in tests.support; the names stay importable from here as before.
 from tests.support.fixture_tables import FIXTURES, REPO, SHARED, fixture_table_path  # noqa: F401
@@ -37,6 +41,40 @@ def spark():
     session = get_spark(app_name="mor-streamer-tests", conf={"spark.driver.memory": "2g"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[object]:
+    """A real Confluent-compatible registry: $SCHEMA_REGISTRY_URL, else local Apicurio
+    (started on first use, ~7 s)."""
+    from tests.support.kafka import schema_registry_for_tests
+
+    with schema_registry_for_tests() as registry:
+        yield registry
+
+
+@pytest.fixture(scope="session")
+def hudi_sessions() -> Iterator[dict[str, HudiSpark]]:
+    """Apache Hudi's own Spark bundles (0.15, 1.0 and 1.2), one child session each per test
+    session: started by the first test that asks, stopped at the end. Under ``make test``
+    (``MOR_REQUIRE_HUDI=1``) a missing Hudi environment fails the run; a developer running
+    pytest by hand without ``make hudi-env`` gets a skip that says why. The JVM tier and the
+    whole-database CDC campaign share them (one scheduling unit, so one worker starts them)."""
+    from tests.support import hudi as oracle
+
+    missing = oracle.available()
+    if missing:
+        if os.environ.get("MOR_REQUIRE_HUDI") == "1":
+            pytest.fail(f"the Hudi JVM tier is required here but cannot run: {missing}")
+        pytest.skip(f"Hudi JVM tier not set up: {missing}")
+    started: dict[str, oracle.HudiSpark] = {}
+    try:
+        for version in oracle.VERSIONS:
+            started[version] = oracle.HudiSpark(version).start()
+        yield started
+    finally:
+        for s in started.values():
+            s.stop()
 
 
 def thrown_away(server: object) -> None:
@@ -196,22 +234,28 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 # started lazily as before.
 #
 # A test module is one unit of work, so its module fixtures are built once; Apache Hudi's
-# JVM tier is one unit, so its two JVMs start on one worker only; so are the modules using
-# the Hive metastore (one Derby-backed metastore JVM) and those using the schema registry
-# (one Apicurio JVM), which each worker would otherwise start for itself. The units start costliest
+# JVM tier, the modules using the schema registry and the whole-database CDC campaign (which
+# reads with those Hudi JVMs and decodes through that Apicurio JVM) are one unit, so those
+# JVMs start on one worker only; so are the modules using the Hive metastore (one
+# Derby-backed metastore JVM), which each worker would otherwise start for itself. The units start costliest
 # first (``LONGEST_FIRST``, then campaigns, slow and server tests): a long unit picked up
 # last would leave one worker running alone at the end.
 #
 # The units are made by the scheduler below rather than by ``xdist_group`` marks: pytest 9
 # keeps a node's id where pytest-xdist 3.8 no longer renames it, so the marks are ignored.
+#: One unit: Apache Hudi's JVM tier (its Hudi sessions), the modules using the schema registry
+#: (one Apicurio JVM) and the whole-database CDC campaign, which uses both.
+JVM_SERVERS = "hudi_and_registry"
 GROUPS_BY_DIR = {
-    "tests/hudi_jvm/": "hudi_jvm",
+    "tests/hudi_jvm/": JVM_SERVERS,
     "tests/integration/catalog/": "hive_metastore",
-    "tests/integration/sources/test_error_only_batches.py": "schema_registry",
-    "tests/integration/sources/test_kafka_avro_pipeline.py": "schema_registry",
-    "tests/integration/sources/test_kafka_avro_registry.py": "schema_registry",
-    "tests/integration/sources/test_kafka_debezium.py": "schema_registry",
-    "tests/integration/sources/test_debezium_postgres_avro.py": "schema_registry",
+    "tests/integration/sources/test_error_only_batches.py": JVM_SERVERS,
+    "tests/integration/sources/test_kafka_avro_pipeline.py": JVM_SERVERS,
+    "tests/integration/sources/test_kafka_avro_registry.py": JVM_SERVERS,
+    "tests/integration/sources/test_kafka_debezium.py": JVM_SERVERS,
+    "tests/integration/sources/test_debezium_postgres_avro.py": JVM_SERVERS,
+    # reads its tables with the tier's Hudi sessions and decodes Avro through the registry
+    "tests/reliability/test_cdc_database_kill.py": JVM_SERVERS,
 }
 
 
@@ -232,7 +276,7 @@ LONGEST_FIRST = (
     "tests/reliability/test_shared_table_kill.py",
     "tests/reliability/test_streamer_kill.py",
     "tests/reliability/test_services_concurrency.py",
-    "hudi_jvm",
+    JVM_SERVERS,
     "tests/integration/pipeline/test_signals.py",
 )
 

@@ -18,7 +18,6 @@ table is empty: a change is never a bad record.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
@@ -27,7 +26,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -39,7 +37,6 @@ from tests.support import hudi as oracle
 from tests.support.campaign import seeded, sized
 from tests.support.cdc import wait_published
 from tests.support.connect import LocalConnect, postgres_connector
-from tests.support.kafka import schema_registry_for_tests
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.slow, pytest.mark.campaign]
 
@@ -187,26 +184,21 @@ def _rows_changed(psql_output: str) -> int:
     return total
 
 
-@contextlib.contextmanager
-def _registry(avro: bool) -> Iterator[str | None]:
-    if not avro:
-        yield None
-        return
-    with schema_registry_for_tests() as registry:
-        yield registry.url
-
-
 #: ``make test`` runs the Avro variant (registry, converter plug-in and all); both at full size.
 CONVERTERS = sized(smoke=["avro"], full=["json", "avro"])
 
 
 @pytest.mark.parametrize("converter", CONVERTERS)
-def test_a_whole_database_under_kills_equals_postgres_in_every_reader(kafka, postgres, tmp_path, converter):
-    with seeded(SEED) as seed, _registry(converter == "avro") as registry_url:
-        _campaign(kafka, postgres, tmp_path, random.Random(seed), registry_url)
+def test_a_whole_database_under_kills_equals_postgres_in_every_reader(kafka, postgres, tmp_path, converter,
+                                                                     hudi_sessions, request):
+    # the session's registry (subjects are named by the run's own topic prefix)
+    registry_url = request.getfixturevalue("schema_registry").url if converter == "avro" else None
+    with seeded(SEED) as seed:
+        _campaign(kafka, postgres, tmp_path, random.Random(seed), registry_url, hudi_sessions)
 
 
-def _campaign(kafka, postgres, tmp_path: Path, rng: random.Random, registry_url: str | None) -> None:
+def _campaign(kafka, postgres, tmp_path: Path, rng: random.Random, registry_url: str | None,
+              hudi_sessions) -> None:
     tag = uuid.uuid4().hex[:6]
     db, prefix = f"whole_{tag}", f"whole{tag}"
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -274,7 +266,7 @@ def _campaign(kafka, postgres, tmp_path: Path, rng: random.Random, registry_url:
         assert kills >= KILLS
         log(f"{workload.changes} changes in {workload.transactions} transactions; {kills} kills")
         _drain(yaml_path, tmp_path, log)
-    _compare(postgres, db, lake, log)
+    _compare(postgres, db, lake, log, hudi_sessions)
 
 
 def _streaming_offset_committed(offsets: Path, timeout_s: float = 120.0) -> None:
@@ -372,7 +364,7 @@ def _same(table: str, reader: str, got: list[tuple], want: list[tuple], raw: lis
                          f"not in Postgres {[r[:3] for r in extra[:10]]}, missing {[r[:3] for r in missing[:10]]}{detail}")
 
 
-def _compare(postgres, db: str, lake: Path, log) -> None:
+def _compare(postgres, db: str, lake: Path, log, hudi_sessions) -> None:
     tables = ("customers", "orders", "items", "payments", "stock", "shipments")
     want = {t: _database(postgres, db, t) for t in tables}
     for t, (columns, rows) in want.items():
@@ -385,9 +377,9 @@ def _compare(postgres, db: str, lake: Path, log) -> None:
     orders = Table.open(str(lake / "orders")).read(columns=["status", "_hoodie_partition_path"])
     assert orders.column("status").to_pylist() == orders.column("_hoodie_partition_path").to_pylist()
     for version in HUDI_READERS:
-        with oracle.HudiSpark(version).start() as hudi:
-            for t, (columns, rows) in want.items():
-                _same(t, f"Apache Hudi {version}", _as_text(hudi.read(str(lake / t)).to_pylist(), columns), rows)
+        hudi = hudi_sessions[version]
+        for t, (columns, rows) in want.items():
+            _same(t, f"Apache Hudi {version}", _as_text(hudi.read(str(lake / t)).to_pylist(), columns), rows)
         log(f"Apache Hudi {version} reads every table as Postgres has it")
     errors = lake / "_errors"
     leftovers = [p for p in errors.rglob("hoodie.properties")] if errors.exists() else []

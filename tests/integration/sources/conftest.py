@@ -1,8 +1,8 @@
-"""Fixtures for the source tests: one real schema registry and one MariaDB server per test session.
+"""Fixtures for the source tests: one MariaDB server per test session.
 
-Kept here (not in ``tests/conftest.py``) because only source tests need them (the Avro ones
-the registry, the MySQL change-data-capture ones MariaDB); each starts lazily on first use,
-so nothing else pays its start-up (~7 s, ~2 s).
+Kept here (not in ``tests/conftest.py``) because only source tests need it (the MySQL
+change-data-capture ones); it starts lazily on first use, so nothing else pays its
+start-up (~2 s). The schema registry is ``tests/conftest.py``'s (a campaign uses it too).
 """
 
 from __future__ import annotations
@@ -10,15 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def schema_registry() -> Iterator[object]:
-    """A real Confluent-compatible registry: $SCHEMA_REGISTRY_URL, else local Apicurio."""
-    from tests.support.kafka import schema_registry_for_tests
-
-    with schema_registry_for_tests() as registry:
-        yield registry
 
 
 @pytest.fixture(scope="session")
