@@ -246,6 +246,12 @@ class StreamingSource(Source, Protocol):
         """Decode one micro-batch of :meth:`stream` output handed to ``foreachBatch``."""
         ...
 
+    def raw_between(self, spark: SparkSession, start: Position, end: Position) -> DataFrame:
+        """The raw input from ``start`` up to ``end``, as :meth:`stream` hands it over: the
+        records a micro-batch left to the next one (``streamer.pipeline.held_back``), which
+        Spark's stream, already past them, does not hand over again."""
+        ...
+
 
 @runtime_checkable
 class WarmsUp(Protocol):

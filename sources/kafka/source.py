@@ -331,6 +331,12 @@ class KafkaSource:
         low, high = self.client.watermarks()
         return resolve_start(self.config, self._check(start), low, high)
 
+    def raw_between(self, spark: SparkSession, start: Position, end: Position) -> DataFrame:
+        """The raw rows from ``start`` up to ``end`` (a batch read of the stream's topic)."""
+        begin, until = self._check(start), self._check(end)
+        assert begin is not None and until is not None
+        return self.read_raw(spark, begin, until)
+
     def filter_committed(self, raw: DataFrame, position: Position | None) -> DataFrame:
         """Rows at or after the committed offset of their partition only."""
         position = self._check(position)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.config.pipeline import PipelineConfig
+from streamer.pipeline import held_back
 from streamer.pipeline.collect import collect_together, set_rows
 from streamer.pipeline.dupes import drop_existing, drop_existing_on_spark
 from streamer.pipeline.errors_table import (
@@ -35,6 +36,7 @@ from streamer.pipeline.key_changes import rows_before_deletes
 from streamer.pipeline.unavailable import Placeholder, placeholder_columns, resolve
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.sources.debezium import change_rows
+from streamer.sources.position import Position
 from streamer.table.meta_fields import IS_DELETED
 from streamer.transforms import TransformError, apply_transforms
 
@@ -53,6 +55,9 @@ class PreparedBatch:
     errors: pa.Table
     read: int
     written: int
+    #: The position the batch commits when it left records to the next batch
+    #: (:mod:`streamer.pipeline.held_back`); None: the batch's own end.
+    end: Position | None = None
     _cached: list[DataFrame] = field(default_factory=list)
 
     @property
@@ -128,22 +133,15 @@ def prepare(
         return [REASON_COL, PAYLOAD_COL, *[c for c in dict.fromkeys(hidden) if c in columns]]
 
     n_good_in: int | None = None
+    columns = _kafka_columns(positions)  # where a Debezium batch may hold its tail back
+    holds: held_back.Holds = {}
     if local:
-        # one job: the source's error rows, the transformed rows and (with transforms, which
-        # may drop rows) the count of the rows they were given
-        from pyspark.sql import functions as F
-
         if one_pass:
             source_errors, rows = _one_pass(batch, config, metadata)
         else:
-            frames = [batch.errors, _made(flagged)]
-            if steps:
-                frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
-            collected = collect_together(*frames)
-            source_errors, rows = as_error_arrow(collected[0]), collected[1]
-            if steps:
-                n_good_in = int(collected[2].column("n")[0].as_py())
+            source_errors, rows, n_good_in = _collect(batch, _made(flagged), steps)
         if debezium_of(config) == "postgres":
+            rows, holds = _hold_back_local(config, rows, columns)
             rows = complete_unchanged_values(config, rows)
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
@@ -155,9 +153,11 @@ def prepare(
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        good, bad, n_written, n_flagged = _split_on_spark(config, flagged, spark, drop(flagged.columns))
+        good, bad, n_written, n_flagged, holds = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns)
     if n_good_in is None:
         n_good_in = batch.df.count() if steps else n_flagged
+    if holds:  # the records left to the next batch are read there
+        source_errors, n_good_in = _not_held(batch, holds, source_errors, n_good_in, n_flagged)
     unkeyable = unkeyable_error_rows(bad, source_type, position_json, positions)
     if unkeyable.num_rows and batch.originals is not None and set(batch.record_columns) <= set(bad.column_names):
         # the record's own position and bytes, not the batch's position and a re-serialisation
@@ -168,6 +168,7 @@ def prepare(
         errors=errors.cast(ERROR_ARROW_SCHEMA),
         read=n_good_in + source_errors.num_rows,
         written=n_written,
+        end=held_back.held_end(batch.end, holds) if holds else None,
         _cached=cached,
     )
 
@@ -237,24 +238,78 @@ def complete_unchanged_values(config: PipelineConfig, rows: pa.Table) -> pa.Tabl
     return pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
 
 
-def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession,
-                    hidden: list[str]) -> tuple[DataFrame, pa.Table, int, int]:
+def _collect(batch: Batch, flagged: DataFrame, steps: bool) -> tuple[pa.Table, pa.Table, int | None]:
+    """One job: the source's error rows, the transformed rows and (with transforms, which
+    may drop rows) the count of the rows they were given."""
+    from pyspark.sql import functions as F
+
+    frames = [batch.errors, flagged]
+    if steps:
+        frames.append(batch.df.agg(F.count(F.lit(1)).alias("n")))
+    collected = collect_together(*frames)
+    n = int(collected[2].column("n")[0].as_py()) if steps else None
+    return as_error_arrow(collected[0]), collected[1], n
+
+
+def _not_held(batch: Batch, holds: held_back.Holds, source_errors: pa.Table, n_read: int,
+              n_flagged: int) -> tuple[pa.Table, int]:
+    """The source's error rows and the count of records read, without the records the
+    batch left to the next one (read there)."""
+    n_errors = source_errors.num_rows
+    source_errors = held_back.kept(source_errors, holds, "partition", "offset")
+    held = held_back.records_held(batch.end, holds) - (n_errors - source_errors.num_rows)
+    return source_errors, max(n_flagged, n_read - held)
+
+
+def _kafka_columns(positions: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    """The rows' Kafka partition and offset columns, if the source's records are named so."""
+    named = dict(positions)
+    return (named["partition"], named["offset"]) if "partition" in named and "offset" in named else None
+
+
+def _hold_back_local(config: PipelineConfig, rows: pa.Table,
+                     columns: tuple[str, str] | None) -> tuple[pa.Table, held_back.Holds]:
+    """A Debezium batch's rows on the driver without the tail it leaves to the next batch
+    (:mod:`streamer.pipeline.held_back`), and where that tail starts."""
+    if columns is None or not {*columns, IS_DELETED} <= set(rows.column_names):
+        return rows, {}
+    good = rows.filter(pc.is_null(rows.column(REASON_COL)))
+    if not good.num_rows:
+        return rows, {}
+    from streamer.pipeline.sink import table_config
+    from streamer.write.keygen import record_keys
+
+    keys = record_keys(good, table_config(config.target))
+    holds = held_back.holds_of(good.column(columns[0]), good.column(columns[1]), good.column(IS_DELETED), keys)
+    return held_back.kept(rows, holds, *columns), holds
+
+
+def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession, hidden: list[str],
+                    columns: tuple[str, str] | None) -> tuple[DataFrame, pa.Table, int, int, held_back.Holds]:
     """A batch written by Spark: its good rows (a DataFrame, ``hidden`` columns dropped),
-    its flagged ones (Arrow), how many are written and how many rows were flagged or kept."""
+    its flagged ones (Arrow), how many are written, how many rows were flagged or kept,
+    and the tails a Debezium batch leaves to the next batch."""
     from pyspark.sql import functions as F
 
     good = flagged.where(F.col(REASON_COL).isNull())
     bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
+    holds: held_back.Holds = {}
     if debezium_of(config) == "postgres":
+        keys = list(config.target.record_key)
+        if columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
+            holds = held_back.holds_on_spark(good, *columns, IS_DELETED, keys)
+        if holds and columns is not None:
+            good = held_back.kept_on_spark(good, holds, *columns)
+            bad = held_back.kept(bad, holds, *columns)
         good, incomplete = _complete_on_spark(config, good, spark)
         if incomplete is not None:
             bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
     good = good.drop(*hidden)
     n_kept = good.count()
     if not config.target.filter_dupes:
-        return good, bad, n_kept, n_kept + bad.num_rows
+        return good, bad, n_kept, n_kept + bad.num_rows, holds
     good = drop_existing_on_spark(config, good, spark)
-    return good, bad, good.count(), n_kept + bad.num_rows
+    return good, bad, good.count(), n_kept + bad.num_rows, holds
 
 
 def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
@@ -275,9 +330,16 @@ def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
     if not tests or not set(keys) <= set(rows.columns):  # no text, or no row (a batch of tombstones)
         return rows, None
     # over the batch's cached rows: cheap to evaluate again for each use
-    touched = rows.where(reduce(lambda a, b: a | b, tests)).select(*keys).distinct()
+    carrying = rows.where(reduce(lambda a, b: a | b, tests))
+    touched = carrying.select(*keys).distinct()
     if not touched.take(1):
         return rows, None
+    ordering, operation = config.target.ordering_field, "_change_operation_type"
+    if ordering is not None and {ordering, operation, IS_DELETED} <= set(rows.columns):
+        # a key change's create is completed from its old key, whose delete shares its position
+        created_at = carrying.where(F.col(operation) == "c").select(ordering).distinct()
+        old_keys = rows.where(F.col(IS_DELETED)).join(F.broadcast(created_at), ordering, "left_semi").select(*keys)
+        touched = touched.union(old_keys).distinct()
     done = complete_unchanged_values(config, rows.join(F.broadcast(touched), keys, "left_semi").toArrow())
     ok = pc.is_null(done.column(REASON_COL))
     completed = spark.createDataFrame(done.filter(ok)) if pc.any(ok).as_py() else None

@@ -94,6 +94,8 @@ class PipelineRunner:
         self._spark = spark
         self._on_report = on_report or (lambda r: log.info("%s", r.line()))
         self._position: Position | None = None
+        #: Where the last batch's input ended: past ``_position`` when it held records back.
+        self._read_to: Position | None = None
         self._committed_instant: str | None = None
         self._next_batch_id = 0
         self._loaded = False
@@ -261,6 +263,9 @@ class PipelineRunner:
         start = self.position
         assert isinstance(self.source, StreamingSource)
         raw = self.source.filter_committed(raw, start)
+        if start is not None and self._read_to is not None and self._read_to != start:
+            # the last micro-batch left records to this one: Spark's stream is past them
+            raw = self.source.raw_between(self.spark, start, self._read_to).unionByName(raw)
         batch = self.source.batch_from_raw(raw, start)
         return self._process(batch, started_at, time.monotonic() - t0)
 
@@ -287,20 +292,24 @@ class PipelineRunner:
                                self.identity)
             self._check_error_fraction(prepared)
             prepare_s = clock.lap()
+            # a Debezium batch may leave its tail to the next batch (streamer.pipeline.held_back)
+            end = batch.end if prepared.end is None else prepared.end
+            end_json = position_to_json(end)
             # a batch without a row for a table that does not exist yet: its position goes
             # with its error rows (a table cannot be created without a record schema)
             errors_alone = prepared.written == 0 and prepared.errored > 0 and not self.sink.exists()
-            error_instant = self._write_errors(prepared, batch.end if errors_alone else None, batch_id)
+            error_instant = self._write_errors(prepared, end if errors_alone else None, batch_id)
             errors_s = clock.lap()
-            result = None if errors_alone else self._commit(prepared, batch.end, batch_id)
+            result = None if errors_alone else self._commit(prepared, end, batch_id)
             instant = None if result is None else result.instant
             commit_s = clock.lap()
             committed_at = time.time()
-            self._position = batch.end
+            self._position = end
+            self._read_to = batch.end
             self._next_batch_id = batch_id + 1
             holder = instant if instant is not None else (error_instant if errors_alone else None)
             if holder is not None and isinstance(self.source, NotifiedOfCommits):
-                self.source.on_table_commit(batch.end, holder)
+                self.source.on_table_commit(end, holder)
             services: tuple[ServiceRun, ...] = ()
             if result is not None and self._services is not None:
                 services = self._services.after_commit(result.snapshot)
@@ -315,8 +324,8 @@ class PipelineRunner:
                     phases=PhaseTimes(read_s, prepare_s, errors_s, commit_s, services_s),
                     bytes_written=result.bytes_written if result else 0,
                     files_written=len(result.stats) if result else 0,
-                    freshness_s=_freshness(batch.end, prepared.good, committed_at, self.identity.event_time),
-                    lag=self._lag(batch.end), services=services,
+                    freshness_s=_freshness(end, prepared.good, committed_at, self.identity.event_time),
+                    lag=self._lag(end), services=services,
                     layout=self._layout() if instant is not None else None,
                 )
             )

@@ -1,0 +1,111 @@
+"""A batch of Debezium changes never ends between a primary-key change's delete and its create.
+
+Debezium's Postgres connector sends a primary-key change as a delete of the old key, its
+tombstone, then a create of the new key, one after another in the topic partition. The
+create carries the values the update left alone (a TOASTed text) as Debezium's
+placeholder, and those values are the old key's (:mod:`streamer.pipeline.unavailable`).
+When a batch ends just after the delete, the create comes in the next batch, which reads
+the old row from the table as it stood before the delete
+(:mod:`streamer.pipeline.key_changes`). That row exists only if an earlier batch
+committed it. When the batch that ends with the delete also inserted or changed the old
+key, it merges that key's changes into the net delete, so the old row is in no commit.
+The create could then not be completed, and the new key went to the error table instead
+of the table.
+
+So that tail is held back. Per Kafka partition, the batch's trailing deletes (nothing
+but deletes and tombstones after them) are left to the next batch from the first one
+whose key has an earlier change in the batch, and the batch commits the position of that
+delete. The next batch starts with those deletes, followed by the create once Debezium
+has published it, and the old key's row is then in the table. The next batch cannot
+hold back from the same place again (no change of those keys comes before the deletes
+in it), so a run always moves on. A trailing delete of a key the batch did not change
+otherwise is written at once: its row is in an earlier commit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamer.sources.position import KafkaOffsets, Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: Offset to hold back from, per Kafka partition.
+Holds = dict[int, int]
+
+
+def holds_of(partitions: pa.Array, offsets: pa.Array, deleted: pa.Array, keys: pa.Array) -> Holds:
+    """Where each partition's held-back tail starts (module doc): the rows' Kafka
+    partitions and offsets, delete flags and record keys, in any order."""
+    if not len(keys):
+        return {}
+    part = pc.fill_null(partitions, -1).to_numpy(zero_copy_only=False)
+    off = pc.fill_null(offsets, -1).to_numpy(zero_copy_only=False)
+    is_delete = pc.fill_null(deleted, False).to_numpy(zero_copy_only=False).astype(bool)
+    out: Holds = {}
+    for p in np.unique(part[part >= 0]):  # a loop over the batch's partitions, not its rows
+        changes = (part == p) & ~is_delete
+        if not changes.any():
+            continue
+        tail = (part == p) & is_delete & (off > off[changes].max())
+        if not tail.any():
+            continue
+        changed = pc.is_in(keys.filter(pa.array(tail)), value_set=keys.filter(pa.array(changes)))
+        at = off[tail][changed.to_numpy(zero_copy_only=False)]
+        if len(at):
+            out[int(p)] = int(at.min())
+    return out
+
+
+def holds_on_spark(rows: DataFrame, partition: str, offset: str, deleted: str, keys: list[str]) -> Holds:
+    """:func:`holds_of` over a batch written by Spark (one small job: the tails are few rows)."""
+    from pyspark.sql import functions as F
+
+    changes = rows.where(~F.coalesce(F.col(deleted), F.lit(False)))
+    last = changes.groupBy(partition).agg(F.max(offset).alias("_last"))
+    tail = (rows.where(F.coalesce(F.col(deleted), F.lit(False)))
+            .join(F.broadcast(last), partition).where(F.col(offset) > F.col("_last")))
+    changed = tail.join(changes.select(*keys).distinct(), keys, "left_semi")
+    return {int(r[0]): int(r[1]) for r in changed.groupBy(partition).agg(F.min(offset)).collect()}
+
+
+def kept(rows: pa.Table, holds: Holds, partition: str, offset: str) -> pa.Table:
+    """``rows`` without those at or after their partition's hold."""
+    if not holds or not rows.num_rows:
+        return rows
+    parts = rows.column(partition).combine_chunks()
+    limit = pc.fill_null(pc.take(pa.array(list(holds.values()), pa.int64()),
+                                 pc.index_in(parts, value_set=pa.array(list(holds), parts.type))),
+                         np.iinfo(np.int64).max)
+    return rows.filter(pc.fill_null(pc.less(rows.column(offset), limit), True))
+
+
+def held_end(end: Position, holds: Holds) -> Position:
+    """The position a batch that held ``holds`` back commits (``end`` when none)."""
+    if not holds or not isinstance(end, KafkaOffsets):
+        return end
+    return KafkaOffsets(topic=end.topic, partitions={p: min(o, holds.get(p, o)) for p, o in end.partitions.items()})
+
+
+def records_held(end: Position, holds: Holds) -> int:
+    """Offsets a batch leaves to the next one by holding ``holds`` back."""
+    if not holds or not isinstance(end, KafkaOffsets):
+        return 0
+    return sum(max(0, o - holds[p]) for p, o in end.partitions.items() if p in holds)
+
+
+def kept_on_spark(rows: DataFrame, holds: Holds, partition: str, offset: str) -> DataFrame:
+    """:func:`kept` for a batch written by Spark."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    if not holds:
+        return rows
+    held = reduce(lambda a, b: a | b, [(F.col(partition) == p) & (F.col(offset) >= o) for p, o in holds.items()])
+    return rows.where(~F.coalesce(held, F.lit(False)))

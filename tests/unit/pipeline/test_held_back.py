@@ -1,0 +1,44 @@
+"""Where a Debezium batch leaves its tail to the next batch: only a trailing delete of a key
+the same batch changed before, per Kafka partition, and from the first such delete."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from streamer.pipeline.held_back import held_end, holds_of, kept, records_held
+from streamer.sources.position import KafkaOffsets
+
+
+def _holds(*rows: tuple[int, int, bool, str]) -> dict[int, int]:
+    part, off, deleted, keys = zip(*rows, strict=True)
+    return holds_of(pa.array(part, pa.int32()), pa.array(off, pa.int64()), pa.array(deleted), pa.array(keys))
+
+
+def test_a_key_changes_delete_at_the_end_of_a_batch_that_inserted_the_old_key_is_held_back():
+    # 7 inserted then renamed (delete, tombstone at 3 not a row); 1 updated
+    assert _holds((0, 0, False, "1"), (0, 1, False, "7"), (0, 2, True, "7")) == {0: 2}
+
+
+def test_a_trailing_delete_of_a_key_the_batch_did_not_change_before_is_written():
+    assert _holds((0, 0, False, "1"), (0, 1, True, "7")) == {}
+    # a delete followed by a change is not trailing, whatever its key
+    assert _holds((0, 0, False, "7"), (0, 1, True, "7"), (0, 2, False, "1")) == {}
+    # a batch of deletes only (the held tail, read again) moves on
+    assert _holds((0, 2, True, "7"), (0, 3, True, "8")) == {}
+
+
+def test_the_tail_is_held_from_the_first_delete_of_a_changed_key_per_partition():
+    rows = [(0, 0, False, "7"), (0, 1, False, "8"), (0, 2, True, "9"), (0, 3, True, "8"), (0, 4, True, "7"),
+            (1, 0, False, "a"), (1, 1, True, "b"),   # partition 1: b not changed before: written
+            (2, 5, True, "c"), (2, 9, False, "c")]   # partition 2: no trailing delete
+    assert _holds(*rows) == {0: 3}
+
+
+def test_held_rows_positions_and_counts():
+    holds = {0: 3}
+    rows = pa.table({"p": pa.array([0, 0, 0, 1, None], pa.int32()), "o": pa.array([2, 3, 4, 9, None], pa.int64())})
+    assert kept(rows, holds, "p", "o").to_pydict() == {"p": [0, 1, None], "o": [2, 9, None]}
+    end = KafkaOffsets(topic="t", partitions={0: 5, 1: 10})
+    assert held_end(end, holds) == KafkaOffsets(topic="t", partitions={0: 3, 1: 10})
+    assert records_held(end, holds) == 2
+    assert held_end(end, {}) is end and records_held(end, {}) == 0
