@@ -294,6 +294,10 @@ class PipelineRunner:
             prepare_s = clock.lap()
             # a Debezium batch may leave its tail to the next batch (streamer.pipeline.held_back)
             end = batch.end if prepared.end is None else prepared.end
+            if prepared.end is not None:
+                log.info("[%s] the batch ends with the delete of a key it also changed, maybe a key change's: "
+                         "it commits %s and leaves the rest (read until %s) to the next batch",
+                         cfg.name, position_to_json(end), position_to_json(batch.end), extra={"pipeline": cfg.name})
             end_json = position_to_json(end)
             # a batch without a row for a table that does not exist yet: its position goes
             # with its error rows (a table cannot be created without a record schema)

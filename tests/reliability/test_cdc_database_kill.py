@@ -365,6 +365,13 @@ def _same(table: str, reader: str, got: list[tuple], want: list[tuple], raw: lis
 
 
 def _compare(postgres, db: str, lake: Path, log, hudi_sessions) -> None:
+    # first: an error row says why a row is missing from its table (a change is never a bad record)
+    errors = lake / "_errors"
+    for props in (errors.rglob("hoodie.properties") if errors.exists() else []):
+        if ".hoodie" in props.parent.parent.parts:
+            continue  # a metadata table
+        bad = Table.open(str(props.parent.parent)).read(columns=["source_position", "reason"]).to_pylist()
+        assert not bad, f"error rows in {props.parent.parent}: {bad[:5]}"
     tables = ("customers", "orders", "items", "payments", "stock", "shipments")
     want = {t: _database(postgres, db, t) for t in tables}
     for t, (columns, rows) in want.items():
@@ -381,6 +388,3 @@ def _compare(postgres, db: str, lake: Path, log, hudi_sessions) -> None:
         for t, (columns, rows) in want.items():
             _same(t, f"Apache Hudi {version}", _as_text(hudi.read(str(lake / t)).to_pylist(), columns), rows)
         log(f"Apache Hudi {version} reads every table as Postgres has it")
-    errors = lake / "_errors"
-    leftovers = [p for p in errors.rglob("hoodie.properties")] if errors.exists() else []
-    assert all(Table.open(str(p.parent.parent)).read().num_rows == 0 for p in leftovers), "error rows"
