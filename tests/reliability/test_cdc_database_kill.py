@@ -9,7 +9,8 @@ so Debezium sends its placeholder), deletes, primary-key changes, a composite ke
 decimals, rows moving between partitions (``orders`` is partitioned by ``status`` with the
 global index), a column added mid-stream and a table created mid-stream. At full size
 (``make test-campaigns``) it makes at least 200,000 changes and the streamer is killed at
-least ten times; ``make test`` runs it small.
+least ten times a random while after one of its commits (and now and then starting up);
+``make test`` runs it small.
 
 Afterwards every table equals ``SELECT * FROM`` it in Postgres, with no key twice, in our
 reader, hudi-rs and each Apache Hudi release of the JVM tier (snapshot), and the error
@@ -45,10 +46,15 @@ SEED = 20_261_130
 CHANGES = sized(smoke=3_000, full=200_000)
 #: Rows per table before the connector starts (the snapshot).
 FIRST_ROWS = sized(smoke=300, full=5_000)
+#: Runs killed after one of their commits, at least.
 KILLS = sized(smoke=3, full=10)
-#: How long each ``streamer run`` lives before its SIGKILL (seconds, uniform): at smoke size
-#: some die starting up, at full size each has time to commit
-LIFETIME_S = sized(smoke=(5.0, 12.0), full=(8.0, 30.0))
+#: How long a run lives after its first commit before its SIGKILL (seconds, uniform).
+AFTER_COMMIT_S = sized(smoke=(0.0, 4.0), full=(0.0, 6.0))
+#: One run in this many is killed starting up instead, after this long (seconds, uniform).
+STARTUP_KILLS = 4
+LIFETIME_S = (2.0, 10.0)
+#: How long a run may take to its first commit before it is killed anyway (not counted).
+COMMIT_WAIT_S = 60.0
 LIMIT_S = sized(smoke=600.0, full=2400.0)
 #: Apache Hudi releases asked at the end (each is a JVM to start): all at full size.
 HUDI_READERS = sized(smoke=("1.2",), full=oracle.VERSIONS)
@@ -212,6 +218,7 @@ def _campaign(kafka, postgres, tmp_path: Path, rng: random.Random, registry_url:
                  **_converters(registry_url)}
     workload = Workload(postgres, db, rng, FIRST_ROWS)
     stop = threading.Event()
+    killed = threading.Event()  # set once the kill loop has its kills
     failure: list[BaseException] = []
     (tmp_path / "connect").mkdir()
     with LocalConnect(bootstrap_servers=kafka.bootstrap_servers, workdir=tmp_path / "connect") as connect:
@@ -222,7 +229,10 @@ def _campaign(kafka, postgres, tmp_path: Path, rng: random.Random, registry_url:
         def work() -> None:
             try:
                 deadline = time.monotonic() + LIMIT_S / 2
-                while workload.changes < CHANGES and not stop.is_set() and time.monotonic() < deadline:
+                while ((workload.changes < CHANGES or not killed.is_set()) and not stop.is_set()
+                       and time.monotonic() < deadline):
+                    if workload.changes >= CHANGES:  # a trickle, for the kill loop's runs to commit
+                        stop.wait(1.0)
                     workload.transaction()
                     workload.milestone(ADD_COLUMN_AT, "column added", "ALTER TABLE customers ADD COLUMN email text; "
                                        "UPDATE customers SET email = 'c' || id || '@shop' WHERE id % 3 = 0")
@@ -255,7 +265,7 @@ def _campaign(kafka, postgres, tmp_path: Path, rng: random.Random, registry_url:
         worker = threading.Thread(target=work, daemon=True)
         worker.start()
         try:
-            kills = _kill_loop(yaml_path, tmp_path, rng, worker, log)
+            kills = _kill_loop(yaml_path, tmp_path, rng, worker, log, killed)
         finally:
             stop.set()
             worker.join(timeout=300)
@@ -282,30 +292,57 @@ def _streaming_offset_committed(offsets: Path, timeout_s: float = 120.0) -> None
     raise AssertionError(f"Kafka Connect stored no streaming offset in {offsets} within {timeout_s:.0f}s")
 
 
-def _kill_loop(yaml_path: Path, workdir: Path, rng: random.Random, worker: threading.Thread, log) -> int:
-    """``streamer run`` again and again, each SIGKILLed after a random while, at least
-    :data:`KILLS` times and until the workload is done; returns the kills."""
-    kills = 0
+def _kill_loop(yaml_path: Path, workdir: Path, rng: random.Random, worker: threading.Thread, log,
+               killed: threading.Event) -> int:
+    """``streamer run`` again and again, each SIGKILLed, until :data:`KILLS` runs were
+    killed after one of their commits and the workload is done; returns those kills.
+
+    A run is killed a random while after its first commit (its tables' timelines show a
+    new completed instant), so the kills land mid-stream, not only in start-up, whatever
+    the machine's speed (the workload goes on, a trickle, until they are done); one run in
+    :data:`STARTUP_KILLS` dies starting up instead."""
+    kills = runs = 0
     deadline = time.monotonic() + LIMIT_S
     while (kills < KILLS or worker.is_alive()) and time.monotonic() < deadline:
-        out = open(workdir / f"run{kills:03d}.log", "w")  # noqa: SIM115 - closed below
+        out = open(workdir / f"run{runs:03d}.log", "w")  # noqa: SIM115 - closed below
+        started = time.time()
         proc = subprocess.Popen([STREAMER, "run", str(yaml_path)], stdout=out, stderr=subprocess.STDOUT,
                                 cwd=workdir, start_new_session=True)
         try:
-            lived = rng.uniform(*LIFETIME_S)
-            if _exited(proc, lived):
+            at_start = rng.random() < 1 / STARTUP_KILLS
+            committed = None if at_start else _first_commit(workdir / "lake", started, proc, COMMIT_WAIT_S)
+            lived = rng.uniform(*(LIFETIME_S if at_start else AFTER_COMMIT_S))
+            if proc.poll() is not None or _exited(proc, lived):
                 raise AssertionError(f"streamer run exited by itself ({proc.returncode}): "
-                                     f"{(workdir / f'run{kills:03d}.log').read_text()[-3000:]}")
+                                     f"{(workdir / f'run{runs:03d}.log').read_text()[-3000:]}")
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-            kills += 1
-            log(f"kill {kills} after {lived:.1f}s")
+            runs += 1
+            if committed is not None:
+                kills += 1
+            if kills >= KILLS:
+                killed.set()  # the workload may stop once it has made its changes
+            log(f"kill {runs} after {time.time() - started:.1f}s"
+                + ("" if committed is None else f", {lived:.1f}s after its first commit ({committed:.1f}s)"))
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
             out.close()
     return kills
+
+
+def _first_commit(lake: Path, since: float, proc: subprocess.Popen, timeout_s: float) -> float | None:
+    """Seconds from ``since`` until a table under ``lake`` completed an instant (None:
+    none within ``timeout_s``, or the run exited)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        for pattern in ("*/.hoodie/*.deltacommit", "*/.hoodie/timeline/*.deltacommit"):
+            done = [p.stat().st_mtime for p in lake.glob(pattern) if p.stat().st_mtime >= since]
+            if done:
+                return min(done) - since
+        time.sleep(0.2)
+    return None
 
 
 def _exited(proc: subprocess.Popen, seconds: float) -> bool:
