@@ -53,6 +53,9 @@ AFTER_COMMIT_S = sized(smoke=(0.0, 4.0), full=(0.0, 6.0))
 #: One run in this many is killed starting up instead, after this long (seconds, uniform).
 STARTUP_KILLS = 4
 LIFETIME_S = (2.0, 10.0)
+#: Records per batch: at full size small enough that a run's first commit comes soon after
+#: its start (the kills wait for it) and batch boundaries fall inside the stream often.
+BATCH = sized(smoke=20_000, full=5_000)
 #: How long a run may take to its first commit before it is killed anyway (not counted).
 COMMIT_WAIT_S = 60.0
 LIMIT_S = sized(smoke=600.0, full=2400.0)
@@ -87,7 +90,7 @@ def _yaml(kafka, prefix: str, lake: Path, registry_url: str | None) -> str:
 pipelines:
   - name: shop
     source: {{type: kafka, bootstrap_servers: "{kafka.bootstrap_servers}", topic_pattern: '{prefix}\\.public\\..*',
-              debezium: postgres, discover_every: 2s, max_records_per_batch: 20000{avro}}}
+              debezium: postgres, discover_every: 2s, max_records_per_batch: {BATCH}{avro}}}
     target: {{path: "{lake}/{{table}}"}}
     tables:
       orders: {{partition_by: status, index: {{type: global_bloom}}}}
