@@ -28,7 +28,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 class TriggerConfig(StrictModel):
-    """``once``: one batch (capped by the source's batch size), commit, exit.
+    """``once``: one batch (capped by the source's batch size), commit, exit (plus one small
+    batch of the deletes a Debezium batch held back, docs/kafka.md).
     ``available_now``: everything available when the run starts, in capped batches, then
     exit (Spark's ``availableNow``; the mode for scheduled jobs: what arrives meanwhile is
     the next run's). ``continuous``: a batch every ``interval`` until stopped."""

@@ -19,7 +19,9 @@ delete. The next batch starts with those deletes, followed by the create once De
 has published it, and the old key's row is then in the table. The next batch cannot
 hold back from the same place again (no change of those keys comes before the deletes
 in it), so a run always moves on. A trailing delete of a key the batch did not change
-otherwise is written at once: its row is in an earlier commit.
+otherwise is written at once: its row is in an earlier commit. A ``trigger.mode: once``
+run reads the held records in one more batch
+(:meth:`~streamer.pipeline.runner.PipelineRunner.run_trigger_once`).
 """
 
 from __future__ import annotations

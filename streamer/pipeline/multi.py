@@ -203,7 +203,7 @@ def _run_batches(runners: list[PipelineRunner], stop: threading.Event, once: boo
             if run_mode(r.config, once, available_now) == "available_now":
                 r.run_available_now(stop)
             else:
-                r.run_once()
+                r.run_trigger_once()
         except Exception as e:
             failures.add(r.config.name, e)
 
