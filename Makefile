@@ -51,7 +51,8 @@ test-setup: campaigns-setup lint typecheck
 campaigns-setup: setup hudi-env $(JVM_ARCHIVE)
 
 # The fast subset: no Spark, no Kafka, no Hudi JVM, nothing slow.
-fast: setup
+fast:
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) setup
 	$(BIN)/python -m pytest -m "not integration and not kafka and not slow and not hudi_jvm" $(PYTEST_ARGS)
 
 setup: venv jars pushgateway mariadb
@@ -154,7 +155,8 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-bench: setup hudi-env
+bench:
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) setup hudi-env
 	$(BIN)/python -m benchmarks
 
 clean:
