@@ -51,6 +51,7 @@ import fastavro
 from streamer.config.policies import ArchivePolicy
 from streamer.read.table import Table
 from streamer.services.archive_history import archive_to_history, finish_interrupted_move
+from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.table.avro_schema import as_record
 from streamer.table.instant import Action, Instant, State, format_instant_time, parse_timeline_file
 from streamer.table.log_content import AVRO_BLOCK_VERSION, split_avro_records
@@ -314,35 +315,42 @@ def _next_archive_version(table: Table) -> int:
 
 
 def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 30.0) -> ArchiveOutcome:
+    """Archive what ``policy`` allows, holding the archive's own lock and then the
+    writers' lock (as Hudi's archiver holds the table lock): a writer or service reads the
+    commit metadata of completed instants - recent writes' sizes, the latest schema, a
+    checkpoint - from a listing made under the writers' lock, and an instant removed
+    between that listing and that read would fail their commit. Nothing archived when the
+    writers' lock stays busy for ``4 * lock_expiry_s``; the next run archives it."""
     lock = PlanLock(table.fs, table.base_path, "archive", expiry_s=lock_expiry_s, purpose="archive")
     if not lock.try_acquire():
         return ArchiveOutcome([], None, None)
     try:
-        if table.timeline.layout_version >= 2:
-            return _run_history_archive(table, policy, lock)
-        upgrade_legacy_archives(table)
-        table.refresh()
-        victims, bound = instants_to_archive(table, policy)
-        if not victims:
-            return ArchiveOutcome([], None, bound)
-        entries = [e for i in victims for e in archived_entries(table, i)]
-        data = encode_archive_blocks(entries)
-        name = f".commits_.archive.{_next_archive_version(table)}_{ARCHIVE_TOKEN}"
-        path = posixpath.join(archive_dir(table), name)
-        # under the archive's own lock: archiving moves completed instants only, which no
-        # writer or service changes any more
-        Transaction(table.fs, table.base_path, lock=lock).archive(table.timeline, victims, path, data)
-        log.info("%s: archived %d instant(s) into %s", table.base_path, len(victims), name)
-        table.refresh()
-        return ArchiveOutcome([i.timestamp for i in victims], path, bound)
+        with service_transaction(table, lock_expiry_s * 4) as txn:
+            table.refresh()
+            if table.timeline.layout_version >= 2:
+                return _run_history_archive(table, policy, txn)
+            upgrade_legacy_archives(table)
+            victims, bound = instants_to_archive(table, policy)
+            if not victims:
+                return ArchiveOutcome([], None, bound)
+            entries = [e for i in victims for e in archived_entries(table, i)]
+            data = encode_archive_blocks(entries)
+            name = f".commits_.archive.{_next_archive_version(table)}_{ARCHIVE_TOKEN}"
+            path = posixpath.join(archive_dir(table), name)
+            txn.archive(table.timeline, victims, path, data)
+            log.info("%s: archived %d instant(s) into %s", table.base_path, len(victims), name)
+            table.refresh()
+            return ArchiveOutcome([i.timestamp for i in victims], path, bound)
+    except CompactionConflict as e:
+        log.info("not archiving now: %s", e)
+        return ArchiveOutcome([], None, None)
     finally:
         lock.release()
 
 
-def _run_history_archive(table: Table, policy: ArchivePolicy, lock: PlanLock) -> ArchiveOutcome:
-    """Table versions 8 and 9: into the LSM history (:mod:`streamer.services.archive_history`)."""
-    # under the archive's own lock, as for version 6: only completed instants move
-    txn = Transaction(table.fs, table.base_path, lock=lock)
+def _run_history_archive(table: Table, policy: ArchivePolicy, txn: Transaction) -> ArchiveOutcome:
+    """Table versions 8 and 9: into the LSM history (:mod:`streamer.services.archive_history`),
+    holding the locks :func:`run_archive` took."""
     folder = history_dir(table.base_path, table.properties)
     if finish_interrupted_move(table, folder, txn):
         table.refresh()

@@ -30,6 +30,7 @@ import datetime as dt
 import os
 import random
 import threading
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -219,7 +220,8 @@ class Interleave:
             t.join(120)
             assert not t.is_alive(), "writer B never got the writers' lock"
         self.threads.clear()
-        assert not self.errors, self.errors
+        assert not self.errors, "".join(
+            "".join(traceback.format_exception(e)) for e in self.errors)
 
 
 def monkeypatch_floor_reset() -> None:
