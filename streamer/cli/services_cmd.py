@@ -16,9 +16,13 @@ per round instead, for scripts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -259,8 +263,38 @@ def one_round(args: argparse.Namespace, policies: PoliciesConfig) -> Round:
                  asked=asked)
 
 
+@contextlib.contextmanager
+def _ctrl_c_noted() -> Iterator[threading.Event]:
+    """SIGINT raises KeyboardInterrupt as Python's default handler does (a round in
+    progress is abandoned: exit 130), and first sets the event the loop checks after every
+    round. Python prints and drops an exception raised inside a finalizer, so a Ctrl-C that
+    lands while garbage collection runs one (a storage client's ``weakref.finalize``) was
+    lost and the worker served on; with the event it stops after that round.
+
+    Installed whatever SIGINT's disposition was (a background job of a non-interactive
+    shell starts with it ignored); on the main thread only, and restored on exit."""
+    noted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        noted.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run(args: argparse.Namespace) -> int:
-    policies = load_policies(args)
+    with _ctrl_c_noted() as ctrl_c:
+        return _rounds(args, load_policies(args), ctrl_c)
+
+
+def _rounds(args: argparse.Namespace, policies: PoliciesConfig, ctrl_c: threading.Event) -> int:
     started = time.monotonic()
     while True:
         try:
@@ -280,6 +314,8 @@ def run(args: argparse.Namespace) -> int:
         if args.duration is not None and time.monotonic() - started >= args.duration:
             return 0
         try:
+            if ctrl_c.is_set():  # its KeyboardInterrupt was lost inside the round
+                raise KeyboardInterrupt
             time.sleep(args.interval)
         except KeyboardInterrupt:
             print("stopped", file=sys.stderr)

@@ -116,3 +116,49 @@ def test_archive_lines_say_what_moved_what_merged_and_what_a_rule_kept():
         "archive: not archived: table version 5"]
     assert _archive_lines(ArchiveOutcome([], None, None)) == [
         "archive: nothing to archive (the active timeline is within policy)"]
+
+
+class _ServedOn(BaseException):
+    """Raised by the fake round after a Ctrl-C: the loop did not stop (a BaseException,
+    which the loop's "one bad round" handler does not catch)."""
+
+
+def test_a_ctrl_c_lost_inside_a_finalizer_still_stops_the_loop(tmp_path, monkeypatch, capsys):
+    """Python drops an exception raised in a finalizer ("Exception ignored in ..."): a
+    SIGINT that lands while garbage collection runs one (a storage client's
+    ``weakref.finalize``) raised its KeyboardInterrupt there, and the worker served on -
+    the services concurrency campaign's log compactor ignored Ctrl-C for 300 s."""
+    import gc
+    import signal
+    import sys
+    import weakref
+
+    from streamer.cli import services_cmd
+
+    rounds = []
+
+    class Client:
+        pass
+
+    def ctrl_c_during_finalizer() -> None:
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # the handler runs here, inside the finalizer
+            pass
+
+    def fake_round(args, policies):
+        rounds.append(1)
+        if len(rounds) == 1:
+            client = Client()
+            weakref.finalize(client, ctrl_c_during_finalizer)
+            del client
+            gc.collect()
+        elif len(rounds) > 3:
+            raise _ServedOn("the loop served on after Ctrl-C")
+        return services_cmd.Round("log-compact")
+
+    lost: list[type] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: lost.append(u.exc_type))
+    monkeypatch.setattr(services_cmd, "one_round", fake_round)
+    assert main(["log-compact", str(tmp_path / "t"), "--loop", "--interval", "0.01"]) == 0
+    assert lost == [KeyboardInterrupt]  # the Ctrl-C's exception was dropped in the finalizer
+    assert len(rounds) == 1 and capsys.readouterr().err == "stopped\n"
