@@ -12,12 +12,15 @@ Resuming reads them back the other way round: the newest completed write carryin
 either key decides, ours first; a HoodieStreamer string there means HoodieStreamer wrote
 the table last, and we continue from its offsets. Table-service commits (compaction, log
 compaction) carry no checkpoint, so we walk back to the newest write that has one, as
-HoodieStreamer does. A value we cannot read is an error naming the commit, key and value:
+HoodieStreamer does - past the active timeline into the archived writes when needed (a
+pipeline idle while others write the table has its last write archived; HoodieStreamer
+would start over there). A value we cannot read is an error naming the commit, key and value:
 never a silent restart from the source's beginning.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 from pydantic import ValidationError
@@ -31,6 +34,7 @@ from streamer.sources.position import (
     position_from_json,
     position_to_json,
 )
+from streamer.table.archived_commits import archived_write_extras
 from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2
 from streamer.table.properties import properties_path
 from streamer.table.snapshot import TableSnapshot
@@ -48,6 +52,8 @@ __all__ = [
     "BATCH_ID_KEY", "CHECKPOINT_KEY", "PIPELINE_KEY", "STREAMER_CHECKPOINT_KEY", "StoredCheckpoint",
     "checkpoint_history", "checkpoint_metadata", "stored_checkpoint",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class StoredCheckpoint:
@@ -109,7 +115,7 @@ def stored_checkpoint(fs: FileSystem, base_path: str, *, topic: str | None = Non
     for that topic is a :class:`SourceError` naming the commit, key and value (a table
     handed over from another topic must not be resumed at that topic's offsets).
     """
-    for found in _checkpoints_newest_first(fs, base_path, pipeline):
+    for found in _checkpoints_newest_first(fs, base_path, pipeline, archived=True):
         if topic is not None:
             _check_source_topic(found, topic, base_path)
         return found
@@ -125,23 +131,42 @@ def checkpoint_history(fs: FileSystem, base_path: str, *, pipeline: str | None =
     return list(reversed(list(_checkpoints_newest_first(fs, base_path, pipeline))))
 
 
-def _checkpoints_newest_first(fs: FileSystem, base_path: str,
-                              pipeline: str | None = None) -> Iterator[StoredCheckpoint]:
+def _checkpoints_newest_first(fs: FileSystem, base_path: str, pipeline: str | None = None, *,
+                              archived: bool = False) -> Iterator[StoredCheckpoint]:
+    """Checkpoints of completed writes, newest first: the active timeline's, then (with
+    ``archived``) the archived writes' (:mod:`streamer.table.archived_commits`). A
+    pipeline idle while other writers commit has its last write archived; without the
+    archive it would find no position and start over at its source's beginning."""
     if not fs.exists(properties_path(base_path)):
         return
     snapshot = TableSnapshot.load(fs, base_path)
     for instant in reversed(snapshot.timeline.completed_writes()):
-        meta = snapshot.commit_metadata(instant)
-        owner = meta.extra_metadata.get(PIPELINE_KEY)
-        if pipeline is not None and owner is not None and owner != pipeline:
-            continue  # another pipeline's position, from its own sources
-        found = _position_in(meta.extra_metadata, instant.timestamp, base_path)
-        if found is None:
-            continue
-        key, position = found
-        raw_batch = meta.extra_metadata.get(BATCH_ID_KEY)
-        batch_id = int(raw_batch) if raw_batch else None
-        yield StoredCheckpoint(position, instant.timestamp, batch_id, key=key, value=meta.extra_metadata[key])
+        found = _checkpoint_of(snapshot.commit_metadata(instant).extra_metadata, instant.timestamp,
+                               base_path, pipeline)
+        if found is not None:
+            yield found
+    if not archived:
+        return
+    for ts, extra in archived_write_extras(fs, base_path, snapshot.properties, snapshot.timeline.layout_version):
+        found = _checkpoint_of(extra, ts, base_path, pipeline)
+        if found is not None:
+            log.info("%s: the newest checkpoint%s is in archived commit %s", base_path,
+                     f" of pipeline {pipeline}" if pipeline else "", ts)
+            yield found
+
+
+def _checkpoint_of(extra: dict[str, str], instant: str, base_path: str,
+                   pipeline: str | None) -> StoredCheckpoint | None:
+    owner = extra.get(PIPELINE_KEY)
+    if pipeline is not None and owner is not None and owner != pipeline:
+        return None  # another pipeline's position, from its own sources
+    found = _position_in(extra, instant, base_path)
+    if found is None:
+        return None
+    key, position = found
+    raw_batch = extra.get(BATCH_ID_KEY)
+    batch_id = int(raw_batch) if raw_batch else None
+    return StoredCheckpoint(position, instant, batch_id, key=key, value=extra[key])
 
 
 def _position_in(extra: dict[str, str], instant: str, base_path: str) -> tuple[str, Position] | None:

@@ -41,6 +41,7 @@ from streamer.services.clean import run_clean
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
 from streamer.services.log_compaction import schedule_log_compaction
+from streamer.table.archived_commits import archived_write_extras
 from streamer.table.log_content import split_avro_records
 from streamer.table.log_format import BlockType, HeaderKey, encode_block, read_log_file
 from streamer.table.properties import load_properties
@@ -406,6 +407,19 @@ def test_archived_timeline_matches_hudi(built):
     for schema, datum in o_datums:
         rec = fastavro.schemaless_reader(io.BytesIO(datum), fastavro.parse_schema(schema), hudi_schema)
         assert rec["commitTime"] and rec["actionType"] and rec["actionState"]
+
+
+def test_hudis_archived_writes_keep_their_extra_metadata_for_a_resume(built):
+    """A pipeline resumes from an archived write (streamer/table/archived_commits.py):
+    the archive Hudi 0.15's archiver wrote lists every archived completed write, newest
+    first, each with the extra metadata Hudi's writer gave it (its ``schema``)."""
+    entries = _entries(f"{built.hudi}/.hoodie/archived")
+    archived = {r["commitTime"] for (action, state), recs in entries.items()
+                if action in ("deltacommit", "commit", "replacecommit") and state == "COMPLETED" for r in recs}
+    table = Table.open(built.hudi)
+    got = list(archived_write_extras(table.fs, built.hudi, table.properties, 1))
+    assert archived and [ts for ts, _ in got] == sorted(archived, reverse=True)
+    assert all(extra.get("schema") for _, extra in got)
 
 
 def _keys(t: pa.Table) -> list[tuple[str, int]]:
