@@ -23,6 +23,7 @@ from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
 from streamer.services.handover import handover_to_hudi
 from streamer.table import lsm_history as h
+from streamer.table.archived_commits import archived_write_extras
 from streamer.write import HudiWriter
 from tests.hudi_jvm.compare import (
     Expected,
@@ -138,6 +139,12 @@ def test_hudi_archives_on_top_of_our_history_and_we_go_on(tmp_path, hudi12):
         f"Hudi did not merge our files: {[f.name for f in after.files]}"
     loaded = _loaded(hudi12, path)
     assert set(first) <= {r[0] for r in loaded}
+    # a pipeline's resume reads the history Hudi rewrote: every write Hudi's archived
+    # timeline loads, newest first, with its extra metadata (Hudi's writes name a schema)
+    writes = sorted((r[0] for r in loaded if r[2] in ("commit", "deltacommit", "replacecommit")), reverse=True)
+    extras = list(archived_write_extras(t.fs, path, t.properties, t.timeline.layout_version))
+    assert [ts for ts, _ in extras] == writes
+    assert any(extra.get("schema") for _, extra in extras)
     sessions = {"1.2": hudi12}
     assert_readers_match(path, sessions, Expected.of_rows(model.snapshot(), tg.COLUMNS), CHECKS)
     # we go on: writes, services and an archive into the history Hudi rewrote
