@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from pydantic import ValidationError
 
-from streamer.errors import SourceError
+from streamer.errors import MissingFileError, SourceError
 from streamer.fs import FileSystem
 from streamer.sources.position import (
     CheckpointFormatError,
@@ -141,8 +141,13 @@ def _checkpoints_newest_first(fs: FileSystem, base_path: str, pipeline: str | No
         return
     snapshot = TableSnapshot.load(fs, base_path)
     for instant in reversed(snapshot.timeline.completed_writes()):
-        found = _checkpoint_of(snapshot.commit_metadata(instant).extra_metadata, instant.timestamp,
-                               base_path, pipeline)
+        try:
+            extra = snapshot.commit_metadata(instant).extra_metadata
+        except MissingFileError:
+            if _archived_meanwhile(fs, base_path, instant.timestamp):
+                continue  # an archiver moved it after our listing: the archive walk reads it
+            raise
+        found = _checkpoint_of(extra, instant.timestamp, base_path, pipeline)
         if found is not None:
             yield found
     if not archived:
@@ -153,6 +158,14 @@ def _checkpoints_newest_first(fs: FileSystem, base_path: str, pipeline: str | No
             log.info("%s: the newest checkpoint%s is in archived commit %s", base_path,
                      f" of pipeline {pipeline}" if pipeline else "", ts)
             yield found
+
+
+def _archived_meanwhile(fs: FileSystem, base_path: str, instant: str) -> bool:
+    """Whether ``instant``, listed a moment ago, has left the active timeline from its
+    start, as the archiver moves instants (oldest first, the archive file written before):
+    a lookup runs without the writers' lock. Any other missing file is damage, reported."""
+    first = TableSnapshot.load(fs, base_path).timeline.first_instant
+    return first is None or first > instant
 
 
 def _checkpoint_of(extra: dict[str, str], instant: str, base_path: str,
