@@ -34,7 +34,7 @@ from streamer.sources.position import (
     position_from_json,
     position_to_json,
 )
-from streamer.table.archived_commits import archived_write_extras
+from streamer.table.archived_commits import archived_write_extras, moved_to_archive
 from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2
 from streamer.table.properties import properties_path
 from streamer.table.snapshot import TableSnapshot
@@ -143,9 +143,11 @@ def _checkpoints_newest_first(fs: FileSystem, base_path: str, pipeline: str | No
     for instant in reversed(snapshot.timeline.completed_writes()):
         try:
             extra = snapshot.commit_metadata(instant).extra_metadata
-        except MissingFileError:
-            if _archived_meanwhile(fs, base_path, instant.timestamp):
-                continue  # an archiver moved it after our listing: the archive walk reads it
+        except MissingFileError as e:
+            # the lookup runs without the writers' lock: an archiver may have moved the
+            # instant after our listing (the archive walk below reads it); else damage
+            if moved_to_archive(e.path, TableSnapshot.load(fs, base_path).timeline):
+                continue
             raise
         found = _checkpoint_of(extra, instant.timestamp, base_path, pipeline)
         if found is not None:
@@ -158,14 +160,6 @@ def _checkpoints_newest_first(fs: FileSystem, base_path: str, pipeline: str | No
             log.info("%s: the newest checkpoint%s is in archived commit %s", base_path,
                      f" of pipeline {pipeline}" if pipeline else "", ts)
             yield found
-
-
-def _archived_meanwhile(fs: FileSystem, base_path: str, instant: str) -> bool:
-    """Whether ``instant``, listed a moment ago, has left the active timeline from its
-    start, as the archiver moves instants (oldest first, the archive file written before):
-    a lookup runs without the writers' lock. Any other missing file is damage, reported."""
-    first = TableSnapshot.load(fs, base_path).timeline.first_instant
-    return first is None or first > instant
 
 
 def _checkpoint_of(extra: dict[str, str], instant: str, base_path: str,

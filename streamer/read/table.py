@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from streamer import defaults
 from streamer.errors import (  # noqa: F401 - QueryError re-exported
     CorruptDataError,
+    MissingFileError,
     QueryError,
     StreamerError,
     UnsupportedMergeError,
@@ -37,6 +38,7 @@ from streamer.fs import FileSystem, resolve
 from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.incremental import ArchivedReach, archived_reach, has_archive
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
+from streamer.table.archived_commits import moved_to_archive
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUERIES = ("snapshot", "read_optimized", "incremental")
+#: Plans made again when an archiver moved an instant during one (each move needs one).
+_ARCHIVE_RETRIES = 3
 #: Schema metadata key carrying the corrupt-block count on every result table.
 CORRUPT_BLOCKS_METADATA_KEY = b"morstreamer.corrupt_blocks"
 
@@ -304,6 +308,32 @@ class Table:
         (``allow_corrupt``: the short one is read as far as it goes, with a warning); an
         incremental plan, such a file that a write of its range put into a live slice.
         """
+        for attempt in range(_ARCHIVE_RETRIES + 1):
+            try:
+                return self._plan_once(query, as_of=as_of, begin=begin, end=end, columns=columns,
+                                       filter=filter, allow_corrupt=allow_corrupt)
+            except MissingFileError as e:
+                # a read takes no lock: an archiver may have moved an instant after this
+                # handle listed the timeline; planned again from a fresh listing, the
+                # instant is read as archived. Anything else missing is damage.
+                fresh = self.snapshot.refresh()
+                if attempt == _ARCHIVE_RETRIES or not moved_to_archive(e.path, fresh.timeline):
+                    raise
+                log.info("%s: %s was archived during the read; planning again", self.base_path, e.path)
+                self._set_snapshot(fresh)
+        raise AssertionError("unreachable")
+
+    def _plan_once(
+        self,
+        query: str,
+        *,
+        as_of: str | None,
+        begin: str | None,
+        end: str | None,
+        columns: list[str] | None,
+        filter: pc.Expression | Sequence[pc.Expression] | None,
+        allow_corrupt: bool,
+    ) -> ReadPlan:
         if query not in QUERIES:
             raise QueryError(f"unknown query {query!r}; expected one of {', '.join(QUERIES)}")
         filter, conjuncts = _conjuncts(filter)

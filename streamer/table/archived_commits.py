@@ -27,12 +27,13 @@ import fastavro
 
 from streamer.fs import FileSystem
 from streamer.table import lsm_history
-from streamer.table.instant import Action
+from streamer.table.instant import Action, parse_timeline_file
 from streamer.table.log_content import split_avro_records
 from streamer.table.log_format import BlockType, read_log_file
 from streamer.table.metadata import CommitMetadata
 from streamer.table.naming import parse_log_file_name
 from streamer.table.properties import METAFOLDER, TableProperties
+from streamer.table.timeline import Timeline
 
 _WRITES = Action.WRITE_ACTIONS
 
@@ -44,6 +45,18 @@ def archived_write_extras(fs: FileSystem, base_path: str, props: TableProperties
         yield from _from_history(fs, base_path, props)
     else:
         yield from _from_archive_logs(fs, posixpath.join(base_path.rstrip("/"), METAFOLDER, props.archive_folder))
+
+
+def moved_to_archive(missing_path: str | None, fresh: Timeline) -> bool:
+    """Whether a timeline file found missing after a listing belongs to an instant the
+    archiver has moved since: the archiver removes instants from the timeline's start
+    (oldest first, its archive written before), so such an instant now lies before the
+    fresh listing's first instant. Anything else missing is damage, to be reported."""
+    named = parse_timeline_file(posixpath.basename(missing_path or ""))
+    if named is None:
+        return False
+    first = fresh.first_instant
+    return first is None or first > named.timestamp
 
 
 def _from_history(fs: FileSystem, base_path: str, props: TableProperties) -> Iterator[tuple[str, dict[str, str]]]:

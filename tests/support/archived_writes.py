@@ -4,6 +4,7 @@ each key: the independent answer to incremental ranges reaching past the active 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamer.config.policies import ArchivePolicy, CleanPolicy, CompactionPolicy
@@ -87,9 +88,10 @@ def _write(w, gen: tg.Gen, model: tg.Model, state: State, i: int) -> tuple[str, 
     return instant, deletes, rows
 
 
-def archived_writes(path: str, version: int) -> ArchivedWrites:
+def archived_writes(path: str, version: int, *, before_archive: Callable[[], None] | None = None) -> ArchivedWrites:
     """Ten writes with a compaction among them, a clean and an archive that moves at least
-    four of the writes (never the last)."""
+    four of the writes (never the last). ``before_archive`` runs just before the archive
+    (a reader that listed the timeline then, say)."""
     writes: list[str] = []
     batches: list[tuple[bool, dict[Key, dict]]] = []
     state: State = {}
@@ -104,6 +106,8 @@ def archived_writes(path: str, version: int) -> ArchivedWrites:
                 comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
                 assert execute(Table.open(path), comp).status == "completed"
         run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    if before_archive is not None:
+        before_archive()
     moved = run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
     archived = [t for t in writes if t in moved]
     assert len(archived) >= 4 and writes[-1] not in moved, moved
