@@ -285,8 +285,8 @@ def _ctrl_c_noted() -> Iterator[threading.Event]:
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         yield noted
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    finally:  # (None: a handler set outside Python, which cannot be put back)
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
 def run(args: argparse.Namespace) -> int:
