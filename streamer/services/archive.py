@@ -51,7 +51,7 @@ import fastavro
 from streamer.config.policies import ArchivePolicy
 from streamer.read.table import Table
 from streamer.services.archive_history import archive_to_history, finish_interrupted_move
-from streamer.services.compaction import CompactionConflict, service_transaction
+from streamer.services.compaction import CompactionConflict
 from streamer.table.avro_schema import as_record
 from streamer.table.instant import Action, Instant, State, format_instant_time, parse_timeline_file
 from streamer.table.log_content import AVRO_BLOCK_VERSION, split_avro_records
@@ -325,7 +325,9 @@ def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 3
     if not lock.try_acquire():
         return ArchiveOutcome([], None, None)
     try:
-        with service_transaction(table, lock_expiry_s * 4) as txn:
+        # the writers' lock, without the metadata-table drop of services that commit
+        with Transaction(table.fs, table.base_path, timeout_s=lock_expiry_s * 4, purpose="archive",
+                         busy=CompactionConflict) as txn:
             table.refresh()
             if table.timeline.layout_version >= 2:
                 return _run_history_archive(table, policy, txn)
