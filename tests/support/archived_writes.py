@@ -14,6 +14,7 @@ from streamer.services.clean import run_clean
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
 from streamer.table import lsm_history as h
+from streamer.write import HudiWriter
 from tests.support import block_tables as tg
 
 Key = tuple[str, int]
@@ -86,6 +87,19 @@ def _write(w, gen: tg.Gen, model: tg.Model, state: State, i: int) -> tuple[str, 
         else:
             state[k] = (row, instant)
     return instant, deletes, rows
+
+
+def archivable(path: str, version: int) -> tuple[HudiWriter, tg.Gen, tg.Model]:
+    """Writes, a compaction, more writes and a clean: several instants may leave at the
+    next archive (tests/unit/services/test_archive_history.py, test_archive_lock.py)."""
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 6, deletes_every=3)
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert execute(Table.open(path), comp).status == "completed"
+        for _ in range(3):
+            tg.step(w, gen, model)
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    return w, gen, model
 
 
 def archived_writes(path: str, version: int, *, before_archive: Callable[[], None] | None = None) -> ArchivedWrites:

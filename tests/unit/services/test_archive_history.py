@@ -19,20 +19,9 @@ from streamer.services.executor import execute
 from streamer.table import lsm_history as h
 from streamer.table.instant import State
 from tests.support import block_tables as tg
+from tests.support.archived_writes import archivable
 
 POLICY = ArchivePolicy(min_commits=2, max_commits=3)
-
-
-def _archivable(path: str, version: int):
-    """Writes, a compaction, more writes and a clean: several instants may leave."""
-    with tg.at_version(version):
-        w, gen, model = tg.build(path, 6, deletes_every=3)
-        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-        assert execute(Table.open(path), comp).status == "completed"
-        for _ in range(3):
-            tg.step(w, gen, model)
-        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
-    return w, gen, model
 
 
 def _more_archivable(w, gen, model, path: str) -> None:
@@ -56,7 +45,7 @@ def _history(path: str) -> tuple[h.Snapshot, list[tuple[str, str, str]]]:
 @pytest.mark.parametrize("version", [8, 9])
 def test_old_instants_move_to_the_history_and_every_reader_reads_the_same(tmp_path, version):
     path = str(tmp_path / "t")
-    w, gen, model = _archivable(path, version)
+    w, gen, model = archivable(path, version)
     before = Table.open(path).timeline
     details = {i.timestamp: before.read_details(i, State.COMPLETED) for i in before.completed()}
     out = run_archive(Table.open(path), POLICY)
@@ -106,7 +95,7 @@ def test_the_live_slices_log_writers_stay_active(tmp_path):
 
 def test_only_three_manifests_stay(tmp_path):
     path = str(tmp_path / "t")
-    w, gen, model = _archivable(path, 9)
+    w, gen, model = archivable(path, 9)
     runs = 0
     for _ in range(5):
         if run_archive(Table.open(path), POLICY).archived:
@@ -129,7 +118,7 @@ def test_a_run_stopped_at_any_step_reads_the_same_and_the_next_run_finishes_it(t
     before, every instant is in exactly one of the two places as far as a reader goes, and
     the next run completes the move without archiving anything twice."""
     path = str(tmp_path / "t")
-    w, gen, model = _archivable(path, 9)
+    w, gen, model = archivable(path, 9)
     if earlier:
         assert run_archive(Table.open(path), POLICY).archived
         for _ in range(4):
@@ -173,7 +162,7 @@ def test_the_history_merges_its_layers_as_hudis_archiver_does(tmp_path):
     layer, up the layers; every archived instant stays in the history once, and the merged
     files leave the folder once no kept manifest lists them."""
     path = str(tmp_path / "t")
-    w, gen, model = _archivable(path, 9)
+    w, gen, model = archivable(path, 9)
     archived: list[str] = []
     layers_seen = []
     for _ in range(4):
@@ -203,7 +192,7 @@ def test_the_history_merges_its_layers_as_hudis_archiver_does(tmp_path):
                                 "history manifests cleaned"])
 def test_a_merge_stopped_at_any_step_reads_the_same_and_the_next_run_merges(tmp_path, at):
     path = str(tmp_path / "t")
-    w, gen, model = _archivable(path, 9)
+    w, gen, model = archivable(path, 9)
     first = run_archive(Table.open(path), MERGING).archived
     _more_archivable(w, gen, model, path)
     nth = 1 if at == "history manifests cleaned" else 2  # the 2nd: the merge's, after the archive's own

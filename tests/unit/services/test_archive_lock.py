@@ -10,30 +10,19 @@ import time
 
 import pytest
 
-from streamer.config.policies import ArchivePolicy, CompactionPolicy
+from streamer.config.policies import ArchivePolicy
 from streamer.read import Table
 from streamer.services.archive import run_archive
-from streamer.services.compaction import schedule_compaction
-from streamer.services.executor import execute
 from streamer.write.lock import WriterLock
-from tests.support import block_tables as tg
+from tests.support.archived_writes import archivable
 
 POLICY = ArchivePolicy(min_commits=2, max_commits=3)
-
-
-def _archivable(path: str, version: int) -> None:
-    with tg.at_version(version):
-        w, gen, model = tg.build(path, 6, deletes_every=3)
-        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-        assert execute(Table.open(path), comp).status == "completed"
-        for _ in range(3):
-            tg.step(w, gen, model)
 
 
 @pytest.mark.parametrize("version", [6, 9])
 def test_a_busy_writers_lock_keeps_every_instant_on_the_active_timeline(tmp_path, version):
     path = str(tmp_path / "t")
-    _archivable(path, version)
+    archivable(path, version)
     before = [i.timestamp for i in Table.open(path).timeline.instants]
     table = Table.open(path)
     with WriterLock(table.fs, path, purpose="a writer mid-commit"):
@@ -47,7 +36,7 @@ def test_a_busy_writers_lock_keeps_every_instant_on_the_active_timeline(tmp_path
 @pytest.mark.parametrize("version", [6, 9])
 def test_the_archive_waits_for_the_writer_then_moves_the_instants(tmp_path, version):
     path = str(tmp_path / "t")
-    _archivable(path, version)
+    archivable(path, version)
     table = Table.open(path)
     lock = WriterLock(table.fs, path, purpose="a writer mid-commit").acquire()
     committed = threading.Event()
