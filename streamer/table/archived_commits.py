@@ -35,8 +35,6 @@ from streamer.table.naming import parse_log_file_name
 from streamer.table.properties import METAFOLDER, TableProperties
 from streamer.table.timeline import Timeline
 
-_WRITES = Action.WRITE_ACTIONS
-
 
 def archived_write_extras(fs: FileSystem, base_path: str, props: TableProperties,
                           layout_version: int) -> Iterator[tuple[str, dict[str, str]]]:
@@ -67,7 +65,7 @@ def _from_history(fs: FileSystem, base_path: str, props: TableProperties) -> Ite
     times, actions, metas = (rows.column(c).to_pylist() for c in ("instantTime", "action", "metadata"))
     where = snapshot.folder
     for ts, action, meta in sorted(zip(times, actions, metas, strict=True), key=lambda r: r[0], reverse=True):
-        if action in _WRITES and meta:
+        if action in Action.WRITE_ACTIONS and meta:
             yield ts, CommitMetadata.from_bytes(meta, f"{where} (instant {ts})").extra_metadata
 
 
@@ -89,6 +87,6 @@ def _completed_writes_in(fs: FileSystem, path: str) -> Iterator[tuple[str, dict[
         for datum in split_avro_records(block.content(), path):
             rec: dict[str, Any] = fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer)  # type: ignore[assignment]
             meta = rec.get("hoodieCommitMetadata")
-            if (rec.get("actionType") in _WRITES and (rec.get("actionState") or "COMPLETED") == "COMPLETED"
+            if (rec.get("actionType") in Action.WRITE_ACTIONS and (rec.get("actionState") or "COMPLETED") == "COMPLETED"
                     and isinstance(meta, dict)):
                 yield str(rec.get("commitTime")), dict(meta.get("extraMetadata") or {})
