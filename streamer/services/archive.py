@@ -49,6 +49,7 @@ from typing import Any
 import fastavro
 
 from streamer.config.policies import ArchivePolicy
+from streamer.errors import StreamerError
 from streamer.read.table import Table
 from streamer.services.archive_history import archive_to_history, finish_interrupted_move
 from streamer.services.compaction import CompactionConflict
@@ -70,8 +71,10 @@ from streamer.table.metadata import (
     CompactionPlan,
     RollbackMetadata,
 )
+from streamer.table.metadata_table import METADATA_TABLE_FOLDER, has_metadata_table
 from streamer.table.naming import parse_log_file_name
-from streamer.table.properties import METAFOLDER
+from streamer.table.properties import METAFOLDER, load_properties
+from streamer.table.timeline import Timeline
 from streamer.write.lock import PlanLock
 from streamer.write.transaction import Transaction
 
@@ -131,12 +134,27 @@ def archive_dir(table: Table) -> str:
 
 
 def archive_bound(table: Table) -> str | None:
-    """The earliest instant that must stay active (``None``: no rule applies)."""
+    """The earliest instant that must stay active (``None``: no rule applies).
+
+    Hudi's archivers' rules: nothing from the first pending instant, nor what the last
+    clean or a live file slice still needs; nothing from the first savepoint (restoring
+    to it needs its commit and those after it); no replacecommit whose replaced file
+    groups still have files (archived, it would hide them no more); and, with Hudi's
+    metadata table on, nothing after its last compaction (its readers drop the log
+    records of instants no longer on the active timeline)."""
     tl = table.timeline
     bounds = []
     pending = tl.pending()
     if pending:
         bounds.append(pending[0].timestamp)
+    if tl.savepoints:
+        bounds.append(tl.savepoints[0].timestamp)
+    replaced = _first_replace_with_live_groups(table)
+    if replaced is not None:
+        bounds.append(replaced)
+    metadata = _metadata_table_bound(table)
+    if metadata is not None:
+        bounds.append(metadata)
     cleans = [i for i in tl.completed() if i.action == Action.CLEAN]
     if cleans:
         meta = CleanMetadata.from_bytes(tl.read_details(cleans[-1]), tl.path_of(cleans[-1]))
@@ -153,6 +171,34 @@ def archive_bound(table: Table) -> str | None:
         if logs:
             bounds.append(min(logs))
     return min(bounds) if bounds else None
+
+
+def _first_replace_with_live_groups(table: Table) -> str | None:
+    """The first completed replacecommit (clustering, insert overwrite) some of whose
+    replaced file groups still have files on storage."""
+    on_storage = {(g.partition_path, g.file_id) for g in table.fsview.file_groups()}
+    for inst in table.timeline.completed():
+        if inst.action == Action.REPLACE_COMMIT and table.fsview.commit_metadata(inst).replaced_file_ids() & on_storage:
+            return inst.timestamp
+    return None
+
+
+def _metadata_table_bound(table: Table) -> str | None:
+    """With Hudi's metadata table on: its last compaction's time, before which archiving
+    stops; the first instant (nothing archived) if it never compacted or cannot be read."""
+    if not has_metadata_table(table.properties):
+        return None
+    folder = posixpath.join(table.base_path, METAFOLDER, METADATA_TABLE_FOLDER)
+    try:
+        props = load_properties(table.fs, folder)
+        compactions = [i for i in Timeline.load(table.fs, folder, props).completed() if i.action == Action.COMMIT]
+    except StreamerError as e:
+        log.info("%s: the metadata table's timeline cannot be read (%s); not archiving", table.base_path, e)
+        compactions = []
+    if compactions:
+        return compactions[-1].timestamp
+    log.info("%s: Hudi's metadata table has not compacted yet; not archiving before it has", table.base_path)
+    return table.timeline.first_instant
 
 
 def instants_to_archive(table: Table, policy: ArchivePolicy) -> tuple[list[Instant], str | None]:

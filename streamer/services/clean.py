@@ -5,8 +5,9 @@
   (the newest one based at or before the earliest retained commit) and everything newer.
 * ``retain_file_versions: N`` (``KEEP_LATEST_FILE_VERSIONS``): keep each group's N newest slices.
 
-Never deleted: a group's latest slice, and any slice a pending compaction reads (its old
-slice) - readers merge it with the new slice until the compaction commits.
+Never deleted: a group's latest slice, any slice a pending compaction reads (its old
+slice) - readers merge it with the new slice until the compaction commits - and the slice
+a savepoint's time reads (Hudi's savepoints, which a restore goes back to).
 The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is finished from
 it; deleting a file twice is harmless.
 """
@@ -50,9 +51,12 @@ def earliest_commit_to_retain(table: Table, retain: int) -> Instant | None:
     return writes[-retain]
 
 
-def _deletable(slices: list[FileSlice], rule: str, n: int, earliest: str | None, keep_from: str | None) -> list[FileSlice]:
+def _deletable(slices: list[FileSlice], rule: str, n: int, earliest: str | None, keep_from: str | None,
+               savepoints: tuple[str, ...] = ()) -> list[FileSlice]:
     if len(slices) <= 1:
         return []
+    # the slice a savepoint's time reads stays, so restoring to the savepoint still can (Hudi's rule)
+    saved = {id(served[-1]) for t in savepoints if (served := [s for s in slices if s.base_instant <= t])}
     older = slices[:-1]
     if rule == "file_versions":
         doomed = slices[:-n] if len(slices) > n else []
@@ -63,7 +67,7 @@ def _deletable(slices: list[FileSlice], rule: str, n: int, earliest: str | None,
         doomed = slices[: readable[-1]] if readable else []
     if keep_from is not None:
         doomed = [s for s in doomed if s.base_instant < keep_from]
-    return [s for s in doomed if s in older]
+    return [s for s in doomed if s in older and id(s) not in saved]
 
 
 def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
@@ -80,10 +84,11 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
             continue
         for op in table.fsview.compaction_plan(inst).operations:
             keep_from[(op.partition_path, op.file_id)] = op.base_instant_time
+    savepoints = tuple(i.timestamp for i in table.timeline.savepoints)
     files: dict[str, list[str]] = {}
     regions = None
     for gid, slices in table.fsview.all_slices().items():
-        doomed = _deletable(slices, rule, n, earliest.timestamp if earliest else None, keep_from.get(gid))
+        doomed = _deletable(slices, rule, n, earliest.timestamp if earliest else None, keep_from.get(gid), savepoints)
         if not doomed:
             continue
         # the slices kept must hold every record the doomed ones did: a damaged newest

@@ -81,6 +81,11 @@ class Timeline:
     folder: str
     instants: list[Instant] = field(default_factory=list)
     _files: dict[tuple[str, State], TimelineFile] = field(default_factory=dict, repr=False)
+    #: Savepoints (any state), apart from :attr:`instants`: Hudi names a savepoint by the
+    #: instant time of the commit it keeps (``X.savepoint`` beside ``X.deltacommit``), so
+    #: among the instants it would take that commit's place. Nothing here writes them; the
+    #: archive and the cleaner keep what they protect.
+    savepoints: list[Instant] = field(default_factory=list)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -106,13 +111,18 @@ class Timeline:
 
     def _scan(self, entries: Iterable[FileStatus] | None = None) -> None:
         by_ts: dict[str, dict[State, TimelineFile]] = {}
+        savepoints: dict[str, dict[State, TimelineFile]] = {}
         for st in self.fs.list_dir(self.folder) if entries is None else entries:
             if st.is_dir:
                 continue
             parsed = parse_timeline_file(st.name)
             if parsed is None:
                 continue
-            by_ts.setdefault(parsed.timestamp, {})[parsed.state] = parsed
+            into = savepoints if parsed.action == Action.SAVEPOINT else by_ts
+            into.setdefault(parsed.timestamp, {})[parsed.state] = parsed
+        self.savepoints = [Instant(ts, Action.SAVEPOINT, top, states[top].completion_time)
+                           for ts, states in sorted(savepoints.items())
+                           for top in [max(states, key=lambda s: s.rank)]]
         instants: list[Instant] = []
         files: dict[tuple[str, State], TimelineFile] = {}
         for ts in sorted(by_ts):

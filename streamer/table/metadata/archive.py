@@ -48,6 +48,12 @@ ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
         {"name": "partitionToReplaceFileIds", "default": None,
          "type": opt({"type": "map", "values": STR_ARR})},
     ]}
+#: The same on its own, as a completed replacecommit's file of table version 8 or 9 holds
+#: it: the write-stat record is defined in place, not named from an enclosing schema.
+REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    **ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA,
+    "fields": [{"name": "partitionToWriteStats", "default": None, "type": opt(_WRITE_STATS_MAP)},
+               *ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA["fields"][1:]]}
 
 
 def archived_commit_record(meta: CommitMetadata, *, replace: bool = False) -> dict[str, Any]:

@@ -1,0 +1,44 @@
+"""Timeline actions Apache Hudi takes on a table and this project never writes: a
+savepoint (``CALL create_savepoint``) and a replacecommit (``delete_partition``,
+``insert_overwrite``, clustering), made in Hudi's file form for the tests of what our
+services leave alone (tests/unit/services/test_archive_rules.py, test_upgrade.py)."""
+
+from __future__ import annotations
+
+import os
+
+from streamer.read import Table
+from streamer.table.instant import Action
+from streamer.table.metadata import CommitMetadata
+from streamer.table.metadata.archive import REPLACE_COMMIT_METADATA_SCHEMA
+from streamer.table.metadata.avro import write_avro
+from streamer.write.transaction import Transaction
+
+
+def savepoint(path: str, timestamp: str) -> list[str]:
+    """Hudi's savepoint files of the write ``timestamp`` (``CALL create_savepoint``); their
+    Avro content is read by nobody here. Returns the file names."""
+    t = Table.open(path)
+    inst = t.timeline.get(timestamp)
+    assert inst is not None and inst.is_completed
+    done = f"{timestamp}.savepoint" if t.timeline.layout_version < 2 else f"{timestamp}_{inst.completion_time}.savepoint"
+    names = [f"{timestamp}.savepoint.inflight", done]
+    for name in names:
+        with open(os.path.join(t.timeline.folder, name), "wb"):
+            pass
+    return names
+
+
+def replace_partition(path: str, partition_suffix: str) -> tuple[str, str]:
+    """A Hudi ``delete_partition``: a replacecommit replacing every file group of the
+    partition, its files left on storage (Hudi's cleaner deletes them later)."""
+    t = Table.open(path)
+    part = next(s.partition_path for s in t.fsview.latest_merged_slices() if s.partition_path.endswith(partition_suffix))
+    groups = sorted({s.file_id for s in t.fsview.latest_merged_slices() if s.partition_path == part})
+    meta = CommitMetadata(operation_type="delete_partition", partition_to_replace_file_ids={part: groups})
+    with Transaction(t.fs, path) as tx:
+        tl = t.timeline
+        inflight = tx.start(tl, tx.request(tl, Action.REPLACE_COMMIT))
+        data = (meta.to_json_bytes() if tl.layout_version < 2
+                else write_avro(REPLACE_COMMIT_METADATA_SCHEMA, meta.to_archived_record(replace=True)))
+        return tx.publish(tl, inflight, data).timestamp, part

@@ -1,0 +1,134 @@
+"""What the archive and the cleaner leave alone on a table other engines share: Hudi's
+savepoints, the metadata table a Hudi writer keeps, and a replacecommit whose replaced
+file groups still have files (streamer/services/archive.py ``archive_bound``).
+
+Each answer is fixed before the service runs: the instants on the timeline, the files a
+slice reads, the rows the model holds."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streamer.config.policies import ArchivePolicy, CleanPolicy, CompactionPolicy
+from streamer.read import Table
+from streamer.services.archive import run_archive
+from streamer.services.clean import run_clean
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
+from streamer.table.properties import load_properties, write_properties
+from streamer.table.table_keys import METADATA_PARTITIONS
+from tests.support import block_tables as tg
+from tests.support.archived_writes import archivable
+from tests.support.hudi_actions import replace_partition, savepoint
+
+POLICY = ArchivePolicy(min_commits=2, max_commits=3)
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_savepoint_leaves_its_commit_a_completed_write(tmp_path, version):
+    path = str(tmp_path / "t")
+    _, _, model = archivable(path, version)
+    writes = [i.timestamp for i in Table.open(path).timeline.completed_writes()]
+    for ts in (writes[1], writes[-1]):
+        savepoint(path, ts)
+    t = Table.open(path)
+    assert [i.timestamp for i in t.timeline.completed_writes()] == writes
+    assert [i.timestamp for i in t.timeline.savepoints] == [writes[1], writes[-1]]
+    assert tg.canon(t.read()) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_archive_stops_at_the_firstsavepoint(tmp_path, version):
+    path = str(tmp_path / "t")
+    _, _, model = archivable(path, version)
+    saved = Table.open(path).timeline.completed_writes()[2].timestamp
+    names = savepoint(path, saved)
+    out = run_archive(Table.open(path), POLICY)
+    assert out.archived and max(out.archived) < saved and out.bound == saved
+    t = Table.open(path)
+    assert t.timeline.is_completed(saved) and t.timeline.first_instant <= saved
+    assert set(names) <= set(os.listdir(t.timeline.folder))
+    assert tg.canon(t.read()) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_cleaner_keeps_the_files_a_savepoint_reads(tmp_path, version):
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 3)
+        saved = Table.open(path).timeline.completed_writes()[-1].timestamp
+        savepoint(path, saved)
+        kept = {p for s in Table.open(path).fsview.latest_merged_slices(as_of=saved) for p in s.paths}
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert execute(Table.open(path), comp).status == "completed"
+        for _ in range(3):
+            tg.step(w, gen, model)
+        out = run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    assert kept and all(os.path.exists(p) for p in kept), sorted(p for p in kept if not os.path.exists(p))
+    assert out.files_deleted == 0  # every older slice is the savepoint's here
+    assert tg.canon(Table.open(path).read()) == model.snapshot()
+
+
+def _metadata_table(path: str, compacted_at: str | None) -> None:
+    """What a Hudi writer with ``hoodie.metadata.enable`` leaves: the ``files`` partition
+    on, and the metadata table's own timeline, compacted at ``compacted_at`` (None: never,
+    only its delta commits)."""
+    t = Table.open(path)
+    write_properties(t.fs, path, t.properties.with_updates({METADATA_PARTITIONS: "files"}))
+    folder = os.path.join(path, ".hoodie", "metadata")
+    os.makedirs(os.path.join(folder, ".hoodie"))
+    write_properties(t.fs, folder, load_properties(t.fs, path).with_updates({"hoodie.table.name": "t_metadata"}))
+    timeline = Table.open(folder).timeline.folder
+    os.makedirs(timeline, exist_ok=True)
+    first = t.timeline.completed_writes()[0].timestamp
+    done = (lambda ts: f"{ts}.") if t.timeline.layout_version < 2 else (lambda ts: f"{ts}_{ts}.")
+    names = [done(first) + "deltacommit"]
+    if compacted_at is not None:
+        names.append(done(compacted_at + "001") + "commit")
+    for name in names:
+        with open(os.path.join(timeline, name), "wb"):
+            pass
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_archive_stops_at_the_metadata_tables_last_compaction(tmp_path, version):
+    control, path, never = (str(tmp_path / name) for name in ("control", "t", "never"))
+    archivable(control, version)
+    assert run_archive(Table.open(control), POLICY).archived, "precondition: the same table without one archives"
+    archivable(path, version)
+    compacted = Table.open(path).timeline.completed_writes()[2].timestamp
+    _metadata_table(path, compacted)
+    out = run_archive(Table.open(path), POLICY)
+    assert out.archived and max(out.archived) <= compacted < min(i.timestamp for i in Table.open(path).timeline)
+    assert os.path.isdir(os.path.join(path, ".hoodie", "metadata"))  # an archive commits nothing: kept
+    archivable(never, version)
+    _metadata_table(never, None)
+    assert run_archive(Table.open(never), POLICY).archived == []
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_replacecommit_stays_while_its_replaced_groups_have_files(tmp_path, version):
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 2)
+        replace, part = replace_partition(path, "oslo")
+        model.rows = {k: v for k, v in model.rows.items() if k[0] != "oslo"}
+        assert tg.canon(Table.open(path).read()) == model.snapshot(), "precondition: the partition reads empty"
+        w = tg.open_writer(path)
+        for i in range(7):
+            batch = gen.upserts(12)
+            batch = batch.filter([c != "oslo" for c in batch.column("city").to_pylist()])
+            w.upsert(batch)
+            model.apply(batch)
+            if i == 3:
+                comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+                assert execute(Table.open(path), comp).status == "completed"
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    assert any(name for _, _, names in os.walk(os.path.join(path, part)) for name in names if not name.startswith(".")), \
+        "precondition: the replaced groups' files are still there"
+    out = run_archive(Table.open(path), POLICY)
+    assert out.archived and replace not in out.archived and out.bound == replace
+    assert Table.open(path).timeline.is_completed(replace)
+    assert tg.canon(Table.open(path).read()) == model.snapshot()
