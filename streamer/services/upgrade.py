@@ -45,7 +45,7 @@ from streamer.table.instant import (
     parse_timeline_file,
 )
 from streamer.table.metadata import CommitMetadata
-from streamer.table.metadata.archive import ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA
+from streamer.table.metadata.archive import REPLACE_COMMIT_METADATA_SCHEMA
 from streamer.table.metadata.avro import write_avro
 from streamer.table.properties import load_properties, upgraded_properties, write_properties
 from streamer.table.timeline import Timeline, timeline_dir
@@ -95,6 +95,11 @@ def upgrade_table(path: str, *, to: int, lock_timeout_s: float = 120.0) -> Upgra
         if pending:
             raise UpgradeError(f"{path}: pending instants {', '.join(pending)}; stop the table's writers "
                                "and services (their next run finishes or rolls them back), then upgrade again")
+        completed = old.completed_timestamps()
+        stray = [i.timestamp for i in old.savepoints if i.timestamp not in completed]
+        if stray:
+            raise UpgradeError(f"{path}: savepoint(s) {', '.join(stray)} name no completed commit; delete "
+                               "them (Hudi's delete_savepoint), then upgrade again")
         new_props = upgraded_properties(props, to)
         new = Timeline(fs, base, 2, timeline_dir(base, new_props))
         report.instants = _rewrite(old, new)
@@ -105,10 +110,15 @@ def upgrade_table(path: str, *, to: int, lock_timeout_s: float = 120.0) -> Upgra
 
 
 def _rewrite(old: Timeline, new: Timeline) -> int:
-    """Every instant of ``old`` (all completed) written into ``new``'s folder."""
+    """Every instant of ``old`` (all completed) and its savepoints written into ``new``'s
+    folder, completion times in order (a savepoint after the commit whose time it shares)."""
     completion = ""
+    savepoints = {i.timestamp: i for i in old.savepoints}
     for inst in old.completed():
-        completion = _after(max(inst.timestamp, completion))
+        completion = done_at = _after(max(inst.timestamp, completion))
+        saved = savepoints.get(inst.timestamp)
+        if saved is not None:
+            completion = _carry_savepoint(old, new, saved, done_at)
         pending_action = inst.pending_action or inst.action
         for state in (State.REQUESTED, State.INFLIGHT):
             src = old.path_of(Instant(inst.timestamp, pending_action, state), state)
@@ -117,16 +127,29 @@ def _rewrite(old: Timeline, new: Timeline) -> int:
                 if state is State.INFLIGHT and pending_action in Action.WRITE_ACTIONS and data:
                     data = new.commit_bytes(CommitMetadata.from_bytes(data, src))
                 _put(new, Instant(inst.timestamp, pending_action, state), data)
-        done = Instant(inst.timestamp, inst.action, State.COMPLETED, completion, inst.pending_action)
+        done = Instant(inst.timestamp, inst.action, State.COMPLETED, done_at, inst.pending_action)
         _put(new, done, _completed_bytes(old, new, inst))
     return len(old.completed())
+
+
+def _carry_savepoint(old: Timeline, new: Timeline, saved: Instant, commit_done: str) -> str:
+    """Write ``saved``'s files into ``new`` (Hudi's Avro savepoint metadata is the same at
+    every version), completed just after its commit (``commit_done``); returns the last
+    completion time given out."""
+    done = _after(commit_done)
+    for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
+        src = posixpath.join(old.folder, Instant(saved.timestamp, Action.SAVEPOINT, state).file_name(1))
+        if old.fs.exists(src):
+            at = done if state is State.COMPLETED else None
+            _put(new, Instant(saved.timestamp, Action.SAVEPOINT, state, at), old.fs.read_bytes(src))
+    return done if saved.is_completed else commit_done
 
 
 def _completed_bytes(old: Timeline, new: Timeline, inst: Instant) -> bytes:
     data = old.read_details(inst)
     if inst.action == Action.REPLACE_COMMIT:
         meta = CommitMetadata.from_bytes(data, old.path_of(inst))
-        return write_avro(ARCHIVED_REPLACE_COMMIT_METADATA_SCHEMA, meta.to_archived_record(replace=True))
+        return write_avro(REPLACE_COMMIT_METADATA_SCHEMA, meta.to_archived_record(replace=True))
     if inst.action in Action.WRITE_ACTIONS:
         return new.commit_bytes(CommitMetadata.from_bytes(data, old.path_of(inst)))
     return data  # clean and rollback metadata are Avro in both layouts

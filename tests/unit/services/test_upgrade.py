@@ -11,6 +11,7 @@ from streamer.read import Table
 from streamer.services.upgrade import UpgradeError, upgrade_table
 from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2, CommitMetadata
 from tests.support import block_tables as tg
+from tests.support.hudi_actions import replace_partition, savepoint
 
 
 @pytest.mark.parametrize("version", [8, 9])
@@ -37,6 +38,36 @@ def test_upgrade_keeps_every_row_and_the_writer_continues_at_the_new_version(tmp
         tg.step(w, gen, model, delete=(i == 1))
     assert tg.read_ours(path) == model.snapshot()
     assert upgrade_table(path, to=version).lines() == [f"already table version {version}: nothing to do"]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_upgrade_carries_hudis_savepoints_and_replacecommits(tmp_path, version):
+    path = str(tmp_path / "t")
+    _, _, model = tg.build(path, 4)
+    replace, part = replace_partition(path, "oslo")
+    model.rows = {k: v for k, v in model.rows.items() if k[0] != "oslo"}
+    writes = [i.timestamp for i in Table.open(path).timeline.completed_writes()]
+    savepoint(path, writes[1])
+    upgrade_table(path, to=version)
+    t = Table.open(path)
+    assert [i.timestamp for i in t.timeline.completed_writes()][: len(writes)] == writes
+    assert [(i.timestamp, i.is_completed) for i in t.timeline.savepoints] == [(writes[1], True)]
+    done = {i.timestamp: i.completion_time for i in t.timeline.completed()}
+    assert done[writes[1]] < t.timeline.savepoints[0].completion_time < done[writes[2]]
+    assert {g for g in t.fsview.replaced_file_groups() if g[0] == part}, "the replaced groups stay replaced"
+    assert tg.read_ours(path) == model.snapshot()
+
+
+def test_upgrade_refuses_a_savepoint_of_no_commit(tmp_path):
+    path = str(tmp_path / "t")
+    tg.build(path, 2)
+    t = Table.open(path)
+    stray = "20000101000000000"  # no instant at this time
+    with open(os.path.join(t.timeline.folder, f"{stray}.savepoint"), "wb"):
+        pass
+    with pytest.raises(UpgradeError, match=f"savepoint.*{stray}.*name no completed commit"):
+        upgrade_table(path, to=9)
+    assert Table.open(path).properties.version == 6
 
 
 def test_upgrade_moves_a_hoodie_streamer_checkpoint_to_the_v2_key(tmp_path):
