@@ -3,7 +3,8 @@
 One line per instant, oldest first: time, action as it is now and as it was scheduled
 (a finished compaction shows ``commit (compaction)``), state, and what the instant is
 about - files written, plan size, files cleaned, what a rollback undid - followed by a
-summary of pending table services, so an operator sees at a glance what is stuck.
+summary of pending table services, so an operator sees at a glance what is stuck. Hudi's
+savepoints are listed after the commit whose time they share.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def describe(table: Table, inst: Instant) -> str:
     from streamer.table.metadata import CleanerPlan, CleanMetadata, CompactionPlan, RollbackMetadata
 
     tl = table.timeline
+    if inst.action == Action.SAVEPOINT:
+        return "keeps this commit's files (clean) and the timeline from it (archive)"
     try:
         if inst.is_pending:
             if inst.action in (Action.COMPACTION, Action.LOG_COMPACTION):
@@ -66,7 +69,10 @@ def rows(path: str, pending_only: bool = False, limit: int | None = None) -> lis
 
     table = Table.open(path)
     out = []
-    for inst in table.timeline.instants:
+    # a savepoint shares its commit's time: listed just after that commit
+    listed = sorted([*table.timeline.instants, *table.timeline.savepoints],
+                    key=lambda i: (i.timestamp, i in table.timeline.savepoints))
+    for inst in listed:
         if pending_only and not inst.is_pending:
             continue
         action = inst.action
