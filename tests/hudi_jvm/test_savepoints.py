@@ -1,0 +1,61 @@
+"""A savepoint Apache Hudi made on our table survives our services, and Hudi restores to it.
+
+Hudi creates the savepoint (``CALL create_savepoint``) at one of our writes; we then write
+on, compact, clean and archive; Hudi restores the table to the savepoint
+(``CALL rollback_to_savepoint``) and reads what the table held at that write - the model's
+rows as of then. Our cleaner must keep the files the savepoint reads and our archive the
+timeline from the savepoint on, or the restore has nothing to go back to."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+
+import pytest
+
+from streamer.config.policies import ArchivePolicy, CleanPolicy, CompactionPolicy
+from streamer.read import Table
+from streamer.services.archive import run_archive
+from streamer.services.clean import run_clean
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
+from tests.support import block_tables as tg
+
+#: Each table version with the Hudi release that owns it.
+OWNERS = [(6, "0.15"), (9, "1.2")]
+
+
+@pytest.mark.parametrize(("version", "release"), OWNERS)
+def test_hudi_restores_its_savepoint_after_our_writes_and_services(tmp_path, hudi_sessions, version, release):
+    session = hudi_sessions[release]
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 3)
+        saved = Table.open(path).timeline.completed_writes()[-1].timestamp
+        at_savepoint = copy.deepcopy(model)
+        name = f"sp_{uuid.uuid4().hex[:12]}"  # a procedure wants a catalog table
+        session.sql(f"CREATE TABLE {name} USING hudi LOCATION '{path}'")
+        _without_metadata_table(session, f"CALL create_savepoint(table => '{name}', commit_time => '{saved}')")
+        assert [i.timestamp for i in Table.open(path).timeline.savepoints] == [saved]
+        for i in range(6):
+            tg.step(w, gen, model, delete=(i == 2))
+            if i == 1:
+                comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+                assert execute(Table.open(path), comp).status == "completed"
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+        archived = run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+    assert all(ts < saved for ts in archived)
+    assert tg.canon(session.read(path)) == model.snapshot(), "Hudi reads our writes after the savepoint"
+    _without_metadata_table(session, f"CALL rollback_to_savepoint(table => '{name}', instant_time => '{saved}')")
+    assert tg.canon(session.read(path)) == at_savepoint.snapshot()
+    assert tg.read_ours(path) == at_savepoint.snapshot()
+
+
+def _without_metadata_table(session, statement: str) -> None:
+    """``statement`` with Hudi's metadata table off, as the table has it: our writers
+    drop it, and Hudi's restore refuses a metadata table rebuilt after the savepoint."""
+    session.sql("SET hoodie.metadata.enable=false")
+    try:
+        session.sql(statement)
+    finally:
+        session.sql("RESET hoodie.metadata.enable")
