@@ -327,11 +327,12 @@ def upgrade_legacy_archives(table: Table) -> list[str]:
         lf = parse_log_file_name(st.name)
         if lf is None or lf.kind != "archive":
             continue
-        blocks = read_log_file(table.fs, st.path, lazy=False)
+        # headers only (every run looks at every file): the schema says whether it is ours of old
         if not any(b.block_type == BlockType.AVRO_DATA and b.schema
                    and any(f["name"] == LEGACY_FILES_FIELD for f in b.schema.get("fields", []))
-                   for b in blocks):
+                   for b in read_log_file(table.fs, st.path)):
             continue
+        blocks = read_log_file(table.fs, st.path, lazy=False)
         entries: list[dict[str, Any]] = []
         for b in blocks:
             if b.block_type != BlockType.AVRO_DATA or not b.schema:
@@ -351,13 +352,43 @@ def upgrade_legacy_archives(table: Table) -> list[str]:
     return rewritten
 
 
-def _next_archive_version(table: Table) -> int:
-    top = 0
+def _archive_files(table: Table) -> list[tuple[int, str]]:
+    """(version, path) of each archive file, oldest first."""
+    out = []
     for st in table.fs.list_dir(archive_dir(table)):
         lf = parse_log_file_name(st.name)
         if lf is not None and lf.kind == "archive":
-            top = max(top, lf.version)
-    return top + 1
+            out.append((lf.version, st.path))
+    return sorted(out)
+
+
+def _next_archive_version(table: Table) -> int:
+    files = _archive_files(table)
+    return files[-1][0] + 1 if files else 1
+
+
+def finish_interrupted_legacy_move(table: Table, txn: Transaction) -> list[str]:
+    """Version 6: remove from the active timeline the completed instants the newest archive
+    file already holds - a run stopped between writing that file and its last delete, whose
+    instants the next run would otherwise archive a second time. Returns their times."""
+    files = _archive_files(table)
+    if not files:
+        return []
+    path = files[-1][1]
+    held: set[tuple[str, str]] = set()
+    for block in read_log_file(table.fs, path, lazy=False):
+        if block.block_type != BlockType.AVRO_DATA or not block.schema:
+            continue
+        writer = fastavro.parse_schema(block.schema)
+        for datum in split_avro_records(block.content(), path):
+            rec: dict[str, Any] = fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer)  # type: ignore[assignment]
+            if (rec.get("actionState") or "COMPLETED") == "COMPLETED":
+                held.add((str(rec.get("commitTime")), str(rec.get("actionType"))))
+    done = [i for i in table.timeline.completed() if (i.timestamp, i.completed_action) in held]
+    if done:
+        txn.finish_archive(table.timeline, done)
+        log.info("%s: finished archiving %d instant(s) an interrupted run had archived", table.base_path, len(done))
+    return [i.timestamp for i in done]
 
 
 def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 30.0) -> ArchiveOutcome:
@@ -378,6 +409,8 @@ def run_archive(table: Table, policy: ArchivePolicy, *, lock_expiry_s: float = 3
             if table.timeline.layout_version >= 2:
                 return _run_history_archive(table, policy, txn)
             upgrade_legacy_archives(table)
+            if finish_interrupted_legacy_move(table, txn):
+                table.refresh()
             victims, bound = instants_to_archive(table, policy)
             if not victims:
                 return ArchiveOutcome([], None, bound)
