@@ -7,7 +7,8 @@
 
 Never deleted: a group's latest slice, any slice a pending compaction reads (its old
 slice) - readers merge it with the new slice until the compaction commits - and the slice
-a savepoint's time reads (Hudi's savepoints, which a restore goes back to).
+a savepoint's time reads (Hudi's savepoints, which a restore goes back to). The file
+groups a replacecommit replaced are deleted once it is older than the retained commits.
 The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is finished from
 it; deleting a file twice is harmless.
 """
@@ -108,12 +109,35 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
                 f"its records - restore the file first; `streamer check {table.base_path}` lists all damage")
         for s in doomed:
             files.setdefault(s.partition_path, []).extend(s.paths)
+    for partition, paths in _replaced_files(table, earliest.timestamp if earliest else None, savepoints).items():
+        files.setdefault(partition, []).extend(paths)
     if not files:
         return None
     eitr = (earliest.timestamp, earliest.action, "COMPLETED") if earliest else None
     last = table.timeline.last_completed_write()
     return CleanerPlan(policy=POLICY_NAMES[rule], files_per_partition=files, earliest_instant_to_retain=eitr,
                        last_completed_commit_timestamp=last.timestamp if last else "")
+
+
+def _replaced_files(table: Table, earliest: str | None, savepoints: tuple[str, ...]) -> dict[str, list[str]]:
+    """The files of file groups a completed replacecommit replaced (clustering, insert
+    overwrite), by partition, as Hudi's cleaner takes them: those replaced before the
+    earliest retained commit (every one under ``retain_file_versions``, ``earliest`` None),
+    unless a savepoint at or after the replacement still reads them. No reader reads them
+    after that, and until they are gone the archive keeps the replacecommit that hides them."""
+    groups = {(g.partition_path, g.file_id): g for g in table.fsview.file_groups()}
+    out: dict[str, list[str]] = {}
+    for inst in table.timeline.completed():
+        if inst.action != Action.REPLACE_COMMIT or (earliest is not None and inst.timestamp >= earliest):
+            continue
+        if any(t < inst.timestamp for t in savepoints):
+            continue  # a savepoint before the replacement reads the groups it replaced
+        for key in sorted(table.fsview.commit_metadata(inst).replaced_file_ids()):
+            g = groups.pop(key, None)
+            if g is not None:
+                out.setdefault(g.partition_path, []).extend(
+                    [b.path for b in g.base_files] + [lf.path for lf in g.log_files])
+    return out
 
 
 def _execute(table: Table, inst: Instant, plan: CleanerPlan) -> CleanMetadata:

@@ -108,11 +108,11 @@ def test_the_archive_stops_at_the_metadata_tables_last_compaction(tmp_path, vers
     assert run_archive(Table.open(never), POLICY).archived == []
 
 
-@pytest.mark.parametrize("version", [6, 9])
-def test_a_replacecommit_stays_while_its_replaced_groups_have_files(tmp_path, version):
-    path = str(tmp_path / "t")
+def _replaced_then_written(path: str, version: int) -> tuple[tg.Model, str, set[tuple[str, str]]]:
+    """A Hudi ``delete_partition`` of ``oslo``, then seven writes elsewhere with a
+    compaction among them; returns the model, the replacecommit and the replaced groups."""
     with tg.at_version(version):
-        w, gen, model = tg.build(path, 2)
+        _, gen, model = tg.build(path, 2)
         replace, part = replace_partition(path, "oslo")
         model.rows = {k: v for k, v in model.rows.items() if k[0] != "oslo"}
         assert tg.canon(Table.open(path).read()) == model.snapshot(), "precondition: the partition reads empty"
@@ -125,10 +125,32 @@ def test_a_replacecommit_stays_while_its_replaced_groups_have_files(tmp_path, ve
             if i == 3:
                 comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
                 assert execute(Table.open(path), comp).status == "completed"
-        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
-    assert any(name for _, _, names in os.walk(os.path.join(path, part)) for name in names if not name.startswith(".")), \
-        "precondition: the replaced groups' files are still there"
+    replaced = {g for g in Table.open(path).fsview.replaced_file_groups() if g[0] == part}
+    return model, replace, replaced
+
+
+def _on_storage(path: str) -> set[tuple[str, str]]:
+    return {(g.partition_path, g.file_id) for g in Table.open(path).fsview.file_groups()}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_replacecommit_stays_while_its_replaced_groups_have_files(tmp_path, version):
+    path = str(tmp_path / "t")
+    model, replace, replaced = _replaced_then_written(path, version)
+    assert replaced and replaced <= _on_storage(path), "precondition: the replaced groups' files are there"
     out = run_archive(Table.open(path), POLICY)
     assert out.archived and replace not in out.archived and out.bound == replace
     assert Table.open(path).timeline.is_completed(replace)
-    assert tg.canon(Table.open(path).read()) == model.snapshot()
+    assert tg.canon(Table.open(path).read()) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_cleaner_deletes_replaced_groups_then_the_archive_moves_their_replacecommit(tmp_path, version):
+    path = str(tmp_path / "t")
+    model, replace, replaced = _replaced_then_written(path, version)
+    with tg.at_version(version):
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    assert replaced and not replaced & _on_storage(path)
+    out = run_archive(Table.open(path), POLICY)
+    assert replace in out.archived
+    assert tg.canon(Table.open(path).read()) == tg.read_hudi_rs(path) == model.snapshot()
