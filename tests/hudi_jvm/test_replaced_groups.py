@@ -10,14 +10,10 @@ from __future__ import annotations
 import pyarrow.compute as pc
 import pytest
 
-from streamer.config.policies import ArchivePolicy, CleanPolicy, CompactionPolicy
 from streamer.read import Table
-from streamer.services.archive import run_archive
-from streamer.services.clean import run_clean
-from streamer.services.compaction import schedule_compaction
-from streamer.services.executor import execute
 from streamer.table.instant import Action
 from tests.support import block_tables as tg
+from tests.support.archived_writes import written_and_served
 from tests.support.hudi_options import HUDI_WRITE
 
 #: Each table version with the Hudi release that owns it.
@@ -46,14 +42,7 @@ def test_hudis_insert_overwrite_is_read_cleaned_and_archived_by_us(tmp_path, hud
     assert len(replace) == 1 and replaced, "precondition: Hudi replaced oslo's groups"
     assert tg.read_ours(path) == model.snapshot()
     with tg.at_version(version):
-        w = tg.open_writer(path)
-        for i in range(6):
-            tg.step(w, gen, model, delete=(i == 3))
-            if i == 2:
-                comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-                assert execute(Table.open(path), comp).status == "completed"
-        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
-        archived = run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+        archived = written_and_served(path, tg.open_writer(path), gen, model)
     assert replace[0] in archived
     assert not replaced & {(g.partition_path, g.file_id) for g in Table.open(path).fsview.file_groups()}
     assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()

@@ -13,13 +13,9 @@ import uuid
 
 import pytest
 
-from streamer.config.policies import ArchivePolicy, CleanPolicy, CompactionPolicy
 from streamer.read import Table
-from streamer.services.archive import run_archive
-from streamer.services.clean import run_clean
-from streamer.services.compaction import schedule_compaction
-from streamer.services.executor import execute
 from tests.support import block_tables as tg
+from tests.support.archived_writes import written_and_served
 
 #: Each table version with the Hudi release that owns it.
 OWNERS = [(6, "0.15"), (9, "1.2")]
@@ -37,13 +33,7 @@ def test_hudi_restores_its_savepoint_after_our_writes_and_services(tmp_path, hud
         session.sql(f"CREATE TABLE {name} USING hudi LOCATION '{path}'")
         _without_metadata_table(session, f"CALL create_savepoint(table => '{name}', commit_time => '{saved}')")
         assert [i.timestamp for i in Table.open(path).timeline.savepoints] == [saved]
-        for i in range(6):
-            tg.step(w, gen, model, delete=(i == 2))
-            if i == 1:
-                comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-                assert execute(Table.open(path), comp).status == "completed"
-        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
-        archived = run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+        archived = written_and_served(path, w, gen, model)
     assert all(ts < saved for ts in archived)
     assert tg.canon(session.read(path)) == model.snapshot(), "Hudi reads our writes after the savepoint"
     _without_metadata_table(session, f"CALL rollback_to_savepoint(table => '{name}', instant_time => '{saved}')")

@@ -102,6 +102,19 @@ def archivable(path: str, version: int) -> tuple[HudiWriter, tg.Gen, tg.Model]:
     return w, gen, model
 
 
+def written_and_served(path: str, w: HudiWriter, gen: tg.Gen, model: tg.Model) -> list[str]:
+    """Six more writes (a delete among them) with a compaction after the third, a clean
+    keeping one commit, then an archive; returns what the archive moved (the Hudi tier's
+    tests of what our services leave to Hudi: savepoints, replaced file groups)."""
+    for i in range(6):
+        tg.step(w, gen, model, delete=(i == 3))
+        if i == 2:
+            comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+            assert execute(Table.open(path), comp).status == "completed"
+    run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    return run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3)).archived
+
+
 def archived_writes(path: str, version: int, *, before_archive: Callable[[], None] | None = None) -> ArchivedWrites:
     """Ten writes with a compaction among them, a clean and an archive that moves at least
     four of the writes (never the last). ``before_archive`` runs just before the archive
