@@ -50,15 +50,15 @@ def _encodings(md: pq.FileMetaData) -> dict[str, set[str]]:
 def test_delta_encoded_meta_columns_read_identically(tmp_path, hudi_sessions):
     rng = np.random.default_rng(13)
     path = str(tmp_path / "t")
-    # ~120-byte keys sharing a prefix and a 64-byte random suffix: each partition's encoded
-    # key column is larger than pyarrow's 1 MB data page, so it spans pages
-    keys = [f"customer/{'x' * 40}/{i:08d}-{rng.bytes(32).hex()}" for i in range(80_000)]
+    # ~150-byte keys sharing a prefix and a 96-byte random suffix: each partition's encoded
+    # key column (~2 MB of suffixes) is larger than pyarrow's 1 MB data page, so it spans pages
+    keys = [f"customer/{'x' * 40}/{i:08d}-{rng.bytes(48).hex()}" for i in range(40_000)]
     w = HudiWriter.create(path, TableConfig("enc", ("id",), ("city",), "ts"), schema=SCHEMA,
                           options=WriteOptions(engine="local"))
     model = History()
     first = _rows(keys, 1, rng)
     model.upsert(w.bulk_insert(first).instant, first)
-    second = _rows(keys[::7] + [f"new-{i:05d}" for i in range(500)], 2, rng)
+    second = _rows(keys[::3] + [f"new-{i:05d}" for i in range(500)], 2, rng)
     model.upsert(w.upsert(second).instant, second)  # updates + inserts: log blocks
 
     t = Table.open(path)
