@@ -1,4 +1,4 @@
-"""Direct write markers: a record, made *before* each data file, of what an instant creates.
+"""Write markers: a record, made *before* each data file, of what an instant creates.
 
 Hudi writes ``.hoodie/.temp/<instant>/<partition>/<file>.marker.<IOType>`` before it
 creates or appends to a data file. If the writer dies, its successor lists the markers
@@ -9,12 +9,14 @@ a rollback command block. Markers are deleted once the instant completes.
 As in Hudi 0.14, an ``APPEND`` marker is named after the file group's *base file*
 (``<fileId>_<token>_<baseInstant>.parquet``) since the log file actually written may
 roll over; the log files themselves also get ``CREATE`` markers here because we start
-a new log version per commit, which lets rollback remove a torn one.
+a new log version per commit, which lets rollback remove a torn one. We write direct
+markers; a failed Hudi write may have left its timeline server's form, which is read too.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -59,19 +61,36 @@ def create_marker(fs: FileSystem, base_path: str, instant: str, marker: Marker) 
 
 
 def list_markers(fs: FileSystem, base_path: str, instant: str) -> list[Marker]:
+    """The instant's markers in either of Hudi's forms: a file per marker (direct, ours),
+    or - Hudi Spark's default on local and object storage - ``MARKERS0``, ``MARKERS1``, ...
+    at the folder's top, one marker name per line, that Hudi's timeline server writes
+    (``MARKERS.type`` says ``TIMELINE_SERVER_BASED``)."""
     root = markers_dir(base_path, instant)
-    out: list[Marker] = []
+    found: set[Marker] = set()
     for st in fs.walk_files(root):
         rel = posixpath.relpath(st.path, root)
-        partition, name = posixpath.split(rel)
-        if MARKER_SUFFIX not in name:
-            continue
-        file_name, _, io = name.rpartition(MARKER_SUFFIX)
-        try:
-            out.append(Marker(partition, file_name, IOType(io)))
-        except ValueError:
-            continue
-    return sorted(out, key=lambda m: (m.partition, m.file_name, m.io_type.value))
+        if _TIMELINE_SERVER_FILE.match(rel):
+            names = fs.read_bytes(st.path).decode("utf-8", errors="replace").splitlines()
+        else:
+            names = [rel]
+        found.update(m for m in map(_parse_marker, names) if m is not None)
+    return sorted(found, key=lambda m: (m.partition, m.file_name, m.io_type.value))
+
+
+#: A marker file of Hudi's timeline server (``MARKERS.type`` names the form, no marker).
+_TIMELINE_SERVER_FILE = re.compile(r"^MARKERS\d+$")
+
+
+def _parse_marker(rel: str) -> Marker | None:
+    """``<partition>/<file>.marker.<IOType>`` relative to the instant's marker folder."""
+    partition, name = posixpath.split(rel.strip())
+    if MARKER_SUFFIX not in name:
+        return None
+    file_name, _, io = name.rpartition(MARKER_SUFFIX)
+    try:
+        return Marker(partition, file_name, IOType(io))
+    except ValueError:
+        return None
 
 
 def delete_markers(fs: FileSystem, base_path: str, instant: str) -> None:
