@@ -22,7 +22,12 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from streamer.errors import CommitError, MissingFileError, UnsupportedTableVersionError
+from streamer.errors import (
+    CommitError,
+    CorruptDataError,
+    MissingFileError,
+    UnsupportedTableVersionError,
+)
 from streamer.fs import FileStatus, FileSystem
 from streamer.table.instant import (
     Action,
@@ -33,6 +38,7 @@ from streamer.table.instant import (
     parse_timeline_file,
 )
 from streamer.table.metadata import CHECKPOINT_KEY, CHECKPOINT_KEY_V2, CommitMetadata
+from streamer.table.metadata.avro import read_avro
 from streamer.table.properties import METAFOLDER, TableProperties
 
 HEARTBEAT_FOLDER = ".heartbeat"
@@ -250,7 +256,7 @@ class Timeline:
         out = []
         now = time.time()
         for i in self.pending():
-            if i.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
+            if i.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT) or self.is_clustering(i):
                 continue
             if heartbeat_timeout_s is not None:
                 hb = posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp)
@@ -260,6 +266,22 @@ class Timeline:
                         continue
             out.append(i)
         return out
+
+    def is_clustering(self, instant: Instant) -> bool:
+        """A clustering: its own action at versions 8 and 9; at version 6 a replacecommit
+        whose requested file holds Hudi's ``HoodieRequestedReplaceMetadata`` with operation
+        ``CLUSTER`` (an insert overwrite's holds none). A table service's plan to run,
+        never a failed write to roll back (Hudi's ``ClusteringUtils.isClusteringInstant``)."""
+        if instant.action == Action.CLUSTERING:
+            return True
+        if instant.action != Action.REPLACE_COMMIT:
+            return False
+        try:
+            data = self.read_plan(instant)
+            operation = read_avro(data, self.path_of(instant, State.REQUESTED))[1].get("operationType") if data else None
+            return str(operation).upper() == "CLUSTER"
+        except (MissingFileError, CorruptDataError):
+            return False
 
     # ------------------------------------------------------------------ file access
     def path_of(self, instant: Instant, state: State | None = None) -> str:

@@ -1,6 +1,6 @@
 """Timeline actions Apache Hudi takes on a table and this project never writes: a
-savepoint (``CALL create_savepoint``) and a replacecommit (``delete_partition``,
-``insert_overwrite``, clustering), made in Hudi's file form for the tests of what our
+savepoint (``CALL create_savepoint``), a replacecommit (``delete_partition``,
+``insert_overwrite``) and a version-6 clustering plan, made in Hudi's file form for the tests of what our
 services leave alone (tests/unit/services/test_archive_rules.py, test_upgrade.py)."""
 
 from __future__ import annotations
@@ -42,3 +42,20 @@ def replace_partition(path: str, partition_suffix: str) -> tuple[str, str]:
         data = (meta.to_json_bytes() if tl.layout_version < 2
                 else write_avro(REPLACE_COMMIT_METADATA_SCHEMA, meta.to_archived_record(replace=True)))
         return tx.publish(tl, inflight, data).timestamp, part
+
+
+#: ``HoodieRequestedReplaceMetadata`` as far as a clustering's requested file is looked at
+#: here: the operation (Hudi's full schema adds the plan's groups, all nullable).
+REQUESTED_REPLACE_SCHEMA = {
+    "type": "record", "name": "HoodieRequestedReplaceMetadata", "namespace": "org.apache.hudi.avro.model",
+    "fields": [{"name": "operationType", "type": ["null", "string"], "default": None},
+               {"name": "version", "type": ["int", "null"], "default": 1}]}
+
+
+def clustering_plan(path: str) -> str:
+    """A pending clustering at table version 6: ``<t>.replacecommit.requested`` holding
+    ``HoodieRequestedReplaceMetadata`` with operation ``CLUSTER``. Returns its time."""
+    t = Table.open(path)
+    plan = write_avro(REQUESTED_REPLACE_SCHEMA, {"operationType": "CLUSTER", "version": 1})
+    with Transaction(t.fs, path) as tx:
+        return tx.request(t.timeline, Action.REPLACE_COMMIT, plan=plan).timestamp

@@ -1,6 +1,7 @@
 """Rolling back a failed write by its markers, in either of Hudi's forms: a file per marker
 (ours, Hudi's direct markers) or the lines of ``MARKERS<n>`` files that Hudi Spark's
-timeline server writes by default on local and object storage."""
+timeline server writes by default on local and object storage. And what is no failed write:
+a pending Hudi clustering at version 6."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
+from tests.support.hudi_actions import clustering_plan
 
 
 def _failed_hudi_write(path: str, w, form: str) -> str:
@@ -69,3 +71,14 @@ def test_a_failed_write_is_rolled_back_by_its_markers(tmp_path, version, form):
         run_archive(Table.open(path), ArchivePolicy(min_commits=2, max_commits=3))
     assert Table.open(path).timeline.first_instant > failed, "precondition: archived past the failed write"
     assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+def test_a_pending_hudi_clustering_is_no_failed_write(tmp_path):
+    path = str(tmp_path / "t")
+    w, gen, model = tg.build(path, 2)
+    plan = clustering_plan(path)
+    assert Table.open(path).timeline.failed_writes() == []
+    tg.step(w, gen, model)  # rolls back every failed write first
+    pending = Table.open(path).timeline.pending()
+    assert [(i.timestamp, i.action) for i in pending] == [(plan, "replacecommit")]
+    assert tg.read_ours(path) == model.snapshot()
