@@ -109,7 +109,9 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
                 f"its records - restore the file first; `streamer check {table.base_path}` lists all damage")
         for s in doomed:
             files.setdefault(s.partition_path, []).extend(s.paths)
-    for partition, paths in _replaced_files(table, earliest.timestamp if earliest else None, savepoints).items():
+    planned = set(busy.compaction) | set(busy.log_compaction) | busy.clustering
+    for partition, paths in _replaced_files(table, earliest.timestamp if earliest else None, savepoints,
+                                            planned).items():
         files.setdefault(partition, []).extend(paths)
     if not files:
         return None
@@ -119,12 +121,14 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
                        last_completed_commit_timestamp=last.timestamp if last else "")
 
 
-def _replaced_files(table: Table, earliest: str | None, savepoints: tuple[str, ...]) -> dict[str, list[str]]:
+def _replaced_files(table: Table, earliest: str | None, savepoints: tuple[str, ...],
+                    planned: set[tuple[str, str]]) -> dict[str, list[str]]:
     """The files of file groups a completed replacecommit replaced (clustering, insert
     overwrite), by partition, as Hudi's cleaner takes them: those replaced before the
     earliest retained commit (every one under ``retain_file_versions``, ``earliest`` None),
-    unless a savepoint at or after the replacement still reads them. No reader reads them
-    after that, and until they are gone the archive keeps the replacecommit that hides them."""
+    unless a savepoint before the replacement still reads them or a pending plan names the
+    group (``planned``). No reader reads them after that, and until they are gone the
+    archive keeps the replacecommit that hides them."""
     groups = {(g.partition_path, g.file_id): g for g in table.fsview.file_groups()}
     out: dict[str, list[str]] = {}
     for inst in table.timeline.completed():
@@ -134,7 +138,7 @@ def _replaced_files(table: Table, earliest: str | None, savepoints: tuple[str, .
             continue  # a savepoint before the replacement reads the groups it replaced
         for key in sorted(table.fsview.commit_metadata(inst).replaced_file_ids()):
             g = groups.pop(key, None)
-            if g is not None:
+            if g is not None and key not in planned:
                 out.setdefault(g.partition_path, []).extend(
                     [b.path for b in g.base_files] + [lf.path for lf in g.log_files])
     return out

@@ -210,7 +210,7 @@ def service_transaction(table: Table, timeout_s: float, expiry_s: float = 60.0) 
 
 def old_slice(table: Table, op: CompactionOperation) -> FileSlice:
     """The slice as it is now (its logs may have grown since planning)."""
-    for s in table.fsview.all_slices().get((op.partition_path, op.file_id), []):
+    for s in table.fsview.group_slices(op.partition_path, op.file_id):
         if s.base_instant == op.base_instant_time:
             return s
     raise ServiceError(f"slice {op.partition_path}/{op.file_id}@{op.base_instant_time} of the plan is gone")

@@ -351,6 +351,13 @@ class FileSystemView:
         v = self._as_of(as_of)
         return {(g.partition_path, g.file_id): self._slices(g, v) for g in self._visible_groups(v)}
 
+    def group_slices(self, partition: str, file_id: str) -> list[FileSlice]:
+        """The slices of one file group, replaced or not: a compaction planned before a
+        replacecommit replaced its group still runs, as Hudi's compactor runs it (its base
+        file stays hidden with the group, and the cleaner deletes both)."""
+        g = self._groups.get((partition, file_id))
+        return self._slices(g, self._as_of(None)) if g is not None else []
+
     def replaced_file_groups(self, as_of: str | None = None) -> frozenset[tuple[str, str]]:
         return self._as_of(as_of).replaced
 

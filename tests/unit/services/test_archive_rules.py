@@ -1,6 +1,7 @@
 """What the archive and the cleaner leave alone on a table other engines share: Hudi's
 savepoints, the metadata table a Hudi writer keeps, and a replacecommit whose replaced
-file groups still have files (streamer/services/archive.py ``archive_bound``).
+file groups still have files (streamer/services/archive.py ``archive_bound``); and the
+replaced groups' way out: a compaction planned before still runs, the cleaner deletes them.
 
 Each answer is fixed before the service runs: the instants on the timeline, the files a
 slice reads, the rows the model holds."""
@@ -153,4 +154,26 @@ def test_the_cleaner_deletes_replaced_groups_then_the_archive_moves_their_replac
     assert replaced and not replaced & _on_storage(path)
     out = run_archive(Table.open(path), POLICY)
     assert replace in out.archived
+    assert tg.canon(Table.open(path).read()) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_compaction_planned_before_a_replacecommit_still_runs(tmp_path, version):
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 3)
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        replace, part = replace_partition(path, "oslo")
+        model.rows = {k: v for k, v in model.rows.items() if k[0] != "oslo"}
+        replaced = Table.open(path).fsview.replaced_file_groups()
+        assert execute(Table.open(path), comp).status == "completed"
+        assert tg.canon(Table.open(path).read()) == model.snapshot()
+        for i in range(5):
+            tg.step(w, gen, model)
+            if i == 2:  # the slices based at the first compaction would hold the archive there
+                again = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+                assert execute(Table.open(path), again).status == "completed"
+        run_clean(Table.open(path), CleanPolicy(retain_commits=1))
+    assert replaced and not replaced & _on_storage(path), "the replaced groups, compacted or not, are cleaned"
+    assert replace in run_archive(Table.open(path), POLICY).archived
     assert tg.canon(Table.open(path).read()) == tg.read_hudi_rs(path) == model.snapshot()
