@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from streamer.errors import ServiceError, StreamerError  # noqa: F401 - ServiceError re-exported
 from streamer.integrity import CorruptRead, Damage, read_damage
 from streamer.read.table import Table
-from streamer.table.fsview import FileSlice
+from streamer.table.fsview import FileSlice, plan_file_groups
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
 from streamer.table.naming import parse_log_file_name, write_token
@@ -30,20 +29,6 @@ class BusyGroups:
     compaction: dict[GroupId, str] = field(default_factory=dict)  # -> pending compaction instant
     log_compaction: dict[GroupId, str] = field(default_factory=dict)
     clustering: set[GroupId] = field(default_factory=set)
-
-
-def _walk_file_ids(node: Any, partition: str = "") -> Iterator[GroupId]:
-    """(partition, fileId) pairs anywhere in a decoded Avro plan (clustering plans nest them)."""
-    if isinstance(node, dict):
-        part = node.get("partitionPath") or partition
-        fid = node.get("fileId")
-        if isinstance(fid, str) and fid:
-            yield (part or "", fid)
-        for v in node.values():
-            yield from _walk_file_ids(v, part or "")
-    elif isinstance(node, list):
-        for v in node:
-            yield from _walk_file_ids(v, partition)
 
 
 def busy_groups(table: Table) -> BusyGroups:
@@ -61,7 +46,7 @@ def busy_groups(table: Table) -> BusyGroups:
                 _, rec = read_avro(tl.read_plan(inst))
             except (CorruptDataError, OSError):
                 continue  # an insert-overwrite's empty requested file names no groups
-            out.clustering |= set(_walk_file_ids(rec))
+            out.clustering |= set(plan_file_groups(rec))
     return out
 
 

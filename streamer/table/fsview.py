@@ -30,6 +30,7 @@ from streamer.fs import FileStatus, FileSystem
 from streamer.table import lsm_history
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata, CompactionPlan
+from streamer.table.metadata.avro import read_avro
 from streamer.table.naming import (
     PARTITION_METAFILE,
     parse_base_file_name,
@@ -365,6 +366,22 @@ class FileSystemView:
         """(partition, file id) -> instant of the pending compaction that names it."""
         return dict(self._as_of(None).pending_compactions)
 
+    def pending_clustering_file_groups(self) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> instant of the pending clustering (Hudi's: nothing here
+        schedules one) whose plan names it: the clustering rewrites each such group from
+        what its plan read, so a write into it now would be lost (Hudi refuses them)."""
+        out: dict[tuple[str, str], str] = {}
+        for inst in self.timeline.pending():
+            if not self.timeline.is_clustering(inst):
+                continue
+            try:
+                _, plan = read_avro(self.timeline.read_plan(inst), self.timeline.path_of(inst))
+            except (CorruptDataError, MissingFileError):
+                continue
+            for key in plan_file_groups(plan):
+                out.setdefault(key, inst.timestamp)
+        return out
+
     # ------------------------------------------------------------------ integrity
     def written_slice_key(self, partition: str, file_id: str, name: str) -> str | None:
         """The base instant of the slice a file written into this group belongs to
@@ -473,3 +490,17 @@ class FileSystemView:
                     if size < stat.file_size_in_bytes:
                         raise CorruptDataError(f"{short_file_reason(size, stat.file_size_in_bytes)} "
                                                f"(data committed by instant {inst.timestamp})", full)
+
+
+def plan_file_groups(node: object, partition: str = "") -> Iterator[tuple[str, str]]:
+    """(partition, fileId) pairs anywhere in a decoded Avro plan (clustering plans nest them)."""
+    if isinstance(node, dict):
+        part = node.get("partitionPath") or partition
+        fid = node.get("fileId")
+        if isinstance(fid, str) and fid:
+            yield (part or "", fid)
+        for v in node.values():
+            yield from plan_file_groups(v, part or "")
+    elif isinstance(node, list):
+        for v in node:
+            yield from plan_file_groups(v, partition)

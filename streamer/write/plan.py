@@ -74,6 +74,9 @@ class PlanTarget:
     log_versions: dict[tuple[str, str, str], int]
     instant: str
     append_to: Mapping[tuple[str, str], FileSlice] | None = None
+    #: groups a pending (Hudi) clustering will rewrite: no insert is routed into them, and
+    #: an update of theirs fails the commit (:meth:`Transaction.commit`), as Hudi's writer does
+    clustering: frozenset[tuple[str, str]] = frozenset()
 
 
 def _slice_size(s: FileSlice) -> int:
@@ -140,7 +143,8 @@ def build_plan(keys: pa.Table, file_ids: pa.Array | None, target: PlanTarget, si
     _assign_touched(ops, coded, file_ids, existing_task, task_ids)
     if short is None:
         short = short_keys(rkeys)
-    new_partitions = _assign_inserts(ops, coded, short, rkeys, slices, instant, sizing, tasks, existing_task,
+    open_slices = [s for s in slices if (s.partition_path, s.file_id) not in target.clustering]
+    new_partitions = _assign_inserts(ops, coded, short, rkeys, open_slices, instant, sizing, tasks, existing_task,
                                      task_ids)
     return WritePlan(tasks, _assignment(rkeys, parts, task_ids, ops), new_partitions, short_keys=short)
 

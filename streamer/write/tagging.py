@@ -58,11 +58,13 @@ class PlanRequest:
     parallelism: int = 1
     #: the table's ordering field (the global index compares a moving row's with the stored one's)
     ordering_field: str | None = None
+    #: groups a pending clustering will rewrite (:attr:`PlanTarget.clustering`)
+    clustering: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def target(self) -> PlanTarget:
         """What the plan is made against (the planners' part of the request)."""
-        return PlanTarget(self.slices, self.log_versions, self.instant, self.append_to)
+        return PlanTarget(self.slices, self.log_versions, self.instant, self.append_to, self.clustering)
 
     @property
     def looks_up(self) -> bool:

@@ -42,6 +42,7 @@ from streamer import faults
 from streamer.errors import CommitConflictError, CommitError, StreamerError
 from streamer.fs import FileSystem
 from streamer.table import lsm_history
+from streamer.table.fsview import FileSystemView
 from streamer.table.instant import Action, Instant, State
 from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
 from streamer.table.metadata_table import drop_metadata_table
@@ -162,6 +163,7 @@ class Transaction:
             engine_stats = EngineStats(work.engine_name, planned.driver_keys, planned.driver_summary_rows)
         finally:
             work.release()
+        self._refuse_clustered(state, instant, stats)
         self._close(state.timeline, inflight, work.metadata(stats))
         return CommitResult(
             # the timeline object now holds our completed instant: the next batch re-lists
@@ -171,6 +173,23 @@ class Transaction:
             input_rows=work.input_rows, duration_s=time.monotonic() - started, rollbacks=rollbacks,
             lookup=planned.lookup, engine_stats=engine_stats, moved=planned.moved, stale=planned.stale,
         )
+
+    def _refuse_clustered(self, state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
+        """Fail the commit if it wrote into a file group a pending clustering will rewrite -
+        Hudi's default (``SparkRejectUpdateStrategy``): the clustering replaces the group
+        with what its plan read, so these rows would be lost. Asked of the timeline as
+        stored now, since Hudi schedules clustering without our lock."""
+        fresh = state.timeline.reload()
+        if not any(fresh.is_clustering(i) for i in fresh.pending()):
+            return
+        busy = FileSystemView(self.fs, self.base_path, state.props, fresh).pending_clustering_file_groups()
+        hit = sorted({(s.partition_path or "", s.file_id) for s in stats} & set(busy))
+        if hit:
+            p, f = hit[0]
+            raise CommitConflictError(
+                f"instant {instant} of {self.base_path} wrote into file group {p}/{f}, which the pending "
+                f"clustering {busy[hit[0]]} will rewrite ({len(hit)} group(s) in all); not committed: the "
+                "next run rolls it back, and the batch goes through once the clustering completed")
 
     @staticmethod
     def require(snapshot: TableSnapshot, requirements: Sequence[Requirement]) -> None:

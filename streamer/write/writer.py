@@ -376,6 +376,7 @@ class _DeltaCommit:
             append_to=state.append_slices, is_committed=state.is_committed(),
             on_corrupt=_refuse_corrupt(state), instant=instant, sizing=sizing,
             parallelism=o.parallelism, ordering_field=w.config.ordering_field,
+            clustering=frozenset(state.fsview.pending_clustering_file_groups()),
         )
         return self.engine.plan(self.prepared, request)
 

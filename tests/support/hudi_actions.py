@@ -6,6 +6,7 @@ services leave alone (tests/unit/services/test_archive_rules.py, test_upgrade.py
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from streamer.read import Table
 from streamer.table.instant import Action
@@ -44,18 +45,31 @@ def replace_partition(path: str, partition_suffix: str) -> tuple[str, str]:
         return tx.publish(tl, inflight, data).timestamp, part
 
 
+_SLICE = {"type": "record", "name": "HoodieSliceInfo", "fields": [
+    {"name": "fileId", "type": ["null", "string"], "default": None},
+    {"name": "partitionPath", "type": ["null", "string"], "default": None}]}
+_GROUP = {"type": "record", "name": "HoodieClusteringGroup", "fields": [
+    {"name": "slices", "type": ["null", {"type": "array", "items": _SLICE}], "default": None}]}
 #: ``HoodieRequestedReplaceMetadata`` as far as a clustering's requested file is looked at
-#: here: the operation (Hudi's full schema adds the plan's groups, all nullable).
+#: here: the operation and the plan's input groups (Hudi's schema has more, all nullable).
 REQUESTED_REPLACE_SCHEMA = {
     "type": "record", "name": "HoodieRequestedReplaceMetadata", "namespace": "org.apache.hudi.avro.model",
     "fields": [{"name": "operationType", "type": ["null", "string"], "default": None},
+               {"name": "clusteringPlan", "default": None, "type": ["null", {
+                   "type": "record", "name": "HoodieClusteringPlan", "fields": [
+                       {"name": "inputGroups", "type": ["null", {"type": "array", "items": _GROUP}],
+                        "default": None}]}]},
                {"name": "version", "type": ["int", "null"], "default": 1}]}
 
 
-def clustering_plan(path: str) -> str:
-    """A pending clustering at table version 6: ``<t>.replacecommit.requested`` holding
+def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = ()) -> str:
+    """A pending Hudi clustering of ``groups`` ((partition, file id) pairs): at version 6
+    ``<t>.replacecommit.requested``, at 8 and 9 ``<t>.clustering.requested``, holding
     ``HoodieRequestedReplaceMetadata`` with operation ``CLUSTER``. Returns its time."""
     t = Table.open(path)
-    plan = write_avro(REQUESTED_REPLACE_SCHEMA, {"operationType": "CLUSTER", "version": 1})
+    slices = [{"fileId": f, "partitionPath": p} for p, f in groups]
+    plan = write_avro(REQUESTED_REPLACE_SCHEMA, {"operationType": "CLUSTER", "version": 1,
+                                                 "clusteringPlan": {"inputGroups": [{"slices": slices}]}})
+    action = Action.REPLACE_COMMIT if t.timeline.layout_version < 2 else Action.CLUSTERING
     with Transaction(t.fs, path) as tx:
-        return tx.request(t.timeline, Action.REPLACE_COMMIT, plan=plan).timestamp
+        return tx.request(t.timeline, action, plan=plan).timestamp
