@@ -69,7 +69,7 @@ $(BIN)/python:
 # --no-compile: pip byte-compiles every module it installs (pyspark, pandas, botocore and the
 # rest, most of which nothing here imports): half of pip's time here (35 s -> 19 s alone). The
 # modules a run imports are compiled on first import instead (the caches kept on above), so
-# the set-up as a whole gains less (83 -> 80 s on a clean clone, 81 -> 76 CPU-s).
+# the set-up as a whole gains less: about 5 CPU-s on a clean clone (benchmarks/RESULTS.md).
 $(STAMPS)/venv: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q --no-compile -e '.[test]'
