@@ -375,16 +375,24 @@ def finish_interrupted_legacy_move(table: Table, txn: Transaction) -> list[str]:
     if not files:
         return []
     path = files[-1][1]
-    held: set[tuple[str, str]] = set()
-    for block in read_log_file(table.fs, path, lazy=False):
+    active = {(i.timestamp, i.completed_action): i for i in table.timeline.completed()}
+    found_in: dict[str, Instant] = {}
+    # newest block first, until a block holds none of them (Hudi 0.x appends every run's
+    # blocks to one archive file: only the last run's can have been interrupted)
+    for block in reversed(read_log_file(table.fs, path)):
         if block.block_type != BlockType.AVRO_DATA or not block.schema:
             continue
         writer = fastavro.parse_schema(block.schema)
+        found = False
         for datum in split_avro_records(block.content(), path):
             rec: dict[str, Any] = fastavro.schemaless_reader(io.BytesIO(bytes(datum)), writer)  # type: ignore[assignment]
-            if (rec.get("actionState") or "COMPLETED") == "COMPLETED":
-                held.add((str(rec.get("commitTime")), str(rec.get("actionType"))))
-    done = [i for i in table.timeline.completed() if (i.timestamp, i.completed_action) in held]
+            inst = active.get((str(rec.get("commitTime")), str(rec.get("actionType"))))
+            if inst is not None and (rec.get("actionState") or "COMPLETED") == "COMPLETED":
+                found_in[inst.timestamp] = inst
+                found = True
+        if not found:
+            break
+    done = sorted(found_in.values(), key=lambda i: i.timestamp)
     if done:
         txn.finish_archive(table.timeline, done)
         log.info("%s: finished archiving %d instant(s) an interrupted run had archived", table.base_path, len(done))
