@@ -42,7 +42,6 @@ from streamer import faults
 from streamer.errors import CommitConflictError, CommitError, StreamerError
 from streamer.fs import FileSystem
 from streamer.table import lsm_history
-from streamer.table.fsview import FileSystemView
 from streamer.table.instant import Action, Instant, State
 from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
 from streamer.table.metadata_table import drop_metadata_table
@@ -174,20 +173,21 @@ class Transaction:
             lookup=planned.lookup, engine_stats=engine_stats, moved=planned.moved, stale=planned.stale,
         )
 
-    def _refuse_clustered(self, state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
+    @staticmethod
+    def _refuse_clustered(state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
         """Fail the commit if it wrote into a file group a pending clustering will rewrite -
         Hudi's default (``SparkRejectUpdateStrategy``): the clustering replaces the group
-        with what its plan read, so these rows would be lost. Asked of the timeline as
-        stored now, since Hudi schedules clustering without our lock."""
-        fresh = state.timeline.reload()
-        if not any(fresh.is_clustering(i) for i in fresh.pending()):
+        with what its plan read, so these rows would be lost. Asked of the commit's own
+        listing (a steady commit lists the timeline once): a clustering Hudi schedules,
+        without our lock, while this commit writes is not seen."""
+        busy = state.fsview.pending_clustering_file_groups()
+        if not busy:
             return
-        busy = FileSystemView(self.fs, self.base_path, state.props, fresh).pending_clustering_file_groups()
         hit = sorted({(s.partition_path or "", s.file_id) for s in stats} & set(busy))
         if hit:
             p, f = hit[0]
             raise CommitConflictError(
-                f"instant {instant} of {self.base_path} wrote into file group {p}/{f}, which the pending "
+                f"instant {instant} of {state.base_path} wrote into file group {p}/{f}, which the pending "
                 f"clustering {busy[hit[0]]} will rewrite ({len(hit)} group(s) in all); not committed: the "
                 "next run rolls it back, and the batch goes through once the clustering completed")
 
