@@ -333,7 +333,7 @@ class Timeline:
 
     def _last_time(self) -> str:
         """The latest instant or completion time this timeline holds ('' when empty)."""
-        times = [t for i in self.instants for t in (i.timestamp, i.completion_time) if t]
+        times = [t for i in (*self.instants, *self.savepoints) for t in (i.timestamp, i.completion_time) if t]
         return max(times, default="")
 
     def new_instant_time(self, *, on_storage: bool = False) -> str:

@@ -8,6 +8,7 @@ slice reads, the rows the model holds."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import pytest
@@ -18,6 +19,7 @@ from streamer.services.archive import run_archive
 from streamer.services.clean import run_clean
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
+from streamer.table.instant import format_instant_time, parse_instant_time
 from streamer.table.properties import load_properties, write_properties
 from streamer.table.table_keys import METADATA_PARTITIONS
 from tests.support import block_tables as tg
@@ -177,3 +179,19 @@ def test_a_compaction_planned_before_a_replacecommit_still_runs(tmp_path, versio
     assert replaced and not replaced & _on_storage(path), "the replaced groups, compacted or not, are cleaned"
     assert replace in run_archive(Table.open(path), POLICY).archived
     assert tg.canon(Table.open(path).read()) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+def test_a_new_instant_comes_after_a_savepoints_completion(tmp_path):
+    """Version 9: the next instant is later than every time the timeline holds, a
+    savepoint's completion time included (it completes after the commit it keeps)."""
+    path = str(tmp_path / "t")
+    with tg.at_version(9):
+        w, gen, model = tg.build(path, 2)
+        last = Table.open(path).timeline.completed_writes()[-1]
+        later = format_instant_time(parse_instant_time(last.completion_time) + dt.timedelta(hours=1))
+        folder = Table.open(path).timeline.folder
+        for name in (f"{last.timestamp}.savepoint.inflight", f"{last.timestamp}_{later}.savepoint"):
+            with open(os.path.join(folder, name), "wb"):
+                pass
+        tg.step(w, gen, model)
+    assert Table.open(path).timeline.completed_writes()[-1].timestamp > later
