@@ -14,10 +14,9 @@ from streamer.read import Table
 from streamer.table.instant import Action
 from tests.support import block_tables as tg
 from tests.support.archived_writes import written_and_served
+from tests.support.hudi import OWNERS
 from tests.support.hudi_options import HUDI_WRITE
 
-#: Each table version with the Hudi release that owns it.
-OWNERS = [(6, "0.15"), (9, "1.2")]
 OVERWRITE = {**HUDI_WRITE, "hoodie.datasource.write.operation": "insert_overwrite",
              # as our writers leave the table: no metadata table, services ours
              "hoodie.metadata.enable": "false", "hoodie.compact.inline": "false",

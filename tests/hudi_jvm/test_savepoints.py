@@ -16,9 +16,7 @@ import pytest
 from streamer.read import Table
 from tests.support import block_tables as tg
 from tests.support.archived_writes import written_and_served
-
-#: Each table version with the Hudi release that owns it.
-OWNERS = [(6, "0.15"), (9, "1.2")]
+from tests.support.hudi import OWNERS
 
 
 @pytest.mark.parametrize(("version", "release"), OWNERS)

@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: The Hudi versions the project is tested against, by the folder their bundle is in:
 #: every one of them reads every table kind we write (``tests/hudi_jvm``).
 VERSIONS = ("0.15", "1.0", "1.2")
+#: A table version we write with the Hudi release that owns it (writes it natively).
+OWNERS = ((6, "0.15"), (9, "1.2"))
 #: Hudi 1.2: writes table version 9 and upgrades any table it writes to, so the tier only
 #: reads ours with it (and what it reports of a table's properties), never writes them.
 LATEST = "1.2"
