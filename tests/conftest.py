@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from streamer.table import instant
+
 if TYPE_CHECKING:
     from tests.support.hudi import HudiSpark
 
@@ -29,6 +31,18 @@ os.environ.setdefault("MOR_STREAMER_JVM_ARCHIVE", str(REPO / ".cache" / "spark-c
 # jobs on 2 cores, where C2's compile threads and G1 cost more CPU than they win back
 # (three Spark integration modules: 109 -> 64 CPU-s).
 os.environ.setdefault("MOR_STREAMER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+
+@pytest.fixture(autouse=True)
+def _instant_floor_kept_per_test(monkeypatch) -> None:
+    """Each test starts from the in-process instant floor the one before it found.
+
+    ``new_instant_time`` never goes below the latest time this process generated; a test
+    that writes after an instant in the future (a savepoint completed an hour ahead, say)
+    would otherwise push every later test's instants of the same worker into the future,
+    and a test that reasons about "now" then fails depending on which worker ran it.
+    """
+    monkeypatch.setattr(instant, "_last_generated", instant._last_generated)
 
 
 @pytest.fixture(scope="session")

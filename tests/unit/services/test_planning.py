@@ -7,7 +7,12 @@ import json
 
 from streamer.config.policies import CompactionPolicy, CompactionTrigger, LogCompactionPolicy
 from streamer.read import Table
-from streamer.services.compaction import plan_compaction, schedule_compaction, trigger_fires
+from streamer.services.compaction import (
+    delta_commits_since_compaction,
+    plan_compaction,
+    schedule_compaction,
+    trigger_fires,
+)
 from streamer.services.log_compaction import (
     EXECUTOR_CLASS,
     RUNS_KEY,
@@ -18,7 +23,7 @@ from streamer.services.log_compaction import (
 from streamer.services.slices import Unit
 from streamer.services.strategies import Candidate, order_and_bound, partition_day
 from streamer.table.fsview import BaseFile, FileSlice, LogFile
-from streamer.table.instant import Action, State
+from streamer.table.instant import Action, State, parse_instant_time
 from streamer.table.metadata import CompactionPlan
 from tests.support import block_tables as tg
 
@@ -95,7 +100,8 @@ def test_triggers(tmp_path):
     t = Table.open(p)
     assert trigger_fires(t, CompactionTrigger(delta_commits=4))
     assert not trigger_fires(t, CompactionTrigger(delta_commits=5))
-    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    # an hour after the first delta commit, from the table's own times, not the wall clock
+    later = parse_instant_time(delta_commits_since_compaction(t)[1]) + dt.timedelta(hours=1)
     assert trigger_fires(t, CompactionTrigger(delta_commits=50, seconds=60), now=later)
     assert not trigger_fires(t, CompactionTrigger(delta_commits=50, seconds=60, combine="all"), now=later)
     assert trigger_fires(t, CompactionTrigger(delta_commits=2, seconds=60, combine="all"), now=later)
