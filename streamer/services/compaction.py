@@ -49,7 +49,7 @@ from streamer.services.slices import read_slice_blocks
 from streamer.services.strategies import Candidate, order_and_bound
 from streamer.table import meta_fields
 from streamer.table.base_file import write_base_file
-from streamer.table.fsview import FileSlice
+from streamer.table.fsview import FileSlice, slice_named
 from streamer.table.instant import Action, Instant, parse_instant_time
 from streamer.table.merge import META_COLUMNS
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
@@ -210,9 +210,9 @@ def service_transaction(table: Table, timeout_s: float, expiry_s: float = 60.0) 
 
 def old_slice(table: Table, op: CompactionOperation) -> FileSlice:
     """The slice as it is now (its logs may have grown since planning)."""
-    for s in table.fsview.group_slices(op.partition_path, op.file_id):
-        if s.base_instant == op.base_instant_time:
-            return s
+    s = slice_named(table.fsview.group_slices(op.partition_path, op.file_id), op.base_instant_time)
+    if s is not None:
+        return s
     raise ServiceError(f"slice {op.partition_path}/{op.file_id}@{op.base_instant_time} of the plan is gone")
 
 

@@ -33,7 +33,7 @@ from streamer.services import rollback_services
 from streamer.services.common import DamageRefusedError, ServiceError, damage_message, read_plan
 from streamer.services.compaction import CompactionConflict, execute_compaction, old_slice
 from streamer.services.log_compaction import execute_log_compaction
-from streamer.table.fsview import FileSlice
+from streamer.table.fsview import FileSlice, slice_named
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata
 from streamer.write.lock import PlanLock
@@ -213,9 +213,9 @@ def plan_slices(table: Table, inst: Instant) -> list[FileSlice]:
         for op in plan.operations:
             out.append(old_slice(table, op))
         return out
-    slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
+    groups = table.fsview.all_slices()
     for op in plan.operations:
-        s = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+        s = slice_named(groups.get((op.partition_path, op.file_id), ()), op.base_instant_time)
         if s is not None:
             out.append(s)
     return out

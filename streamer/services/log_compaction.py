@@ -37,7 +37,7 @@ from streamer.services import runs as run_exec
 from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan, refuse_damage
 from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
-from streamer.table.fsview import FileSlice
+from streamer.table.fsview import FileSlice, slice_named
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan
 
@@ -192,7 +192,7 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     completed = table.timeline.committed()
     # by base instant, not "latest": a compaction scheduled meanwhile (RFC-48 scenario 4)
     # opens a newer slice, but the planned blocks are still where they were
-    slices = {(p, f, s.base_instant): s for (p, f), ss in table.fsview.all_slices().items() for s in ss}
+    by_group = table.fsview.all_slices()
     result = LogCompactionResult(inst.timestamp)
     # compacted=true, as Hudi's log compaction commit (RunCompactionActionExecutor builds
     # COMPACT and LOG_COMPACT metadata alike with new HoodieCommitMetadata(true))
@@ -201,7 +201,7 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     if schema:
         meta.extra_metadata["schema"] = schema
     for op in plan.operations:
-        fslice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+        fslice = slice_named(by_group.get((op.partition_path, op.file_id), ()), op.base_instant_time)
         if fslice is None:
             log.warning("log compaction %s: slice %s/%s@%s is gone; skipping it", inst.timestamp,
                         op.partition_path, op.file_id, op.base_instant_time)

@@ -20,6 +20,7 @@ what a snapshot must read; :meth:`FileSystemView.latest_merged_slices` returns i
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -107,6 +108,22 @@ class FileGroup:
     file_id: str
     base_files: list[BaseFile] = field(default_factory=list)
     log_files: list[LogFile] = field(default_factory=list)
+
+
+def slice_named(slices: Iterable[FileSlice], base_instant: str) -> FileSlice | None:
+    """The slice of one group a plan operation names by its base instant time.
+
+    Plans this project wrote at versions 8 and 9 before log-only slices were named as
+    Hudi 1.x names them (after their first log's delta commit) carry ``""`` for such a
+    slice: that is the group's first slice, when it has no base file.
+    """
+    slices = list(slices)
+    for s in slices:
+        if s.base_instant == base_instant:
+            return s
+    if base_instant == "" and slices and slices[0].base_file is None:
+        return slices[0]
+    return None
 
 
 @dataclass(frozen=True)
@@ -277,24 +294,40 @@ class FileSystemView:
         if pending:
             slice_keys.add(pending)
         logs: dict[str, list[LogFile]] = {}
-        layout2 = self.timeline.layout_version >= 2
-        ordered_keys = sorted(slice_keys)
-        for lf in g.log_files:
-            if layout2:
-                done = self._completion(v, lf.base_instant)
-                if done is None:
-                    continue
-                earlier = [k for k in ordered_keys if k < done]
-                key = earlier[-1] if earlier else ""
-            else:
-                key = lf.base_instant
-                if not self._committed(v, key) and key != pending:
-                    continue
-            logs.setdefault(key, []).append(lf)
+        if self.timeline.layout_version >= 2:
+            for lf, key in self._layout2_log_keys(g, v, slice_keys).items():
+                logs.setdefault(key, []).append(lf)
+        else:
+            for lf in g.log_files:
+                if self._committed(v, lf.base_instant) or lf.base_instant == pending:
+                    logs.setdefault(lf.base_instant, []).append(lf)
         out = []
         for key in sorted(slice_keys | set(logs)):
             lfs = tuple(sorted(logs.get(key, []), key=lambda f: f.sort_key))
             out.append(FileSlice(g.partition_path, g.file_id, key, bases.get(key), lfs))
+        return out
+
+    def _layout2_log_keys(self, g: FileGroup, v: _AsOf, slice_keys: set[str]) -> dict[LogFile, str]:
+        """Layout 2: each completed log of ``g`` -> the slice it belongs to, as Hudi 1.x's
+        ``HoodieFileGroup`` attributes it: the newest slice key (committed base file, pending
+        compaction) at or before the completion time of the delta commit that wrote the log.
+        Logs completed before every such key form a log-only slice named by the first of
+        them's delta commit (Hudi names it so, and compaction plans, the cleaner and Hudi's
+        compactor match slices by that name). Logs not completed belong to no slice here
+        (Hudi files them under its newest slice and filters them out of every read)."""
+        keys = sorted(slice_keys)
+        out: dict[LogFile, str] = {}
+        head: str | None = None
+        for lf in sorted(g.log_files, key=lambda f: f.sort_key):
+            done = self._completion(v, lf.base_instant)
+            if done is None:
+                continue
+            i = bisect.bisect_right(keys, done)
+            if i:
+                out[lf] = keys[i - 1]
+            else:
+                head = head or lf.base_instant
+                out[lf] = head
         return out
 
     def _visible_groups(self, v: _AsOf) -> Iterable[FileGroup]:
@@ -408,8 +441,13 @@ class FileSystemView:
         pending = v.pending_compactions.get(key)
         if pending:
             keys.add(pending)
-        earlier = sorted(k for k in keys if k < done)
-        return earlier[-1] if earlier else ""
+        earlier = sorted(k for k in keys if k <= done)
+        if earlier:
+            return earlier[-1]
+        # a log-only head: named by its first log on storage (a lost first log's successor
+        # names it now), as :meth:`_slices` names it
+        on_storage = self._layout2_log_keys(g, v, keys) if g else {}
+        return next((k for k in on_storage.values() if k not in keys), lf.base_instant)
 
     def served_base_instants(self, as_of: str | None = None) -> dict[tuple[str, str], str]:
         """(partition, file id) -> the base instant of the oldest slice a snapshot reads
