@@ -5,11 +5,11 @@
   (the newest one based at or before the earliest retained commit) and everything newer.
 * ``retain_file_versions: N`` (``KEEP_LATEST_FILE_VERSIONS``): keep each group's N newest slices.
 
-Never deleted: a group's latest slice, any slice a pending compaction reads (its old
-slice) - readers merge it with the new slice until the compaction commits - and the slice
-a savepoint's time reads (Hudi's savepoints, which a restore goes back to). The file
-groups a replacecommit replaced are deleted once it is older than the retained commits.
-The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is finished from
+Never deleted: a group's latest slice, any slice a pending compaction or log compaction
+reads (a compaction's old slice is merged with the new one by readers until it commits),
+and the slice a savepoint's time reads (Hudi's savepoints, which a restore goes back
+to). The file groups a replacecommit replaced are deleted once it is older than the
+retained commits. The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is finished from
 it; deleting a file twice is harmless.
 """
 
@@ -90,6 +90,8 @@ def plan_clean(table: Table, policy: CleanPolicy) -> CleanerPlan | None:
     regions = None
     for gid, slices in table.fsview.all_slices().items():
         doomed = _deletable(slices, rule, n, earliest.timestamp if earliest else None, keep_from.get(gid), savepoints)
+        # a file a pending (log) compaction reads stays, whatever its plan calls the slice
+        doomed = [s for s in doomed if not busy.planned_files.intersection(map(posixpath.basename, s.paths))]
         if not doomed:
             continue
         # the slices kept must hold every record the doomed ones did: a damaged newest

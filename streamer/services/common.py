@@ -16,7 +16,7 @@ from streamer.integrity import CorruptRead, Damage, read_damage
 from streamer.read.table import Table
 from streamer.table.fsview import FileSlice, plan_file_groups
 from streamer.table.instant import Action, Instant
-from streamer.table.metadata import CompactionPlan, CorruptDataError, read_avro
+from streamer.table.metadata import CompactionOperation, CompactionPlan, CorruptDataError, read_avro
 from streamer.table.naming import parse_log_file_name, write_token
 
 GroupId = tuple[str, str]  # (partition path, file id)
@@ -29,6 +29,9 @@ class BusyGroups:
     compaction: dict[GroupId, str] = field(default_factory=dict)  # -> pending compaction instant
     log_compaction: dict[GroupId, str] = field(default_factory=dict)
     clustering: set[GroupId] = field(default_factory=set)
+    #: the name of every file a pending compaction or log compaction reads (its base file
+    #: and logs): the cleaner keeps them whatever the plan calls their slice
+    planned_files: set[str] = field(default_factory=set)
 
 
 def busy_groups(table: Table) -> BusyGroups:
@@ -38,9 +41,11 @@ def busy_groups(table: Table) -> BusyGroups:
         if inst.action == Action.COMPACTION:
             for op in table.fsview.compaction_plan(inst).operations:
                 out.compaction[(op.partition_path, op.file_id)] = inst.timestamp
+                out.planned_files |= _op_files(op)
         elif inst.action == Action.LOG_COMPACTION:
             for op in read_plan(table, inst).operations:
                 out.log_compaction[(op.partition_path, op.file_id)] = inst.timestamp
+                out.planned_files |= _op_files(op)
         elif inst.action in (Action.CLUSTERING, Action.REPLACE_COMMIT):
             try:
                 _, rec = read_avro(tl.read_plan(inst))
@@ -48,6 +53,13 @@ def busy_groups(table: Table) -> BusyGroups:
                 continue  # an insert-overwrite's empty requested file names no groups
             out.clustering |= set(plan_file_groups(rec))
     return out
+
+
+def _op_files(op: CompactionOperation) -> set[str]:
+    names = {posixpath.basename(p) for p in op.delta_file_paths}
+    if op.data_file_path:
+        names.add(posixpath.basename(op.data_file_path))
+    return names
 
 
 def read_plan(table: Table, inst: Instant) -> CompactionPlan:
