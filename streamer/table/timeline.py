@@ -42,6 +42,9 @@ from streamer.table.metadata.avro import read_avro
 from streamer.table.properties import METAFOLDER, TableProperties
 
 HEARTBEAT_FOLDER = ".heartbeat"
+#: Hudi's writers refresh their heartbeat every ``hoodie.client.heartbeat.interval_in_ms``
+#: (60 s) and count it expired after ``hoodie.client.heartbeat.tolerable.misses`` (2) of them
+HUDI_HEARTBEAT_EXPIRY_S = 120.0
 
 
 def timeline_dir(base_path: str, props: TableProperties) -> str:
@@ -244,27 +247,34 @@ class Timeline:
         tl._files = self._files
         return tl
 
-    def failed_writes(self, heartbeat_timeout_s: float | None = None) -> list[Instant]:
-        """Pending ingestion writes whose writer is gone.
-
-        A write is failed when it is pending and has no fresh heartbeat file
-        (``.hoodie/.heartbeat/<instant>``); with ``heartbeat_timeout_s=None`` every
-        pending write counts (Hudi's eager policy for a single writer). Table services
+    def failed_writes(self) -> list[Instant]:
+        """Pending ingestion writes, oldest first: with the writers' lock held, a writer of
+        ours that left one is gone (Hudi's eager policy for a single writer). An Apache
+        Hudi writer takes no lock of ours: see :meth:`live_hudi_writes`. Table services
         (compaction, log compaction, clustering) are never "failed": their plans are
         re-executed, not rolled back.
         """
+        return [i for i in self.pending()
+                if i.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+                and not self.is_clustering(i)]
+
+    def live_hudi_writes(self, now: float | None = None) -> list[tuple[Instant, float]]:
+        """Pending writes an Apache Hudi writer is still making, with its heartbeat's age
+        in seconds: Hudi's writer refreshes ``.hoodie/.heartbeat/<instant>``, an empty file
+        (ours hold the time they were written), and counts it expired after
+        :data:`HUDI_HEARTBEAT_EXPIRY_S`. Rolling such a write back would delete the files
+        a live writer is about to commit. One existence check per pending write, so none
+        on a table without one."""
+        now = time.time() if now is None else now
         out = []
-        now = time.time()
-        for i in self.pending():
-            if i.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT) or self.is_clustering(i):
+        for i in self.failed_writes():
+            hb = posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp)
+            if not self.fs.exists(hb):
                 continue
-            if heartbeat_timeout_s is not None:
-                hb = posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp)
-                if self.fs.exists(hb):
-                    mtime_ns = self.fs.status(hb).mtime_ns or 0
-                    if now - mtime_ns / 1e9 < heartbeat_timeout_s:
-                        continue
-            out.append(i)
+            st = self.fs.status(hb)
+            age = now - (st.mtime_ns or 0) / 1e9
+            if st.size == 0 and age < HUDI_HEARTBEAT_EXPIRY_S:
+                out.append((i, max(age, 0.0)))
         return out
 
     def is_clustering(self, instant: Instant) -> bool:

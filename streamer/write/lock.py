@@ -361,7 +361,9 @@ class WriterLock(FileLock):
     def start_instant(self, instant: str) -> None:
         """Begin Hudi's heartbeat for ``instant`` (refreshed with the lock)."""
         self._instant = instant
-        self.fs.write_bytes(self.heartbeat_path(instant), str(time.time()).encode())
+        # atomically: a heartbeat cut short by a kill would read as empty, which is how
+        # Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
+        self.fs.write_atomic(self.heartbeat_path(instant), str(time.time()).encode())
 
     def end_instant(self, instant: str) -> None:
         self._instant = None
@@ -369,7 +371,7 @@ class WriterLock(FileLock):
 
     def _on_beat(self) -> None:
         if self._instant:
-            self.fs.write_bytes(self.heartbeat_path(self._instant), str(time.time()).encode())
+            self.fs.write_atomic(self.heartbeat_path(self._instant), str(time.time()).encode())
 
 
 def locks_dir(base_path: str) -> str:

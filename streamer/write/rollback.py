@@ -165,11 +165,13 @@ def sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None:
 
 
 def sweep_completed(fs: FileSystem, base_path: str, timeline: Timeline) -> None:
-    """Drop markers/heartbeats a writer killed right after completing left behind."""
+    """Drop markers/heartbeats a writer killed right after completing left behind (and a
+    heartbeat's temp file, :func:`streamer.fs.temp_name`, a kill left mid-beat)."""
     done = {i.timestamp for i in timeline.completed()}
     for folder in (TEMP_FOLDER, HEARTBEAT_FOLDER):
         for st in fs.list_dir(posixpath.join(base_path, METAFOLDER, folder)):
-            if st.name in done:
+            if st.name in done or (folder == HEARTBEAT_FOLDER and st.name.startswith(TEMP_PREFIX)
+                                   and st.name[len(TEMP_PREFIX):].split(".")[0] in done):
                 if st.is_dir:
                     fs.delete_dir(st.path)
                 else:

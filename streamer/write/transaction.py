@@ -47,7 +47,7 @@ from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPl
 from streamer.table.metadata_table import drop_metadata_table
 from streamer.table.properties import METAFOLDER
 from streamer.table.snapshot import TableSnapshot
-from streamer.table.timeline import HEARTBEAT_FOLDER, Timeline
+from streamer.table.timeline import HEARTBEAT_FOLDER, HUDI_HEARTBEAT_EXPIRY_S, Timeline
 from streamer.write.lock import FileLock, WriterLock
 from streamer.write.markers import delete_markers
 from streamer.write.result import CommitResult
@@ -145,6 +145,7 @@ class Transaction:
         so the result's duration counts the wait for the lock too."""
         started = time.monotonic() if started is None else started
         state = TableState(base.refresh() if base is not None else TableSnapshot.load(self.fs, self.base_path))
+        self.refuse_live_hudi_writes(state.timeline)
         if drop_metadata_table(self.fs, self.base_path, state.props):
             state = TableState.load(self.fs, self.base_path)
         self.require(state.snapshot, work.requirements)
@@ -379,11 +380,27 @@ class Transaction:
             out.append(RollbackOutcome(rb.timestamp, plan.instant_time, meta.total_files_deleted, 0))
         return out
 
+    def refuse_live_hudi_writes(self, timeline: Timeline) -> None:
+        """Raise :class:`CommitConflictError` when an Apache Hudi writer is writing the
+        table now (a pending write with a live Hudi heartbeat): one writer at a time, and
+        rolling its write back would destroy it. Nothing is changed; it is retryable."""
+        live = timeline.live_hudi_writes()
+        if live:
+            inst, age = live[0]
+            raise CommitConflictError(
+                f"{self.base_path}: an Apache Hudi writer is writing instant {inst.timestamp} "
+                f"(its heartbeat {HEARTBEAT_FOLDER}/{inst.timestamp} was refreshed {age:.0f}s ago); "
+                f"one writer at a time - retry once it has committed, or once its heartbeat is "
+                f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
+
     def rollback_failed_writes(self, timeline: Timeline) -> list[RollbackOutcome]:
         """Resume interrupted rollbacks, then roll back every failed write (oldest first).
-        The writers' lock is held, so any pending write is a dead writer's."""
+        The writers' lock is held, so a pending write is a dead writer's - unless an Apache
+        Hudi writer, which takes no lock of ours, is making it (refused, see
+        :meth:`refuse_live_hudi_writes`)."""
+        self.refuse_live_hudi_writes(timeline)
         outcomes = self.resume_rollbacks(timeline)
-        for target in timeline.failed_writes(heartbeat_timeout_s=None):
+        for target in timeline.failed_writes():
             outcomes.append(self.rollback(timeline, target))
         sweep_completed(self.fs, self.base_path, timeline)
         return outcomes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import posixpath
 import re
 from pathlib import Path
@@ -27,6 +28,8 @@ from streamer.write.requirements import ExpectCheckpoint
 from streamer.write.result import CommitResult
 from streamer.write.tagging import EngineStats
 from streamer.write.transaction import Transaction
+from tests.support import block_tables as tg
+from tests.support.failed_write import fail_before_complete
 
 CFG = TableConfig(name="t", record_key_fields=["id"], partition_fields=["city"], ordering_field="ts")
 
@@ -223,3 +226,39 @@ def test_no_last_attributes_are_assigned():
     assign = re.compile(r"\.last_\w+\s*(?::[^=\n]*)?=(?!=)")
     found = [f"{name}: {m.group(0)}" for name, text in _sources() for m in assign.finditer(text)]
     assert found == []
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_write_a_live_hudi_writer_is_making_is_refused_not_rolled_back(tmp_path, version):
+    """An Apache Hudi writer takes no lock of ours; its pending write has a heartbeat Hudi
+    refreshes, an empty ``.hoodie/.heartbeat/<instant>``. Our commit used to roll every
+    pending write back as a dead writer's, deleting the files a live writer was about to
+    commit. Now it is refused (retryable) while the heartbeat is younger than Hudi's
+    expiry, and rolled back once it is older; a write of ours a crash left (its heartbeat
+    holds a time) is rolled back at once, as before."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 2)
+        fail_before_complete(lambda: w.upsert(gen.upserts(30, tag="inflight")))  # not in the model
+        [pending] = streamer.read.Table.open(path).timeline.pending()
+        beat = Path(path, METAFOLDER, ".heartbeat", pending.timestamp)
+        assert beat.read_bytes(), "precondition: our writer's heartbeat holds a time"
+        beat.write_bytes(b"")  # Hudi's form, just refreshed
+        w = tg.open_writer(path)
+        with pytest.raises(CommitConflictError, match=rf"Apache Hudi writer is writing instant {pending.timestamp}"):
+            tg.step(w, gen, model)
+        with pytest.raises(CommitConflictError, match="Apache Hudi writer"):
+            w.rollback_failed_writes()
+        tl = streamer.read.Table.open(path).timeline
+        assert [i.timestamp for i in tl.pending()] == [pending.timestamp]
+        assert [i.timestamp for i in tl.completed_writes()][-1] < pending.timestamp, "nothing was committed"
+        stopped = beat.stat().st_mtime - 121  # past Hudi's expiry: a stopped writer's
+        os.utime(beat, (stopped, stopped))
+        tg.step(w, gen, model)
+        assert not streamer.read.Table.open(path).timeline.pending()
+        assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+        # ours, crashed with a fresh heartbeat: rolled back by the next commit
+        fail_before_complete(lambda: w.upsert(gen.upserts(30, tag="crashed")))
+        tg.step(tg.open_writer(path), gen, model)
+        assert not streamer.read.Table.open(path).timeline.pending()
+        assert tg.read_ours(path) == model.snapshot()
