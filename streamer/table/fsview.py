@@ -444,10 +444,12 @@ class FileSystemView:
         earlier = sorted(k for k in keys if k <= done)
         if earlier:
             return earlier[-1]
-        # a log-only head: named by its first log on storage (a lost first log's successor
-        # names it now), as :meth:`_slices` names it
-        on_storage = self._layout2_log_keys(g, v, keys) if g else {}
-        return next((k for k in on_storage.values() if k not in keys), lf.base_instant)
+        # a log-only head: named by its first completed log on storage (a lost first
+        # log's successor names it now), as :meth:`_layout2_log_keys` names it
+        first = min(keys) if keys else None
+        heads = [f.base_instant for f in (g.log_files if g else ())
+                 if (d := self._completion(v, f.base_instant)) is not None and (first is None or d < first)]
+        return min(heads, default=lf.base_instant)
 
     def served_base_instants(self, as_of: str | None = None) -> dict[tuple[str, str], str]:
         """(partition, file id) -> the base instant of the oldest slice a snapshot reads
