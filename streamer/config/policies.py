@@ -93,7 +93,8 @@ class CleanPolicy(StrictModel):
     #: background service (``hoodie.clean.async.enabled``); ``off``: never.
     mode: Mode = "inline"
     #: Hudi ``hoodie.cleaner.commits.retained`` (``KEEP_LATEST_COMMITS``): the last N writes stay
-    #: queryable (time travel, incremental). Default when neither rule is set: 10.
+    #: queryable (time travel, incremental), and every write since the earliest pending write
+    #: or table service plan. Default when neither rule is set: 10.
     retain_commits: PositiveInt | None = None
     #: Hudi ``hoodie.cleaner.fileversions.retained`` (``KEEP_LATEST_FILE_VERSIONS``): keep each file
     #: group's N newest slices. Exclusive with ``retain_commits``.

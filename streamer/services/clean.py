@@ -45,11 +45,26 @@ class CleanOutcome:
     earliest_commit_to_retain: str | None
 
 
+#: the pending instants the retained commits may not pass (Hudi's commits-and-compaction timeline)
+_HELD_BY = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING,
+                      Action.COMPACTION, Action.LOG_COMPACTION})
+
+
 def earliest_commit_to_retain(table: Table, retain: int) -> Instant | None:
+    """The ``retain``-th newest completed write, but never after the earliest pending
+    write or table service (Hudi's ``CleanerUtils.getEarliestCommitToRetain``): a write or
+    plan still pending was made against the slices of its time, and when it completes a
+    query as of it must still find them. Then the newest completed write before it (None:
+    nothing to clean)."""
     writes = table.timeline.completed_writes()
     if len(writes) <= retain:
         return None
-    return writes[-retain]
+    nth = writes[-retain]
+    pending = next((i for i in table.timeline.pending() if i.action in _HELD_BY), None)
+    if pending is None or nth.timestamp <= pending.timestamp:
+        return nth
+    before = [w for w in writes if w.timestamp < pending.timestamp]
+    return before[-1] if before else None
 
 
 def _deletable(slices: list[FileSlice], rule: str, n: int, earliest: str | None, keep_from: str | None,
