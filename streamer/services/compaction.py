@@ -208,9 +208,11 @@ def service_transaction(table: Table, timeout_s: float, expiry_s: float = 60.0) 
                        purpose="table service", busy=CompactionConflict, drop_metadata=True)
 
 
-def old_slice(table: Table, op: CompactionOperation) -> FileSlice:
-    """The slice as it is now (its logs may have grown since planning)."""
-    s = slice_named(table.fsview.group_slices(op.partition_path, op.file_id), op.base_instant_time)
+def old_slice(table: Table, op: CompactionOperation, planned_at: str) -> FileSlice:
+    """The slice the operation of the plan ``planned_at`` compacts, as it is now (its logs
+    may have grown since planning)."""
+    s = slice_named(table.fsview.group_slices(op.partition_path, op.file_id), op.base_instant_time,
+                    planned_at=planned_at)
     if s is not None:
         return s
     raise ServiceError(f"slice {op.partition_path}/{op.file_id}@{op.base_instant_time} of the plan is gone")
@@ -302,7 +304,7 @@ class CompactionRun:
             plan = read_plan(table, self.instant)
             redo, fresh = [], []
             for i, op in enumerate(plan.operations):
-                cur = old_slice(table, op)
+                cur = old_slice(table, op, ts)
                 if _seen(table, cur, now) != self.seen[i]:
                     redo.append(i)
                     fresh.append(cur)
@@ -335,7 +337,7 @@ def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 1
     table.refresh()
     completed = table.timeline.committed()
     spec = SliceReadSpec(merge=table.merge_spec(), completed=completed)
-    slices = [old_slice(table, op) for op in plan.operations]
+    slices = [old_slice(table, op, inst.timestamp) for op in plan.operations]
     seen = [_seen(table, s, completed) for s in slices]
     stats = _compact_all(table, inst.timestamp, slices, spec, workers, accept_damage=accept_damage)
     return CompactionRun(inst, slices, stats, seen, workers, lock_timeout_s, accept_damage)

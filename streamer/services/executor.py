@@ -211,11 +211,12 @@ def plan_slices(table: Table, inst: Instant) -> list[FileSlice]:
     out = []
     if inst.action == Action.COMPACTION:
         for op in plan.operations:
-            out.append(old_slice(table, op))
+            out.append(old_slice(table, op, inst.timestamp))
         return out
     groups = table.fsview.all_slices()
     for op in plan.operations:
-        s = slice_named(groups.get((op.partition_path, op.file_id), ()), op.base_instant_time)
+        s = slice_named(groups.get((op.partition_path, op.file_id), ()), op.base_instant_time,
+                        planned_at=inst.timestamp)
         if s is not None:
             out.append(s)
     return out

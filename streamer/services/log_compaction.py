@@ -201,7 +201,8 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
     if schema:
         meta.extra_metadata["schema"] = schema
     for op in plan.operations:
-        fslice = slice_named(by_group.get((op.partition_path, op.file_id), ()), op.base_instant_time)
+        fslice = slice_named(by_group.get((op.partition_path, op.file_id), ()), op.base_instant_time,
+                             planned_at=inst.timestamp)
         if fslice is None:
             log.warning("log compaction %s: slice %s/%s@%s is gone; skipping it", inst.timestamp,
                         op.partition_path, op.file_id, op.base_instant_time)

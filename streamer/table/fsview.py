@@ -110,18 +110,20 @@ class FileGroup:
     log_files: list[LogFile] = field(default_factory=list)
 
 
-def slice_named(slices: Iterable[FileSlice], base_instant: str) -> FileSlice | None:
-    """The slice of one group a plan operation names by its base instant time.
+def slice_named(slices: Iterable[FileSlice], base_instant: str, *, planned_at: str) -> FileSlice | None:
+    """The slice of one group a plan operation (of the plan ``planned_at``) names by its
+    base instant time.
 
     Plans this project wrote at versions 8 and 9 before log-only slices were named as
     Hudi 1.x names them (after their first log's delta commit) carry ``""`` for such a
-    slice: that is the group's first slice, when it has no base file.
+    slice: that is the group's first slice, when it has no base file and began before the
+    plan (after it, it is a compaction's new slice: the planned one is gone).
     """
     slices = list(slices)
     for s in slices:
         if s.base_instant == base_instant:
             return s
-    if base_instant == "" and slices and slices[0].base_file is None:
+    if base_instant == "" and slices and slices[0].base_file is None and slices[0].base_instant < planned_at:
         return slices[0]
     return None
 

@@ -263,15 +263,16 @@ class Timeline:
         in seconds: Hudi's writer refreshes ``.hoodie/.heartbeat/<instant>``, an empty file
         (ours hold the time they were written), and counts it expired after
         :data:`HUDI_HEARTBEAT_EXPIRY_S`. Rolling such a write back would delete the files
-        a live writer is about to commit. One existence check per pending write, so none
-        on a table without one."""
+        a live writer is about to commit. One status call per pending write, so none on a
+        table without one. Hudi writes heartbeats only under its lazy failed-writes policy
+        (multi-writer); a writer under its default eager policy leaves none to find."""
         now = time.time() if now is None else now
         out = []
         for i in self.failed_writes():
-            hb = posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp)
-            if not self.fs.exists(hb):
+            try:  # one call: the writer may commit and delete it in between two
+                st = self.fs.status(posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp))
+            except MissingFileError:
                 continue
-            st = self.fs.status(hb)
             age = now - (st.mtime_ns or 0) / 1e9
             if st.size == 0 and age < HUDI_HEARTBEAT_EXPIRY_S:
                 out.append((i, max(age, 0.0)))

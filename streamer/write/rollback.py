@@ -165,13 +165,15 @@ def sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None:
 
 
 def sweep_completed(fs: FileSystem, base_path: str, timeline: Timeline) -> None:
-    """Drop markers/heartbeats a writer killed right after completing left behind (and a
-    heartbeat's temp file, :func:`streamer.fs.temp_name`, a kill left mid-beat)."""
+    """Drop markers/heartbeats a writer killed right after completing left behind, and a
+    heartbeat's temp file (:func:`streamer.fs.temp_name`) a kill left mid-beat once its
+    instant is no longer pending (completed or rolled back)."""
     done = {i.timestamp for i in timeline.completed()}
+    pending = {i.timestamp for i in timeline.pending()}
     for folder in (TEMP_FOLDER, HEARTBEAT_FOLDER):
         for st in fs.list_dir(posixpath.join(base_path, METAFOLDER, folder)):
             if st.name in done or (folder == HEARTBEAT_FOLDER and st.name.startswith(TEMP_PREFIX)
-                                   and st.name[len(TEMP_PREFIX):].split(".")[0] in done):
+                                   and st.name[len(TEMP_PREFIX):].split(".")[0] not in pending):
                 if st.is_dir:
                     fs.delete_dir(st.path)
                 else:

@@ -23,6 +23,7 @@ import pytest
 from streamer.config.policies import CleanPolicy, CompactionPolicy
 from streamer.read import Table
 from streamer.services.clean import run_clean
+from streamer.services.common import ServiceError
 from streamer.services.compaction import schedule_compaction_safely
 from streamer.services.executor import execute
 from streamer.table.instant import Action
@@ -101,3 +102,19 @@ def test_a_planned_log_only_slice_survives_writes_and_clean_then_compacts(table,
     want = {**_expected(), "k3": 4}
     assert _rounds(Table.open(table).read()) == want
     assert _rounds(read_hudi_rs(table)) == want
+
+
+def test_an_older_plan_whose_log_only_slice_is_lost_is_not_run_on_the_new_slice(table):
+    """A plan naming its slice ``""`` finds the group's first slice only if that began
+    before the plan: with every planned log lost, the first slice is the compaction's own
+    new one, and compacting it would commit the loss of the planned rows."""
+    [[s]] = Table.open(table).fsview.all_slices().values()
+    planned = _plan_as(table, "")
+    w = HudiWriter.open(table)
+    w.upsert(pa.Table.from_pylist([{"key": "k3", "ts": 203, "level": "NEW", "severity": 3,
+                                    "partition": "", "round": 3}], schema=SCHEMA))
+    for lf in s.log_files:
+        Path(lf.path).unlink()
+    with pytest.raises(ServiceError, match=r"of the plan is gone"):
+        execute(Table.open(table), Table.open(table).timeline.get(planned))
+    assert not Table.open(table).timeline.get(planned).is_completed

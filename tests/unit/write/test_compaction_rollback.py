@@ -26,7 +26,7 @@ def _half_run(p: str):
     inflight = t.timeline.transition_to_inflight(t.timeline.get(comp.timestamp))
     op = read_plan(t, inflight).operations[0]
     spec = SliceReadSpec(merge=t.merge_spec(), completed=t.timeline.completed_timestamps())
-    st = compact_slice(t, comp.timestamp, old_slice(t, op), spec, 0)
+    st = compact_slice(t, comp.timestamp, old_slice(t, op, comp.timestamp), spec, 0)
     partial = os.path.join(p, st.path)
     assert os.path.exists(partial)
     return comp, inflight, partial

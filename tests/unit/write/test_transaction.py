@@ -257,8 +257,13 @@ def test_a_write_a_live_hudi_writer_is_making_is_refused_not_rolled_back(tmp_pat
         tg.step(w, gen, model)
         assert not streamer.read.Table.open(path).timeline.pending()
         assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
-        # ours, crashed with a fresh heartbeat: rolled back by the next commit
+        # ours, crashed with a fresh heartbeat (and the temp file of a beat a kill cut
+        # short): rolled back by the next commit, the temp file swept with it
         fail_before_complete(lambda: w.upsert(gen.upserts(30, tag="crashed")))
+        [crashed] = streamer.read.Table.open(path).timeline.pending()
+        cut = beat.parent / f"_mor_tmp.{crashed.timestamp}.0123abcd.tmp"
+        cut.write_bytes(b"")
         tg.step(tg.open_writer(path), gen, model)
         assert not streamer.read.Table.open(path).timeline.pending()
+        assert not cut.exists(), "a cut beat's temp file outlived its rolled-back write"
         assert tg.read_ours(path) == model.snapshot()
