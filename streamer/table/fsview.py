@@ -315,8 +315,11 @@ class FileSystemView:
         compaction) at or before the completion time of the delta commit that wrote the log.
         Logs completed before every such key form a log-only slice named by the first of
         them's delta commit (Hudi names it so, and compaction plans, the cleaner and Hudi's
-        compactor match slices by that name). Logs not completed belong to no slice here
-        (Hudi files them under its newest slice and filters them out of every read)."""
+        compactor match slices by that name). Logs not completed belong to no slice here;
+        Hudi files them under its newest slice, or - a group with no slice yet - opens one
+        named by the pending log itself, filtered out of reads until that write completes
+        or is rolled back (so until then Hudi's head name may differ from ours; the eager
+        rollback before every commit of ours removes such logs)."""
         keys = sorted(slice_keys)
         out: dict[LogFile, str] = {}
         head: str | None = None
