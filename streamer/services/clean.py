@@ -9,8 +9,8 @@ Never deleted: a group's latest slice, any slice a pending compaction or log com
 reads (a compaction's old slice is merged with the new one by readers until it commits),
 and the slice a savepoint's time reads (Hudi's savepoints, which a restore goes back
 to). The file groups a replacecommit replaced are deleted once it is older than the
-retained commits. The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is finished from
-it; deleting a file twice is harmless.
+retained commits. The plan (``HoodieCleanerPlan``) is written first, so a crashed clean is
+finished from it; deleting a file twice is harmless.
 """
 
 from __future__ import annotations
