@@ -145,7 +145,7 @@ class Transaction:
         so the result's duration counts the wait for the lock too."""
         started = time.monotonic() if started is None else started
         state = TableState(base.refresh() if base is not None else TableSnapshot.load(self.fs, self.base_path))
-        self.refuse_live_hudi_writes(state.timeline)
+        state = self._after_live_hudi_writes(state)
         if drop_metadata_table(self.fs, self.base_path, state.props):
             state = TableState.load(self.fs, self.base_path)
         self.require(state.snapshot, work.requirements)
@@ -392,6 +392,19 @@ class Transaction:
                 f"(its heartbeat {HEARTBEAT_FOLDER}/{inst.timestamp} was refreshed {age:.0f}s ago); "
                 f"one writer at a time - retry once it has committed, or once its heartbeat is "
                 f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
+
+    def _after_live_hudi_writes(self, state: TableState) -> TableState:
+        """``state``, or - while an Apache Hudi writer is writing the table - the table's
+        state once it is done, waited for as long as for our own lock (``timeout_s``,
+        re-read every second); still writing then: :meth:`refuse_live_hudi_writes`."""
+        deadline = time.monotonic() + self.timeout_s
+        while state.timeline.live_hudi_writes():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.refuse_live_hudi_writes(state.timeline)
+            time.sleep(min(1.0, max(left, 0.01)))
+            state = TableState.load(self.fs, self.base_path)
+        return state
 
     def rollback_failed_writes(self, timeline: Timeline) -> list[RollbackOutcome]:
         """Resume interrupted rollbacks, then roll back every failed write (oldest first).

@@ -8,6 +8,7 @@ import json
 import os
 import posixpath
 import re
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -244,17 +245,23 @@ def test_a_write_a_live_hudi_writer_is_making_is_refused_not_rolled_back(tmp_pat
         beat = Path(path, METAFOLDER, ".heartbeat", pending.timestamp)
         assert beat.read_bytes(), "precondition: our writer's heartbeat holds a time"
         beat.write_bytes(b"")  # Hudi's form, just refreshed
-        w = tg.open_writer(path)
+        impatient = HudiWriter.open(path, options=dataclasses.replace(tg.SMALL, lock_timeout_s=0.2))
         with pytest.raises(CommitConflictError, match=rf"Apache Hudi writer is writing instant {pending.timestamp}"):
-            tg.step(w, gen, model)
+            tg.step(impatient, gen, model)
         with pytest.raises(CommitConflictError, match="Apache Hudi writer"):
-            w.rollback_failed_writes()
+            impatient.rollback_failed_writes()
         tl = streamer.read.Table.open(path).timeline
         assert [i.timestamp for i in tl.pending()] == [pending.timestamp]
         assert [i.timestamp for i in tl.completed_writes()][-1] < pending.timestamp, "nothing was committed"
-        stopped = beat.stat().st_mtime - 121  # past Hudi's expiry: a stopped writer's
-        os.utime(beat, (stopped, stopped))
-        tg.step(w, gen, model)
+        # a commit waits for it as for our own lock: here the Hudi writer stops beating
+        # (its heartbeat ages past Hudi's expiry) while our commit waits
+        stopped = beat.stat().st_mtime - 121
+        stops = threading.Timer(0.5, os.utime, (beat, (stopped, stopped)))
+        stops.start()
+        try:
+            tg.step(HudiWriter.open(path, options=dataclasses.replace(tg.SMALL, lock_timeout_s=30.0)), gen, model)
+        finally:
+            stops.cancel()
         assert not streamer.read.Table.open(path).timeline.pending()
         assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
         # ours, crashed with a fresh heartbeat (and the temp file of a beat a kill cut
