@@ -189,9 +189,15 @@ class FileSystem:
         """Make ``path`` appear with all of ``data`` or not at all.
 
         Local/HDFS: write a temp file (:func:`temp_name`), fsync, rename. Object stores:
-        a single PUT is already atomic.
+        one PUT of the whole body. On S3 it is sent whole (boto3), not through pyarrow's
+        output stream: an exception inside that stream's ``with`` - Ctrl-C, which a
+        service takes mid-round - closes it, and closing uploads what was written so far,
+        an empty completed instant at worst (seen in the services campaign on s3proxy).
         """
         if not self.supports_atomic_rename:
+            if self.conditional is not None:
+                self.conditional.put(path, bytes(data))
+                return
             self.write_bytes(path, data)
             return
         parent = posixpath.dirname(path)

@@ -13,6 +13,7 @@ variables removed, so nothing of the YAML route silently falls back to the envir
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
@@ -227,3 +228,49 @@ def test_a_store_that_cannot_serve_a_read_is_reported_as_storage_not_damage(loca
     assert not isinstance(e.value, CorruptDataError), e.value
     assert proxy.injected["reset"] >= 1
     assert Table.open(uri).read().num_rows == 2  # the file was intact all along
+
+
+class _InterruptedStreams:
+    """``fs.arrow`` whose output streams are interrupted (KeyboardInterrupt, as Ctrl-C
+    raises it) after they opened and before any byte was written."""
+
+    def __init__(self, arrow) -> None:
+        self._arrow = arrow
+
+    def __getattr__(self, name):
+        return getattr(self._arrow, name)
+
+    def open_output_stream(self, path, *args, **kwargs):
+        real = self._arrow.open_output_stream(path, *args, **kwargs)
+
+        class Interrupted:
+            def __enter__(self):
+                return self
+
+            def write(self, data):
+                raise KeyboardInterrupt
+
+            def __exit__(self, *exc):
+                real.close()  # what pyarrow's stream does on any exit: uploads what it has
+                return False
+
+        return Interrupted()
+
+
+def test_an_atomic_file_interrupted_mid_write_is_absent_not_empty(s3):
+    """Ctrl-C inside pyarrow's S3 output stream closed it, and closing uploaded an empty
+    object: a compactor interrupted while completing its instant left an empty
+    ``.commit`` (the services campaign on s3proxy). An atomic file is now one whole PUT."""
+    fs, p = s3
+    target = f"{p}/.hoodie/20240101.commit"
+    real = fs.arrow
+    fs.arrow = _InterruptedStreams(real)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fs.write_bytes(f"{p}/probe", b"x")
+        with contextlib.suppress(KeyboardInterrupt):
+            fs.write_atomic(target, b"{}")
+    finally:
+        fs.arrow = real
+    assert fs.read_bytes(f"{p}/probe") == b"", "the hazard: an interrupted stream uploads what it has"
+    assert not fs.exists(target) or fs.read_bytes(target) == b"{}"
