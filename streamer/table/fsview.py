@@ -446,9 +446,9 @@ class FileSystemView:
         pending = v.pending_compactions.get(key)
         if pending:
             keys.add(pending)
-        earlier = sorted(k for k in keys if k <= done)
-        if earlier:
-            return earlier[-1]
+        newest = max((k for k in keys if k <= done), default=None)
+        if newest is not None:
+            return newest
         # a log-only head: named by its first completed log on storage (a lost first
         # log's successor names it now), as :meth:`_layout2_log_keys` names it
         first = min(keys) if keys else None

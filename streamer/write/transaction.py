@@ -386,23 +386,25 @@ class Transaction:
         rolling its write back would destroy it. Nothing is changed; it is retryable."""
         live = timeline.live_hudi_writes()
         if live:
-            inst, age = live[0]
-            raise CommitConflictError(
-                f"{self.base_path}: an Apache Hudi writer is writing instant {inst.timestamp} "
-                f"(its heartbeat {HEARTBEAT_FOLDER}/{inst.timestamp} was refreshed {age:.0f}s ago); "
-                f"one writer at a time - retry once it has committed, or once its heartbeat is "
-                f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
+            raise self._hudi_writing(*live[0])
+
+    def _hudi_writing(self, inst: Instant, age: float) -> CommitConflictError:
+        return CommitConflictError(
+            f"{self.base_path}: an Apache Hudi writer is writing instant {inst.timestamp} "
+            f"(its heartbeat {HEARTBEAT_FOLDER}/{inst.timestamp} was refreshed {age:.0f}s ago); "
+            f"one writer at a time - retry once it has committed, or once its heartbeat is "
+            f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
 
     def _after_live_hudi_writes(self, state: TableState) -> TableState:
         """``state``, or - while an Apache Hudi writer is writing the table - the table's
         state once it is done, waited for as long as for our own lock (``timeout_s``,
-        re-read every second); still writing then: :meth:`refuse_live_hudi_writes`."""
+        re-read every second); still writing then: :class:`CommitConflictError`."""
         deadline = time.monotonic() + self.timeout_s
-        while state.timeline.live_hudi_writes():
+        while live := state.timeline.live_hudi_writes():
             left = deadline - time.monotonic()
             if left <= 0:
-                self.refuse_live_hudi_writes(state.timeline)
-            time.sleep(min(1.0, max(left, 0.01)))
+                raise self._hudi_writing(*live[0])
+            time.sleep(min(1.0, left))
             state = TableState.load(self.fs, self.base_path)
         return state
 
