@@ -42,10 +42,11 @@ from streamer import faults
 from streamer.errors import CommitConflictError, CommitError, StreamerError
 from streamer.fs import FileSystem
 from streamer.table import lsm_history
+from streamer.table.fsview import FileSystemView
 from streamer.table.instant import Action, Instant, State
 from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
-from streamer.table.metadata_table import drop_metadata_table
-from streamer.table.properties import METAFOLDER
+from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
+from streamer.table.properties import METAFOLDER, load_properties
 from streamer.table.snapshot import TableSnapshot
 from streamer.table.timeline import HEARTBEAT_FOLDER, HUDI_HEARTBEAT_EXPIRY_S, Timeline
 from streamer.write.lock import FileLock, WriterLock
@@ -121,7 +122,12 @@ class Transaction:
                 raise self._busy(f"{self.base_path}: writer lock busy for {self.timeout_s:.0f}s ({e})") from e
         try:
             if self._drop_metadata:
-                drop_metadata_table(self.fs, self.base_path)
+                self._drop_metadata_table()
+        except CommitConflictError as e:
+            self.__exit__()
+            if self._busy is None:
+                raise
+            raise self._busy(str(e)) from e
         except BaseException:
             self.__exit__()
             raise
@@ -130,6 +136,16 @@ class Transaction:
     def __exit__(self, *exc: object) -> None:
         if self._owns_lock:
             self.lock.release()
+
+    def _drop_metadata_table(self) -> None:
+        """Drop Hudi's metadata table - once no Apache Hudi writer is writing the table: its
+        commit updates that metadata table, and one deleted under it fails or loses that
+        commit. Waited for as a commit waits (:meth:`_after_live_hudi_writes`); a table
+        without a metadata table costs one read of its properties, as before."""
+        props = load_properties(self.fs, self.base_path)
+        if has_metadata_table(props):
+            state = self._after_live_hudi_writes(TableState.load(self.fs, self.base_path))
+            drop_metadata_table(self.fs, self.base_path, state.props)
 
     def still_owner(self) -> bool:
         """Whether the lock is still ours (a stall past its expiry lets a successor take it)."""
@@ -174,23 +190,26 @@ class Transaction:
             lookup=planned.lookup, engine_stats=engine_stats, moved=planned.moved, stale=planned.stale,
         )
 
-    @staticmethod
-    def _refuse_clustered(state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
-        """Fail the commit if it wrote into a file group a pending clustering will rewrite -
-        Hudi's default (``SparkRejectUpdateStrategy``): the clustering replaces the group
-        with what its plan read, so these rows would be lost. Asked of the commit's own
-        listing (a steady commit lists the timeline once): a clustering Hudi schedules,
-        without our lock, while this commit writes is not seen."""
-        busy = state.fsview.pending_clustering_file_groups()
-        if not busy:
-            return
-        hit = sorted({(s.partition_path or "", s.file_id) for s in stats} & set(busy))
+    def _refuse_clustered(self, state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
+        """Fail the commit if it wrote into a file group a clustering rewrites - Hudi's
+        default (``SparkRejectUpdateStrategy``) for one pending: the clustering replaces
+        the group with what its plan read, so these rows would be lost - or into one a
+        replacecommit replaced while it wrote (Hudi's optimistic concurrency control).
+        Hudi schedules and runs those without our lock, so the timeline is listed again
+        here, after the write: one listing of its folder."""
+        written = {(s.partition_path or "", s.file_id) for s in stats}
+        now = FileSystemView(self.fs, self.base_path, state.props, state.timeline.reload())
+        busy = now.rewritten_file_groups(state.timeline)
+        hit = sorted(written & busy.keys())
         if hit:
             p, f = hit[0]
+            by = busy[hit[0]]
+            what, then = ((f"replacecommit {by.timestamp} replaced while it wrote", "") if by.is_completed
+                          else (f"pending clustering {by.timestamp} will rewrite", " once the clustering completed"))
             raise CommitConflictError(
-                f"instant {instant} of {state.base_path} wrote into file group {p}/{f}, which the pending "
-                f"clustering {busy[hit[0]]} will rewrite ({len(hit)} group(s) in all); not committed: the "
-                "next run rolls it back, and the batch goes through once the clustering completed")
+                f"instant {instant} of {state.base_path} wrote into file group {p}/{f}, which the {what} "
+                f"({len(hit)} group(s) in all); not committed: the next run rolls it back, and the batch "
+                f"goes through{then}")
 
     @staticmethod
     def require(snapshot: TableSnapshot, requirements: Sequence[Requirement]) -> None:

@@ -1,5 +1,5 @@
 """Timeline actions Apache Hudi takes on a table and this project never writes: a
-savepoint (``CALL create_savepoint``), a replacecommit (``delete_partition``,
+metadata table, a savepoint (``CALL create_savepoint``), a replacecommit (``delete_partition``,
 ``insert_overwrite``) and a version-6 clustering plan, made in Hudi's file form for the tests of what our
 services leave alone (tests/unit/services/test_archive_rules.py, test_upgrade.py)."""
 
@@ -13,6 +13,8 @@ from streamer.table.instant import Action
 from streamer.table.metadata import CommitMetadata
 from streamer.table.metadata.archive import REPLACE_COMMIT_METADATA_SCHEMA
 from streamer.table.metadata.avro import write_avro
+from streamer.table.properties import load_properties, write_properties
+from streamer.table.table_keys import METADATA_PARTITIONS
 from streamer.write.transaction import Transaction
 
 
@@ -30,14 +32,53 @@ def savepoint(path: str, timestamp: str) -> list[str]:
     return names
 
 
-def replace_partition(path: str, partition_suffix: str) -> tuple[str, str]:
+def metadata_table(path: str, compacted_at: str | None) -> None:
+    """What a Hudi writer with ``hoodie.metadata.enable`` leaves: the ``files`` partition
+    on, and the metadata table's own timeline, compacted at ``compacted_at`` (None: never,
+    only its delta commits)."""
+    t = Table.open(path)
+    write_properties(t.fs, path, t.properties.with_updates({METADATA_PARTITIONS: "files"}))
+    folder = os.path.join(path, ".hoodie", "metadata")
+    os.makedirs(os.path.join(folder, ".hoodie"))
+    write_properties(t.fs, folder, load_properties(t.fs, path).with_updates({"hoodie.table.name": "t_metadata"}))
+    timeline = Table.open(folder).timeline.folder
+    os.makedirs(timeline, exist_ok=True)
+    first = t.timeline.completed_writes()[0].timestamp
+    done = (lambda ts: f"{ts}.") if t.timeline.layout_version < 2 else (lambda ts: f"{ts}_{ts}.")
+    names = [done(first) + "deltacommit"]
+    if compacted_at is not None:
+        names.append(done(compacted_at + "001") + "commit")
+    for name in names:
+        with open(os.path.join(timeline, name), "wb"):
+            pass
+
+
+class HudisLock:
+    """What a Hudi writer holds instead of our writers' lock: its own lock provider's, so
+    it acts while one of ours holds the table (``without_our_lock=True`` below)."""
+
+    def acquire(self, timeout_s: float) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+    def still_owner(self) -> bool:
+        return True
+
+
+def _transaction(t: Table, without_our_lock: bool) -> Transaction:
+    return Transaction(t.fs, t.base_path, lock=HudisLock() if without_our_lock else None)
+
+
+def replace_partition(path: str, partition_suffix: str, *, without_our_lock: bool = False) -> tuple[str, str]:
     """A Hudi ``delete_partition``: a replacecommit replacing every file group of the
     partition, its files left on storage (Hudi's cleaner deletes them later)."""
     t = Table.open(path)
     part = next(s.partition_path for s in t.fsview.latest_merged_slices() if s.partition_path.endswith(partition_suffix))
     groups = sorted({s.file_id for s in t.fsview.latest_merged_slices() if s.partition_path == part})
     meta = CommitMetadata(operation_type="delete_partition", partition_to_replace_file_ids={part: groups})
-    with Transaction(t.fs, path) as tx:
+    with _transaction(t, without_our_lock) as tx:
         tl = t.timeline
         inflight = tx.start(tl, tx.request(tl, Action.REPLACE_COMMIT))
         data = (meta.to_json_bytes() if tl.layout_version < 2
@@ -62,7 +103,7 @@ REQUESTED_REPLACE_SCHEMA = {
                {"name": "version", "type": ["int", "null"], "default": 1}]}
 
 
-def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = ()) -> str:
+def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = (), *, without_our_lock: bool = False) -> str:
     """A pending Hudi clustering of ``groups`` ((partition, file id) pairs): at version 6
     ``<t>.replacecommit.requested``, at 8 and 9 ``<t>.clustering.requested``, holding
     ``HoodieRequestedReplaceMetadata`` with operation ``CLUSTER``. Returns its time."""
@@ -71,5 +112,5 @@ def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = ()) -> str:
     plan = write_avro(REQUESTED_REPLACE_SCHEMA, {"operationType": "CLUSTER", "version": 1,
                                                  "clusteringPlan": {"inputGroups": [{"slices": slices}]}})
     action = Action.REPLACE_COMMIT if t.timeline.layout_version < 2 else Action.CLUSTERING
-    with Transaction(t.fs, path) as tx:
+    with _transaction(t, without_our_lock) as tx:
         return tx.request(t.timeline, action, plan=plan).timestamp

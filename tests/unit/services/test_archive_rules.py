@@ -20,11 +20,9 @@ from streamer.services.clean import run_clean
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
 from streamer.table.instant import format_instant_time, parse_instant_time
-from streamer.table.properties import load_properties, write_properties
-from streamer.table.table_keys import METADATA_PARTITIONS
 from tests.support import block_tables as tg
 from tests.support.archived_writes import archivable
-from tests.support.hudi_actions import replace_partition, savepoint
+from tests.support.hudi_actions import metadata_table, replace_partition, savepoint
 
 POLICY = ArchivePolicy(min_commits=2, max_commits=3)
 
@@ -74,27 +72,6 @@ def test_the_cleaner_keeps_the_files_a_savepoint_reads(tmp_path, version):
     assert tg.canon(Table.open(path).read()) == model.snapshot()
 
 
-def _metadata_table(path: str, compacted_at: str | None) -> None:
-    """What a Hudi writer with ``hoodie.metadata.enable`` leaves: the ``files`` partition
-    on, and the metadata table's own timeline, compacted at ``compacted_at`` (None: never,
-    only its delta commits)."""
-    t = Table.open(path)
-    write_properties(t.fs, path, t.properties.with_updates({METADATA_PARTITIONS: "files"}))
-    folder = os.path.join(path, ".hoodie", "metadata")
-    os.makedirs(os.path.join(folder, ".hoodie"))
-    write_properties(t.fs, folder, load_properties(t.fs, path).with_updates({"hoodie.table.name": "t_metadata"}))
-    timeline = Table.open(folder).timeline.folder
-    os.makedirs(timeline, exist_ok=True)
-    first = t.timeline.completed_writes()[0].timestamp
-    done = (lambda ts: f"{ts}.") if t.timeline.layout_version < 2 else (lambda ts: f"{ts}_{ts}.")
-    names = [done(first) + "deltacommit"]
-    if compacted_at is not None:
-        names.append(done(compacted_at + "001") + "commit")
-    for name in names:
-        with open(os.path.join(timeline, name), "wb"):
-            pass
-
-
 @pytest.mark.parametrize("version", [6, 9])
 def test_the_archive_stops_at_the_metadata_tables_last_compaction(tmp_path, version):
     control, path, never = (str(tmp_path / name) for name in ("control", "t", "never"))
@@ -102,12 +79,12 @@ def test_the_archive_stops_at_the_metadata_tables_last_compaction(tmp_path, vers
     assert run_archive(Table.open(control), POLICY).archived, "precondition: the same table without one archives"
     archivable(path, version)
     compacted = Table.open(path).timeline.completed_writes()[2].timestamp
-    _metadata_table(path, compacted)
+    metadata_table(path, compacted)
     out = run_archive(Table.open(path), POLICY)
     assert out.archived and max(out.archived) <= compacted < min(i.timestamp for i in Table.open(path).timeline)
     assert os.path.isdir(os.path.join(path, ".hoodie", "metadata"))  # an archive commits nothing: kept
     archivable(never, version)
-    _metadata_table(never, None)
+    metadata_table(never, None)
     assert run_archive(Table.open(never), POLICY).archived == []
 
 

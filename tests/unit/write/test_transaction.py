@@ -16,11 +16,14 @@ import pytest
 
 import streamer
 import streamer.read
+from streamer.config.policies import CompactionPolicy
 from streamer.errors import CommitConflictError, ConfigError
 from streamer.fs import FileSystem
+from streamer.services.compaction import CompactionConflict, schedule_compaction
 from streamer.table.identity import IndexConfig, IndexType
 from streamer.table.instant import Action
 from streamer.table.metadata import RollbackPlan, RollbackRequest
+from streamer.table.metadata_table import has_metadata_table
 from streamer.table.properties import METAFOLDER
 from streamer.table.snapshot import TableSnapshot
 from streamer.write import HudiWriter, TableConfig
@@ -31,6 +34,7 @@ from streamer.write.tagging import EngineStats
 from streamer.write.transaction import Transaction
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
+from tests.support.hudi_actions import metadata_table
 
 CFG = TableConfig(name="t", record_key_fields=["id"], partition_fields=["city"], ordering_field="ts")
 
@@ -274,3 +278,30 @@ def test_a_write_a_live_hudi_writer_is_making_is_refused_not_rolled_back(tmp_pat
         assert not streamer.read.Table.open(path).timeline.pending()
         assert not cut.exists(), "a cut beat's temp file outlived its rolled-back write"
         assert tg.read_ours(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_service_keeps_the_metadata_table_a_live_hudi_writer_commits_to(tmp_path, version):
+    """A table service drops Hudi's metadata table on entry: it commits, and does not
+    maintain one. A live Apache Hudi writer updates that metadata table when it commits,
+    and one deleted under it fails that commit or loses its update. The service used to
+    drop it anyway; now it waits for the writer as a commit does, then reports itself
+    busy, leaving the metadata table alone. Once the writer has stopped (its heartbeat
+    past Hudi's expiry) the metadata table goes as before."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, _ = tg.build(path, 2)
+        fail_before_complete(lambda: w.upsert(gen.upserts(30, tag="inflight")))
+        metadata_table(path, None)  # the Hudi writer's, (re)built as its write began
+        [pending] = streamer.read.Table.open(path).timeline.pending()
+        beat = Path(path, METAFOLDER, ".heartbeat", pending.timestamp)
+        beat.write_bytes(b"")  # Hudi's form, just refreshed
+        mdt = Path(path, METAFOLDER, "metadata")
+        with pytest.raises(CompactionConflict, match=rf"Apache Hudi writer is writing instant {pending.timestamp}"):
+            schedule_compaction(streamer.read.Table.open(path), CompactionPolicy(), force=True, lock_timeout_s=0.2)
+        assert has_metadata_table(streamer.read.Table.open(path).properties) and mdt.is_dir()
+        assert not streamer.read.Table.open(path).timeline.pending_compactions()
+        stopped = beat.stat().st_mtime - 121
+        os.utime(beat, (stopped, stopped))
+        schedule_compaction(streamer.read.Table.open(path), CompactionPolicy(), force=True, lock_timeout_s=0.2)
+        assert not has_metadata_table(streamer.read.Table.open(path).properties) and not mdt.exists()
