@@ -215,12 +215,6 @@ class FileSystem:
         if self.is_local:
             _fsync_local(parent)
 
-    def open_output_stream(self, path: str) -> pa.NativeFile:
-        parent = posixpath.dirname(path)
-        if parent:
-            self.mkdirs(parent)
-        return self.arrow.open_output_stream(path)
-
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Create ``path`` holding ``data`` only if it does not exist yet; ``True`` if we did.
 
@@ -364,11 +358,6 @@ class FileSystem:
 
     def rename(self, src: str, dst: str) -> None:
         self.arrow.move(src, dst)
-
-    def fsync(self, path: str) -> None:
-        """Make a local file durable (no-op elsewhere: object stores are durable on close)."""
-        if self.is_local:
-            _fsync_local(path)
 
 
 def _s3_from_pickle(conditional: Conditional, arrow: bytes) -> FileSystem:

@@ -253,13 +253,6 @@ class LocalKafkaBroker(ManagedProcess, KafkaClient):
         self._wait_until_ready(timeout_s)
         log.info("Kafka broker ready at %s (data in %s)", self.bootstrap_servers, self.workdir)
 
-    def restart(self, timeout_s: float | None = None) -> LocalKafkaBroker:
-        """Start a crashed broker again on the same ports and log dir (same cluster id), as
-        a supervisor restarts a node: clients see the same address come back with the
-        records and consumer-group offsets it had written to its log before the kill."""
-        self.crash()
-        return self.start(timeout_s)
-
     def ping(self) -> None:
         self._raise_if_exited(KafkaBrokerError)
         super().ping()

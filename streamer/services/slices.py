@@ -9,7 +9,6 @@ reasons in units, in the order the reader applies them (the reader's own
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Container
 from dataclasses import dataclass, field
 
@@ -71,7 +70,3 @@ def effective_units(
             units.append(unit)
         unit.blocks.append(b)
     return units, stats
-
-
-def relative(base_path: str, path: str) -> str:
-    return posixpath.relpath(path, base_path)

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamer.errors import CorruptDataError, SchemaError, TableError, one_line
+from streamer.errors import CorruptDataError, SchemaError, one_line
 from streamer.fs import FileSystem, read_failure
 from streamer.table import log_content as content_codec
 
@@ -62,10 +62,6 @@ class HeaderKey(IntEnum):
 
 
 ROLLBACK_COMMAND = "0"
-
-
-class LogAppendNotSupportedError(TableError):
-    """The filesystem cannot append; the writer must roll a new log file version."""
 
 
 @dataclass
@@ -475,29 +471,6 @@ def encode_command_block(header: Mapping[Any, str]) -> bytes:
     if HeaderKey.TARGET_INSTANT_TIME not in hdr:
         raise ValueError("a rollback command block needs TARGET_INSTANT_TIME")
     return encode_block(BlockType.COMMAND, hdr, b"")
-
-
-def append_blocks(fs: FileSystem, path: str, blocks: list[bytes]) -> None:
-    """Write ``blocks`` at the end of log ``path`` (creating it), then make it durable.
-
-    Raises :class:`LogAppendNotSupportedError` when the file exists and the store cannot
-    append (object stores): the writer then starts the next log version, as Hudi does.
-    """
-    data = b"".join(blocks)
-    if not fs.exists(path):
-        with fs.open_output_stream(path) as out:
-            out.write(data)
-        fs.fsync(path)
-        return
-    try:
-        stream = fs.arrow.open_append_stream(path)
-    except (NotImplementedError, pa.ArrowNotImplementedError) as e:
-        raise LogAppendNotSupportedError(
-            f"cannot append to existing log file on {fs.arrow.type_name}; roll a new log version", path
-        ) from e
-    with stream as out:
-        out.write(data)
-    fs.fsync(path)
 
 
 class LogBlockFormat(str, Enum):

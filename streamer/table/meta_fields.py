@@ -25,7 +25,3 @@ BLOOM_FOOTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_FOOTER_KEY = "hoodie_bloom_filter_type_code"
 MIN_KEY_FOOTER_KEY = "hoodie_min_record_key"
 MAX_KEY_FOOTER_KEY = "hoodie_max_record_key"
-
-
-def is_meta_column(name: str) -> bool:
-    return name in META_COLUMNS

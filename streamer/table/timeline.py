@@ -206,13 +206,6 @@ class Timeline:
     def pending_log_compactions(self) -> list[Instant]:
         return [i for i in self.instants if i.is_pending and i.action == Action.LOG_COMPACTION]
 
-    def pending_clusterings(self) -> list[Instant]:
-        return [
-            i
-            for i in self.instants
-            if i.is_pending and i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT)
-        ]
-
     def completion_time(self, timestamp: str) -> str | None:
         """Completion time of an instant (layout 2), its requested time in layout 1."""
         inst = self.get(timestamp)
@@ -374,7 +367,7 @@ class Timeline:
         if self.get(ts) is not None:
             raise CommitError(f"instant {ts} already exists on the timeline {self.folder}")
         inst = Instant(ts, action, State.REQUESTED)
-        self._write(inst, content, atomic=True)
+        self._write(inst, content)
         self.instants.append(inst)
         self.instants.sort(key=lambda i: i.timestamp)
         return inst
@@ -385,7 +378,7 @@ class Timeline:
         if not instant.is_requested:
             raise CommitError(f"{instant} is not requested; cannot move to inflight")
         inflight = instant.with_state(State.INFLIGHT)
-        self._write(inflight, content, atomic=True)
+        self._write(inflight, content)
         self._replace(inflight)
         return inflight
 
@@ -414,7 +407,7 @@ class Timeline:
         path = posixpath.join(self.folder, done.file_name(self.layout_version))
         if self.fs.exists(path):
             raise CommitError(f"instant already completed: {path}")
-        self._write(done, metadata, atomic=True)
+        self._write(done, metadata)
         self._replace(done)
         return done
 
@@ -466,13 +459,11 @@ class Timeline:
         self._replace(inflight)
         return inflight
 
-    def _write(self, instant: Instant, content: bytes, atomic: bool) -> None:
+    def _write(self, instant: Instant, content: bytes) -> None:
+        """Every timeline file appears whole or not at all: a reader that saw a torn plan
+        or inflight file would stop on it as corrupt."""
         name = instant.file_name(self.layout_version)
-        path = posixpath.join(self.folder, name)
-        if atomic:
-            self.fs.write_atomic(path, content)
-        else:
-            self.fs.write_bytes(path, content)
+        self.fs.write_atomic(posixpath.join(self.folder, name), content)
         self._files[(instant.timestamp, instant.state)] = TimelineFile(
             instant.timestamp, instant.action, instant.state, instant.completion_time, name
         )

@@ -39,11 +39,6 @@ class Marker:
     file_name: str
     io_type: IOType
 
-    def data_path(self, base_path: str) -> str:
-        return posixpath.join(base_path, self.partition, self.file_name) if self.partition else (
-            posixpath.join(base_path, self.file_name)
-        )
-
 
 def markers_dir(base_path: str, instant: str) -> str:
     return posixpath.join(base_path, METAFOLDER, TEMP_FOLDER, instant)

@@ -12,13 +12,13 @@ from streamer.fs import FileSystem
 from streamer.table.log_format import (
     BlockType,
     HeaderKey,
-    append_blocks,
     encode_block,
     encode_command_block,
     encode_data_block,
     encode_delete_block,
     read_log_file,
 )
+from tests.support.log_appends import append_blocks
 
 pytestmark = pytest.mark.conformance
 

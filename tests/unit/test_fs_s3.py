@@ -59,7 +59,7 @@ def test_files_round_trip_and_list(s3):
     fs, p = s3
     fs.write_atomic(f"{p}/.hoodie/20240101.deltacommit", b"{}")
     fs.write_bytes(f"{p}/city=sf/a.parquet", b"x" * 10)
-    with fs.open_output_stream(f"{p}/city=sf/big.log") as f:  # a multipart upload
+    with fs.arrow.open_output_stream(f"{p}/city=sf/big.log") as f:  # a multipart upload
         f.write(b"y" * (9 << 20))
     assert fs.read_bytes(f"{p}/.hoodie/20240101.deltacommit") == b"{}"
     assert fs.status(f"{p}/city=sf/big.log").size == 9 << 20

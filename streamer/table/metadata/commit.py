@@ -141,9 +141,6 @@ class CommitMetadata:
         for stats in self.partition_to_write_stats.values():
             yield from stats
 
-    def file_ids_by_partition(self) -> dict[str, set[str]]:
-        return {p: {s.file_id for s in stats if s.file_id} for p, stats in self.partition_to_write_stats.items()}
-
     def replaced_file_ids(self) -> set[tuple[str, str]]:
         return {(p, f) for p, ids in self.partition_to_replace_file_ids.items() for f in ids}
 

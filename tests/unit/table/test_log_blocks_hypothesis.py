@@ -26,11 +26,11 @@ from streamer.table.log_format import (
     LOG_FORMAT_VERSION,
     BlockType,
     HeaderKey,
-    append_blocks,
     encode_block,
     encode_delete_block,
     read_log_file,
 )
+from tests.support.log_appends import append_blocks
 
 FS = FileSystem()
 LOG_NAME = ".f-0_20250101000000000.log.1_0-0-0"

@@ -7,7 +7,6 @@ import decimal
 import struct
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pytest
 
 from streamer.fs import FileSystem
@@ -16,13 +15,12 @@ from streamer.table.log_format import (
     MAGIC,
     BlockType,
     HeaderKey,
-    LogAppendNotSupportedError,
-    append_blocks,
     encode_command_block,
     encode_data_block,
     encode_delete_block,
     read_log_file,
 )
+from tests.support.log_appends import append_blocks
 
 I1, I2, I3 = "20250101000000001", "20250101000000002", "20250101000000003"
 
@@ -135,39 +133,6 @@ def test_append_to_existing_log(fs, tmp_path) -> None:
     path = _write(fs, tmp_path, [encode_data_block(_table(["a"]), {HeaderKey.INSTANT_TIME: I1})])
     append_blocks(fs, path, [encode_command_block({HeaderKey.INSTANT_TIME: I2, HeaderKey.TARGET_INSTANT_TIME: I1})])
     assert [b.block_type for b in read_log_file(fs, path)] == [BlockType.PARQUET_DATA, BlockType.COMMAND]
-
-
-class _NoAppend(pafs.FileSystemHandler):
-    """Injected fault: a store without append, like S3."""
-
-    def __init__(self, root: str) -> None:
-        self.local = pafs.SubTreeFileSystem(root, pafs.LocalFileSystem())
-
-    def __eq__(self, other): return self is other
-    def __ne__(self, other): return self is not other
-    def get_type_name(self): return "noappend"
-    def normalize_path(self, path): return path
-    def get_file_info(self, paths): return self.local.get_file_info(paths)
-    def get_file_info_selector(self, selector): return self.local.get_file_info(selector)
-    def create_dir(self, path, recursive): self.local.create_dir(path, recursive=recursive)
-    def delete_dir(self, path): self.local.delete_dir(path)
-    def delete_dir_contents(self, path, missing_dir_ok=False): self.local.delete_dir_contents(path)
-    def delete_root_dir_contents(self): pass
-    def delete_file(self, path): self.local.delete_file(path)
-    def move(self, src, dest): self.local.move(src, dest)
-    def copy_file(self, src, dest): self.local.copy_file(src, dest)
-    def open_input_stream(self, path): return self.local.open_input_stream(path)
-    def open_input_file(self, path): return self.local.open_input_file(path)
-    def open_output_stream(self, path, metadata): return self.local.open_output_stream(path)
-    def open_append_stream(self, path, metadata): raise NotImplementedError("no append")
-
-
-def test_append_on_store_without_append_raises_clear_error(tmp_path) -> None:
-    fs = FileSystem(pafs.PyFileSystem(_NoAppend(str(tmp_path))))
-    blk = encode_command_block({HeaderKey.INSTANT_TIME: I2, HeaderKey.TARGET_INSTANT_TIME: I1})
-    append_blocks(fs, "x.log.1_0-0-0", [blk])  # creating is fine
-    with pytest.raises(LogAppendNotSupportedError, match="x.log.1_0-0-0"):
-        append_blocks(fs, "x.log.1_0-0-0", [blk])
 
 
 # -- corruption ------------------------------------------------------------------------------
