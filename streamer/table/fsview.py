@@ -420,24 +420,6 @@ class FileSystemView:
                 out.setdefault(key, inst.timestamp)
         return out
 
-    def rewritten_file_groups(self, listed: Timeline) -> dict[tuple[str, str], Instant]:
-        """(partition, file id) -> the instant that rewrites or replaced it, for what a
-        writer whose plan read the timeline ``listed`` must not have written into: every
-        pending clustering's groups (:meth:`pending_clustering_file_groups`), and the groups
-        a replacecommit completed since ``listed`` replaced (one known to ``listed`` left
-        its groups out of that plan already). Rows written into either are lost: Hudi's
-        optimistic concurrency control refuses such a commit."""
-        out: dict[tuple[str, str], Instant] = {}
-        by_time = {i.timestamp: i for i in self.timeline.instants}
-        for key, ts in self.pending_clustering_file_groups().items():
-            out[key] = by_time[ts]
-        known = {i.timestamp for i in listed.completed()}
-        for inst in self.timeline.completed():
-            if inst.action == Action.REPLACE_COMMIT and inst.timestamp not in known:
-                for key in self.commit_metadata(inst).replaced_file_ids():
-                    out.setdefault(key, inst)
-        return out
-
     # ------------------------------------------------------------------ integrity
     def written_slice_key(self, partition: str, file_id: str, name: str) -> str | None:
         """The base instant of the slice a file written into this group belongs to

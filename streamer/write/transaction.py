@@ -42,7 +42,6 @@ from streamer import faults
 from streamer.errors import CommitConflictError, CommitError, StreamerError
 from streamer.fs import FileSystem
 from streamer.table import lsm_history
-from streamer.table.fsview import FileSystemView
 from streamer.table.instant import Action, Instant, State
 from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPlan, WriteStat
 from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
@@ -190,26 +189,23 @@ class Transaction:
             lookup=planned.lookup, engine_stats=engine_stats, moved=planned.moved, stale=planned.stale,
         )
 
-    def _refuse_clustered(self, state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
-        """Fail the commit if it wrote into a file group a clustering rewrites - Hudi's
-        default (``SparkRejectUpdateStrategy``) for one pending: the clustering replaces
-        the group with what its plan read, so these rows would be lost - or into one a
-        replacecommit replaced while it wrote (Hudi's optimistic concurrency control).
-        Hudi schedules and runs those without our lock, so the timeline is listed again
-        here, after the write: one listing of its folder."""
-        written = {(s.partition_path or "", s.file_id) for s in stats}
-        now = FileSystemView(self.fs, self.base_path, state.props, state.timeline.reload())
-        busy = now.rewritten_file_groups(state.timeline)
-        hit = sorted(written & busy.keys())
+    @staticmethod
+    def _refuse_clustered(state: TableState, instant: str, stats: Sequence[WriteStat]) -> None:
+        """Fail the commit if it wrote into a file group a pending clustering will rewrite -
+        Hudi's default (``SparkRejectUpdateStrategy``): the clustering replaces the group
+        with what its plan read, so these rows would be lost. Asked of the commit's own
+        listing (a steady commit lists the timeline once): a clustering Hudi schedules,
+        without our lock, while this commit writes is not seen."""
+        busy = state.fsview.pending_clustering_file_groups()
+        if not busy:
+            return
+        hit = sorted({(s.partition_path or "", s.file_id) for s in stats} & set(busy))
         if hit:
             p, f = hit[0]
-            by = busy[hit[0]]
-            what, then = ((f"replacecommit {by.timestamp} replaced while it wrote", "") if by.is_completed
-                          else (f"pending clustering {by.timestamp} will rewrite", " once the clustering completed"))
             raise CommitConflictError(
-                f"instant {instant} of {state.base_path} wrote into file group {p}/{f}, which the {what} "
-                f"({len(hit)} group(s) in all); not committed: the next run rolls it back, and the batch "
-                f"goes through{then}")
+                f"instant {instant} of {state.base_path} wrote into file group {p}/{f}, which the pending "
+                f"clustering {busy[hit[0]]} will rewrite ({len(hit)} group(s) in all); not committed: the "
+                "next run rolls it back, and the batch goes through once the clustering completed")
 
     @staticmethod
     def require(snapshot: TableSnapshot, requirements: Sequence[Requirement]) -> None:

@@ -53,32 +53,14 @@ def metadata_table(path: str, compacted_at: str | None) -> None:
             pass
 
 
-class HudisLock:
-    """What a Hudi writer holds instead of our writers' lock: its own lock provider's, so
-    it acts while one of ours holds the table (``without_our_lock=True`` below)."""
-
-    def acquire(self, timeout_s: float) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-    def still_owner(self) -> bool:
-        return True
-
-
-def _transaction(t: Table, without_our_lock: bool) -> Transaction:
-    return Transaction(t.fs, t.base_path, lock=HudisLock() if without_our_lock else None)
-
-
-def replace_partition(path: str, partition_suffix: str, *, without_our_lock: bool = False) -> tuple[str, str]:
+def replace_partition(path: str, partition_suffix: str) -> tuple[str, str]:
     """A Hudi ``delete_partition``: a replacecommit replacing every file group of the
     partition, its files left on storage (Hudi's cleaner deletes them later)."""
     t = Table.open(path)
     part = next(s.partition_path for s in t.fsview.latest_merged_slices() if s.partition_path.endswith(partition_suffix))
     groups = sorted({s.file_id for s in t.fsview.latest_merged_slices() if s.partition_path == part})
     meta = CommitMetadata(operation_type="delete_partition", partition_to_replace_file_ids={part: groups})
-    with _transaction(t, without_our_lock) as tx:
+    with Transaction(t.fs, path) as tx:
         tl = t.timeline
         inflight = tx.start(tl, tx.request(tl, Action.REPLACE_COMMIT))
         data = (meta.to_json_bytes() if tl.layout_version < 2
@@ -103,7 +85,7 @@ REQUESTED_REPLACE_SCHEMA = {
                {"name": "version", "type": ["int", "null"], "default": 1}]}
 
 
-def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = (), *, without_our_lock: bool = False) -> str:
+def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = ()) -> str:
     """A pending Hudi clustering of ``groups`` ((partition, file id) pairs): at version 6
     ``<t>.replacecommit.requested``, at 8 and 9 ``<t>.clustering.requested``, holding
     ``HoodieRequestedReplaceMetadata`` with operation ``CLUSTER``. Returns its time."""
@@ -112,5 +94,5 @@ def clustering_plan(path: str, groups: Sequence[tuple[str, str]] = (), *, withou
     plan = write_avro(REQUESTED_REPLACE_SCHEMA, {"operationType": "CLUSTER", "version": 1,
                                                  "clusteringPlan": {"inputGroups": [{"slices": slices}]}})
     action = Action.REPLACE_COMMIT if t.timeline.layout_version < 2 else Action.CLUSTERING
-    with _transaction(t, without_our_lock) as tx:
+    with Transaction(t.fs, path) as tx:
         return tx.request(t.timeline, action, plan=plan).timestamp
