@@ -215,8 +215,12 @@ def run_clean(table: Table, policy: CleanPolicy, *, schedule: bool = True, execu
         # a clean removes files a metadata table would still list (Hudi readers trust it):
         # a service transaction drops it on entry
         if has_metadata_table(table.properties):
-            with service_transaction(table, lock_expiry_s * 4):
-                pass
+            try:
+                with service_transaction(table, lock_expiry_s * 4):
+                    pass
+            except CompactionConflict as e:  # the next round cleans
+                log.info("not cleaning now: %s", e)
+                return CleanOutcome(None, 0, None)
         table.refresh()
         deleted, last = 0, None
         # running a clean plan needs only the clean's own lock: it deletes files no reader

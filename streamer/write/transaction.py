@@ -137,14 +137,16 @@ class Transaction:
             self.lock.release()
 
     def _drop_metadata_table(self) -> None:
-        """Drop Hudi's metadata table - once no Apache Hudi writer is writing the table: its
-        commit updates that metadata table, and one deleted under it fails or loses that
-        commit. Waited for as a commit waits (:meth:`_after_live_hudi_writes`); a table
-        without a metadata table costs one read of its properties, as before."""
+        """Drop Hudi's metadata table - unless an Apache Hudi writer is writing the table
+        (:meth:`refuse_live_hudi_writes`): its commit updates that metadata table, and one
+        deleted under it fails or loses that commit. Not waited for, as a commit waits: a
+        service step holding the writers' lock that long would stall our own writer, and
+        the next round runs it. A table without a metadata table costs one read of its
+        properties, as before."""
         props = load_properties(self.fs, self.base_path)
         if has_metadata_table(props):
-            state = self._after_live_hudi_writes(TableState.load(self.fs, self.base_path))
-            drop_metadata_table(self.fs, self.base_path, state.props)
+            self.refuse_live_hudi_writes(Timeline.load(self.fs, self.base_path, props))
+            drop_metadata_table(self.fs, self.base_path, props)
 
     def still_owner(self) -> bool:
         """Whether the lock is still ours (a stall past its expiry lets a successor take it)."""
