@@ -74,6 +74,14 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or cur.is_completed:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
+        # Apache Hudi runs a plan without our plan lock, keeping its heartbeat instead: an
+        # inflight run of its is not a dead one to undo (that would delete the files it is
+        # about to commit), nor one to run a second time beside it
+        age = table.timeline.hudi_heartbeat_age(cur)
+        if age is not None:
+            log.info("%s: Apache Hudi is running %s %s (its heartbeat refreshed %.0fs ago); left to it",
+                     table.base_path, cur.action, cur.timestamp, age)
+            return ExecOutcome(inst.timestamp, inst.action, "busy")
         early = _recover_dead_run(table, cur, writer_lock_timeout_s)
         if early is not None:
             return early

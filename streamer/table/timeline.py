@@ -260,16 +260,22 @@ class Timeline:
         table without one. Hudi writes heartbeats only under its lazy failed-writes policy
         (multi-writer); a writer under its default eager policy leaves none to find."""
         now = time.time() if now is None else now
-        out = []
-        for i in self.failed_writes():
-            try:  # one call: the writer may commit and delete it in between two
-                st = self.fs.status(posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, i.timestamp))
-            except MissingFileError:
-                continue
-            age = now - (st.mtime_ns or 0) / 1e9
-            if st.size == 0 and age < HUDI_HEARTBEAT_EXPIRY_S:
-                out.append((i, max(age, 0.0)))
-        return out
+        ages = ((i, self.hudi_heartbeat_age(i, now)) for i in self.failed_writes())
+        return [(i, age) for i, age in ages if age is not None]
+
+    def hudi_heartbeat_age(self, instant: Instant, now: float | None = None) -> float | None:
+        """Seconds since an Apache Hudi process last refreshed ``instant``'s heartbeat, or
+        None when it has none that is live (absent, ours - which holds a time - or older
+        than :data:`HUDI_HEARTBEAT_EXPIRY_S`). Hudi's writers keep one under the lazy
+        failed-writes policy, and its multi-writer compactions and expiring clusterings keep
+        one for the plan they run (``BaseHoodieTableServiceClient``). One status call."""
+        now = time.time() if now is None else now
+        try:  # one call: the writer may commit and delete it in between two
+            st = self.fs.status(posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, instant.timestamp))
+        except MissingFileError:
+            return None
+        age = now - (st.mtime_ns or 0) / 1e9
+        return max(age, 0.0) if st.size == 0 and age < HUDI_HEARTBEAT_EXPIRY_S else None
 
     def is_clustering(self, instant: Instant) -> bool:
         """A clustering: its own action at versions 8 and 9; at version 6 a replacecommit
