@@ -259,8 +259,18 @@ class Timeline:
         a live writer is about to commit. One status call per pending write, so none on a
         table without one. Hudi writes heartbeats only under its lazy failed-writes policy
         (multi-writer); a writer under its default eager policy leaves none to find."""
+        return self._live_hudi(self.failed_writes(), now)
+
+    def live_hudi_instants(self, now: float | None = None) -> list[tuple[Instant, float]]:
+        """Pending instants of any action Apache Hudi is making, with its heartbeat's age
+        (see :meth:`live_hudi_writes`): its writes, and the compactions and expiring
+        clusterings its multi-writer table services run. Each of their commits updates
+        Hudi's metadata table. One status call per pending instant."""
+        return self._live_hudi(self.pending(), now)
+
+    def _live_hudi(self, instants: list[Instant], now: float | None) -> list[tuple[Instant, float]]:
         now = time.time() if now is None else now
-        ages = ((i, self.hudi_heartbeat_age(i, now)) for i in self.failed_writes())
+        ages = ((i, self.hudi_heartbeat_age(i, now)) for i in instants)
         return [(i, age) for i, age in ages if age is not None]
 
     def hudi_heartbeat_age(self, instant: Instant, now: float | None = None) -> float | None:

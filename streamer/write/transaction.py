@@ -137,15 +137,18 @@ class Transaction:
             self.lock.release()
 
     def _drop_metadata_table(self) -> None:
-        """Drop Hudi's metadata table - unless an Apache Hudi writer is writing the table
-        (:meth:`refuse_live_hudi_writes`): its commit updates that metadata table, and one
-        deleted under it fails or loses that commit. Not waited for, as a commit waits: a
-        service step holding the writers' lock that long would stall our own writer, and
-        the next round runs it. A table without a metadata table costs one read of its
-        properties, as before."""
+        """Drop Hudi's metadata table - unless Apache Hudi is making an instant of the
+        table (a write, or a compaction or clustering of its multi-writer services, see
+        :meth:`Timeline.live_hudi_instants`): its commit updates that metadata table, and
+        one deleted under it fails or loses that commit (:class:`CommitConflictError`).
+        Not waited for, as a commit waits: a service step holding the writers' lock that
+        long would stall our own writer, and the next round runs it. A table without a
+        metadata table costs one read of its properties, as before."""
         props = load_properties(self.fs, self.base_path)
         if has_metadata_table(props):
-            self.refuse_live_hudi_writes(Timeline.load(self.fs, self.base_path, props))
+            live = Timeline.load(self.fs, self.base_path, props).live_hudi_instants()
+            if live:
+                raise self._hudi_writing(*live[0])
             drop_metadata_table(self.fs, self.base_path, props)
 
     def still_owner(self) -> bool:
@@ -406,8 +409,11 @@ class Transaction:
             raise self._hudi_writing(*live[0])
 
     def _hudi_writing(self, inst: Instant, age: float) -> CommitConflictError:
+        what = (f"an Apache Hudi writer is writing instant {inst.timestamp}" if inst.action in Action.WRITE_ACTIONS
+                else f"Apache Hudi is running {inst.action} {inst.timestamp}, whose commit updates "
+                     f"Hudi's metadata table")
         return CommitConflictError(
-            f"{self.base_path}: an Apache Hudi writer is writing instant {inst.timestamp} "
+            f"{self.base_path}: {what} "
             f"(its heartbeat {HEARTBEAT_FOLDER}/{inst.timestamp} was refreshed {age:.0f}s ago); "
             f"one writer at a time - retry once it has committed, or once its heartbeat is "
             f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
@@ -415,9 +421,12 @@ class Transaction:
     def _after_live_hudi_writes(self, state: TableState) -> TableState:
         """``state``, or - while an Apache Hudi writer is writing the table - the table's
         state once it is done, waited for as long as for our own lock (``timeout_s``,
-        re-read every second); still writing then: :class:`CommitConflictError`."""
+        re-read every second); still writing then: :class:`CommitConflictError`. On a
+        table with Hudi's metadata table, which the commit drops, a compaction or
+        clustering Hudi is running is waited for too: its commit updates that table."""
         deadline = time.monotonic() + self.timeout_s
-        while live := state.timeline.live_hudi_writes():
+        while live := (state.timeline.live_hudi_instants() if has_metadata_table(state.props)
+                       else state.timeline.live_hudi_writes()):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise self._hudi_writing(*live[0])

@@ -308,3 +308,36 @@ def test_a_service_keeps_the_metadata_table_a_live_hudi_writer_commits_to(tmp_pa
         os.utime(beat, (stopped, stopped))
         schedule_compaction(streamer.read.Table.open(path), CompactionPolicy(), force=True, lock_timeout_s=0.2)
         assert not has_metadata_table(streamer.read.Table.open(path).properties) and not mdt.exists()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_metadata_table_stays_while_hudi_runs_a_compaction(tmp_path, version):
+    """Apache Hudi's multi-writer compaction keeps a heartbeat for the plan it runs, and
+    its commit updates Hudi's metadata table. A service step and our writer's commit both
+    drop that metadata table; they used to while Hudi ran such a compaction. Now a service
+    step is busy at once, and a commit waits for it as for a Hudi write (refused after
+    its lock timeout, nothing written). Once the heartbeat is past Hudi's expiry the
+    metadata table goes as before."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 3)
+        plan = schedule_compaction(streamer.read.Table.open(path), CompactionPolicy(), force=True, lock_timeout_s=30)
+        assert plan is not None
+        metadata_table(path, None)
+        beat = Path(path, METAFOLDER, ".heartbeat", plan.timestamp)
+        beat.parent.mkdir(exist_ok=True)
+        beat.write_bytes(b"")  # Hudi's, just refreshed: Hudi runs the plan
+        mdt = Path(path, METAFOLDER, "metadata")
+        running = rf"Apache Hudi is running compaction {plan.timestamp}"
+        assert run_clean(streamer.read.Table.open(path), CleanPolicy(retain_commits=1)) == CleanOutcome(None, 0, None)
+        assert mdt.is_dir(), "a clean dropped the metadata table under Hudi's compaction"
+        impatient = HudiWriter.open(path, options=dataclasses.replace(tg.SMALL, lock_timeout_s=0.2))
+        with pytest.raises(CommitConflictError, match=running):
+            tg.step(impatient, gen, model)
+        assert has_metadata_table(streamer.read.Table.open(path).properties) and mdt.is_dir()
+        assert [i.timestamp for i in streamer.read.Table.open(path).timeline.pending()] == [plan.timestamp]
+        stopped = beat.stat().st_mtime - 121
+        os.utime(beat, (stopped, stopped))
+        tg.step(tg.open_writer(path), gen, model)
+        assert not has_metadata_table(streamer.read.Table.open(path).properties) and not mdt.exists()
+        assert tg.read_ours(path) == model.snapshot()
