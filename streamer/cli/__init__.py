@@ -61,7 +61,7 @@ def _log_flags(parser: argparse.ArgumentParser, default_level: str | None, defau
     value given before the command stands unless the flag is repeated after it."""
     parser.add_argument("--log-level", default=default_level, type=str.upper,
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                        help="log level of all modules (default: INFO for run, demo and kafka-local; WARNING "
+                        help="log level of all modules (default: INFO for run, demo, kafka-local and setup-jvm; WARNING "
                         "for the one-shot commands, whose results go to standard output); logs go to "
                         "standard error")
     parser.add_argument("--log-format", default=default_format, choices=("text", "json"),

@@ -246,8 +246,9 @@ class TableOverride(StrictModel):
 class PipelineConfig(StrictModel):
     """One source → transforms → Hudi MOR table, with its services and trigger."""
 
-    #: Pipeline name (letters, digits, ``_``, ``-``); defaults ``target.table_name``, ``errors.path``,
-    #: ``checkpoint_dir`` and the Kafka ``group_id`` from it.
+    #: Pipeline name (letters, digits, ``_``, ``-``, starting with a letter or ``_``); defaults
+    #: ``target.table_name`` (``-`` as ``_``), ``errors.path``, ``checkpoint_dir`` and the Kafka
+    #: ``group_id`` from it.
     name: str
     source: SourceConfig
     transforms: list[TransformConfig] = []
@@ -259,7 +260,9 @@ class PipelineConfig(StrictModel):
     trigger: TriggerConfig = TriggerConfig()
     engine: Annotated[EngineConfig, BeforeValidator(_engine_shorthand)] = EngineConfig()
     spark: SparkSettings = SparkSettings()
-    #: Spark Structured Streaming checkpoint folder (continuous mode with Kafka).
+    #: The pipeline's own folder: its lease (one running process per pipeline) in every mode,
+    #: and Spark Structured Streaming's checkpoint with ``trigger.read: stream``. Unset =
+    #: ``<folder of target.path>/_checkpoints/<name>``.
     checkpoint_dir: str | None = None
     #: Run-wide Prometheus metrics, normally given at the top level of the file (inherited).
     metrics: MetricsConfig | None = None

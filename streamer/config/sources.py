@@ -144,7 +144,7 @@ class KafkaSourceConfig(StrictModel):
     #: JSON without ``schema``: infer the schema from up to this many payloads of each batch
     #: (a field first seen after them is not read); with ``debezium``, every payload is used.
     infer_sample_records: Annotated[int, Field(gt=0)] = 10_000
-    #: Avro: registry to resolve schema ids, or a fixed ``.avsc`` file (relative to the YAML file).
+    #: Avro: registry to resolve schema ids (or give a fixed ``.avsc`` as ``avro_schema_file``).
     schema_registry: SchemaRegistry | None = None
     #: Avro: the ``.avsc`` reader schema (path relative to the YAML file), instead of a registry;
     #: as HoodieStreamer's ``hoodie.streamer.schemaprovider.source.schema.file``.
@@ -290,7 +290,7 @@ class GeneratorSourceConfig(StrictModel):
     partition_field: str = "city"
     #: Values of ``partition_field``, assigned by key (a key never changes partition).
     partitions: list[str] = Field(default=["san_francisco", "new_york", "amsterdam"], min_length=1)
-    #: Event time of batch 0 (epoch ms) and the event-time step between batches.
+    #: Event time of batch 0 (epoch ms); ``batch_interval`` is the step between batches.
     start_ts_ms: int = 1_704_067_200_000  # 2024-01-01T00:00:00Z
     #: Event-time (``ts``) step between batches, at least ``records_per_batch`` ms; not a wall-clock delay.
     batch_interval: Duration = Field(default=timedelta(minutes=1))

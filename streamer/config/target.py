@@ -224,7 +224,7 @@ class TargetConfig(StrictModel):
     partition_by: FieldList = []
     #: Field deciding which version of a key wins (Hudi's precombine field). None = arrival order.
     ordering_field: str | None = None
-    #: Hudi ``hoodie.table.name``; defaults to the pipeline name.
+    #: Hudi ``hoodie.table.name``; defaults to the pipeline name with ``-`` as ``_``.
     table_name: str | None = None
     #: None = simple / complex / non_partitioned, whichever fits ``record_key`` and ``partition_by``.
     key_generator: KeyGeneratorConfig | None = None
@@ -254,7 +254,8 @@ class TargetConfig(StrictModel):
     #: Hudi ``hoodie.logfile.data.block.max.size``: one commit's data for a file group
     #: above this is written as several data blocks.
     log_block_max_size: Size = defaults.LOG_BLOCK_MAX_SIZE
-    #: How a write finds a key's file group: ``bloom`` (lookup) or ``bucket`` (key hash).
+    #: How a write finds a key's file group: ``bloom`` (lookup), ``global_bloom`` (lookup
+    #: across partitions: a key is unique in the table) or ``bucket`` (key hash).
     #: Persisted with the table; a different value for an existing table is refused.
     index: IndexSettings = BloomIndexSettings(type="bloom")
     #: Hudi table version a *new* table is created at: 6 (Hudi 0.x, and read by every engine

@@ -58,7 +58,8 @@ def progress_event(report: BatchReport, table: str) -> dict[str, Any]:
         "lag": [{"partition": lag.partition, "records": lag.records} for lag in report.lag],
         "services": [
             {"action": s.action, "instant": s.instant, "outcome": s.outcome,
-             "durationMs": None if s.seconds is None else _ms(s.seconds), "detail": s.detail}
+             "durationMs": None if s.seconds is None else _ms(s.seconds), "detail": s.detail,
+             "mode": s.mode}
             for s in report.services
         ],
         "tableLayout": None if layout is None else {

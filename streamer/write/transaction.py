@@ -165,7 +165,7 @@ class Transaction:
         so the result's duration counts the wait for the lock too."""
         started = time.monotonic() if started is None else started
         state = TableState(base.refresh() if base is not None else TableSnapshot.load(self.fs, self.base_path))
-        state = self._after_live_hudi_writes(state)
+        state = self._after_live_hudi(state)
         if drop_metadata_table(self.fs, self.base_path, state.props):
             state = TableState.load(self.fs, self.base_path)
         self.require(state.snapshot, work.requirements)
@@ -418,7 +418,7 @@ class Transaction:
             f"one writer at a time - retry once it has committed, or once its heartbeat is "
             f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
 
-    def _after_live_hudi_writes(self, state: TableState) -> TableState:
+    def _after_live_hudi(self, state: TableState) -> TableState:
         """``state``, or - while an Apache Hudi writer is writing the table - the table's
         state once it is done, waited for as long as for our own lock (``timeout_s``,
         re-read every second); still writing then: :class:`CommitConflictError`. On a

@@ -29,7 +29,7 @@ def test_event_has_counts_phases_positions_lag_and_services():
         "20240101000000001", "20240101000000000", 123, 2500)
     assert e["lag"] == [{"partition": "t-0", "records": 3}]
     assert e["services"] == [{"action": "clean", "instant": "20240101000000002", "outcome": "cleaned",
-                              "durationMs": 50, "detail": "2 files"}]
+                              "durationMs": 50, "detail": "2 files", "mode": "inline"}]
     assert e["tableLayout"] is None
 
 
