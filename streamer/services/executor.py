@@ -36,6 +36,7 @@ from streamer.services.log_compaction import execute_log_compaction
 from streamer.table.fsview import FileSlice, slice_named
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata
+from streamer.table.metadata_table import has_metadata_table
 from streamer.write.lock import PlanLock
 from streamer.write.markers import delete_markers, list_markers
 from streamer.write.transaction import Transaction
@@ -74,13 +75,7 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or cur.is_completed:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
-        # Apache Hudi runs a plan without our plan lock, keeping its heartbeat instead: an
-        # inflight run of its is not a dead one to undo (that would delete the files it is
-        # about to commit), nor one to run a second time beside it
-        age = table.timeline.hudi_heartbeat_age(cur)
-        if age is not None:
-            log.info("%s: Apache Hudi is running %s %s (its heartbeat refreshed %.0fs ago); left to it",
-                     table.base_path, cur.action, cur.timestamp, age)
+        if _left_to_hudi(table, cur):
             return ExecOutcome(inst.timestamp, inst.action, "busy")
         early = _recover_dead_run(table, cur, writer_lock_timeout_s)
         if early is not None:
@@ -99,6 +94,9 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         # the run's transaction holds the plan's lock, not the writers': writers go on
         # appending meanwhile (a compaction catches up with them in CompactionRun.finish)
         tx = Transaction(table.fs, table.base_path, lock=lock)
+        # Hudi's heartbeat of the plan, before it goes inflight: a Hudi compactor neither
+        # runs nor rolls back a plan whose heartbeat is fresh (it cannot see our plan lock)
+        lock.start_instant(inst.timestamp)
         run = _Run(table, tx, tx.start(table.timeline, cur), writer_lock_timeout_s, accepted, accept_damage)
         meta = run.execute(log_policy or LogCompactionPolicy())
         if meta is None:
@@ -112,7 +110,31 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         return ExecOutcome(inst.timestamp, inst.action, "completed", len(stats),
                            sum(s.total_write_bytes for s in stats))
     finally:
+        lock.end_heartbeat()
         lock.release()
+
+
+def _left_to_hudi(table: Table, cur: Instant) -> bool:
+    """Whether Apache Hudi is running something that keeps this run from starting now.
+
+    Hudi runs a plan without our plan lock, keeping its heartbeat instead: an inflight run
+    of its is not a dead one to undo (that would delete the files it is about to commit),
+    nor one to run a second time beside it. And on a table with Hudi's metadata table,
+    while Hudi makes any instant (:meth:`Timeline.live_hudi_instants`), this run's commit
+    would find its service step busy (the metadata table stays for Hudi's commit): merging
+    first would only throw the work away."""
+    age = table.timeline.hudi_heartbeat_age(cur)
+    if age is not None:
+        log.info("%s: Apache Hudi is running %s %s (its heartbeat refreshed %.0fs ago); left to it",
+                 table.base_path, cur.action, cur.timestamp, age)
+        return True
+    if has_metadata_table(table.properties):
+        for other, age in table.timeline.live_hudi_instants()[:1]:
+            log.info("%s: %s %s waits: Apache Hudi is making %s %s (its heartbeat refreshed %.0fs ago), "
+                     "whose commit updates Hudi's metadata table", table.base_path, cur.action, cur.timestamp,
+                     other.action, other.timestamp, age)
+            return True
+    return False
 
 
 def _recover_dead_run(table: Table, cur: Instant, lock_timeout_s: float) -> ExecOutcome | None:

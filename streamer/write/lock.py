@@ -42,6 +42,7 @@ the lock; its heartbeat thread notices and stops, and callers re-check
 from __future__ import annotations
 
 import json
+import logging
 import os
 import posixpath
 import random
@@ -55,6 +56,8 @@ from streamer.errors import CommitConflictError, MissingFileError
 from streamer.fs import FileSystem
 from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = ".streamer_writer.lock"
 #: Where plan locks live, under ``.hoodie/``.
@@ -332,29 +335,18 @@ class FileLock:
                 continue
 
 
-class WriterLock(FileLock):
-    """The table's writer lock; a context manager that acquires on enter.
+class InstantHeartbeat(FileLock):
+    """A lock that also keeps Hudi's heartbeat of the instant its holder is making,
+    ``.hoodie/.heartbeat/<instant>``, refreshed with the lock's own beat. Apache Hudi
+    judges a heartbeat by its file's age alone: it neither rolls back nor runs an
+    instant whose heartbeat is fresh. Ours hold the time they were written, so a crashed
+    run of ours is told from Hudi's (empty) ones (:meth:`Timeline.hudi_heartbeat_age`)."""
 
-    ``timeout_s``: how long :meth:`acquire` waits for a live holder (a writer or a table
-    service between two commits) before raising :class:`CommitConflictError`.
-    """
-
-    def __init__(self, fs: FileSystem, base_path: str, expiry_s: float = 60.0, timeout_s: float = 0.0,
-                 purpose: str = "writer") -> None:
-        super().__init__(fs, posixpath.join(base_path, METAFOLDER, LOCK_FILE), expiry_s=expiry_s,
-                         purpose=purpose)
+    def __init__(self, fs: FileSystem, path: str, base_path: str, *, expiry_s: float, purpose: str) -> None:
+        super().__init__(fs, path, expiry_s=expiry_s, purpose=purpose)
         self.base_path = base_path
-        self.timeout_s = timeout_s
         self._instant: str | None = None
 
-    def acquire(self, timeout_s: float | None = None) -> WriterLock:
-        super().acquire(self.timeout_s if timeout_s is None else timeout_s)
-        return self
-
-    def __enter__(self) -> WriterLock:
-        return self.acquire()
-
-    # -- Hudi's per-instant heartbeats ---------------------------------------------------
     def heartbeat_path(self, instant: str) -> str:
         return posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, instant)
 
@@ -369,21 +361,53 @@ class WriterLock(FileLock):
         self._instant = None
         self.fs.delete_file(self.heartbeat_path(instant))
 
+    def end_heartbeat(self) -> None:
+        """End the heartbeat :meth:`start_instant` began, if one is still kept; a store
+        refusing the delete leaves it to the sweep of completed instants' heartbeats."""
+        if self._instant is not None:
+            try:
+                self.end_instant(self._instant)
+            except OSError as e:
+                self._instant = None
+                log.warning("could not delete the heartbeat of %s: %s", self.base_path, e)
+
     def _on_beat(self) -> None:
         if self._instant:
             self.fs.write_atomic(self.heartbeat_path(self._instant), str(time.time()).encode())
+
+
+class WriterLock(InstantHeartbeat):
+    """The table's writer lock; a context manager that acquires on enter.
+
+    ``timeout_s``: how long :meth:`acquire` waits for a live holder (a writer or a table
+    service between two commits) before raising :class:`CommitConflictError`.
+    """
+
+    def __init__(self, fs: FileSystem, base_path: str, expiry_s: float = 60.0, timeout_s: float = 0.0,
+                 purpose: str = "writer") -> None:
+        super().__init__(fs, posixpath.join(base_path, METAFOLDER, LOCK_FILE), base_path, expiry_s=expiry_s,
+                         purpose=purpose)
+        self.timeout_s = timeout_s
+
+    def acquire(self, timeout_s: float | None = None) -> WriterLock:
+        super().acquire(self.timeout_s if timeout_s is None else timeout_s)
+        return self
+
+    def __enter__(self) -> WriterLock:
+        return self.acquire()
 
 
 def locks_dir(base_path: str) -> str:
     return posixpath.join(base_path, METAFOLDER, LOCKS_DIR)
 
 
-class PlanLock(FileLock):
-    """Exclusive, heartbeated ownership of one named thing (usually a plan's instant)."""
+class PlanLock(InstantHeartbeat):
+    """Exclusive, heartbeated ownership of one named thing (usually a plan's instant); a
+    run of the plan keeps Hudi's heartbeat of it too (:meth:`start_instant`)."""
 
     def __init__(self, fs: FileSystem, base_path: str, name: str, *, expiry_s: float = 30.0,
                  purpose: str = "", path: str | None = None) -> None:
-        super().__init__(fs, path or posixpath.join(locks_dir(base_path), name), expiry_s=expiry_s,
+        super().__init__(fs, path or posixpath.join(locks_dir(base_path), name), base_path, expiry_s=expiry_s,
                          purpose=purpose)
 
     def __enter__(self) -> PlanLock:

@@ -33,6 +33,7 @@ as before this object existed: kill campaigns steer by their labels and step cou
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +61,8 @@ from streamer.write.rollback import (
 )
 from streamer.write.state import TableState
 from streamer.write.tagging import EngineStats, Planned
+
+log = logging.getLogger(__name__)
 
 
 class Requirement(Protocol):
@@ -385,13 +388,24 @@ class Transaction:
         it to (its CLI, a restore), and a crash between the plan and Hudi's first step
         leaves the target completed. That step is taken here as Hudi takes it - the target
         unpublished before any of its files is deleted - so no reader ever sees a completed
-        instant whose files are gone."""
+        instant whose files are gone.
+
+        One exception: a rollback whose target has a live Apache Hudi heartbeat is Hudi's,
+        running now. Hudi takes no lock of ours; re-running a compaction, it starts the
+        plan's heartbeat and then rolls back its earlier inflight run. Finishing that
+        rollback here would revert the plan Hudi is running and delete its heartbeat, so
+        the plan would run a second time beside Hudi. It is left to Hudi."""
         out = []
         for rb in [i for i in timeline.pending() if i.action == Action.ROLLBACK]:
             plan = RollbackPlan.from_bytes(timeline.read_plan(rb), timeline.path_of(rb, State.REQUESTED))
+            target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
+            age = timeline.hudi_heartbeat_age(target)
+            if age is not None:
+                log.info("%s: rollback %s of %s left to Apache Hudi, which runs %s (its heartbeat refreshed "
+                         "%.0fs ago)", self.base_path, rb.timestamp, target.timestamp, target.action, age)
+                continue
             if rb.is_requested:
                 rb = self.start(timeline, rb)
-            target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
             if target.is_completed:
                 target = timeline.unpublish(target)
                 faults.step("rollback unpublished target")

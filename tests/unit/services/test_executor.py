@@ -1,20 +1,28 @@
 """Running pending plans beside Apache Hudi: a plan Hudi is running keeps Hudi's heartbeat,
-not our plan lock."""
+not our plan lock; a rollback Hudi makes of it is Hudi's; its metadata table holds a plan back."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+from streamer import faults
 from streamer.config.policies import CompactionPolicy
 from streamer.read import Table
+from streamer.services import rollback_services
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
+from streamer.table.instant import Action
 from streamer.table.properties import METAFOLDER
+from streamer.write.markers import list_markers
+from streamer.write.rollback import build_plan
 from streamer.write.transaction import Transaction
 from tests.support import block_tables as tg
+from tests.support.failed_write import fail_before_complete
+from tests.support.hudi_actions import metadata_table
 
 
 @pytest.mark.parametrize("version", [6, 9])
@@ -44,3 +52,96 @@ def test_a_compaction_hudi_is_running_is_left_to_it(tmp_path, version):
         os.utime(beat, (stopped, stopped))
         assert execute(Table.open(path), comp).status == "completed"
         assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+def _hudi_reruns(path: str, comp_ts: str) -> tuple[Path, str]:
+    """What Hudi's ``compact`` of a plan whose earlier run died inflight leaves midway:
+    the plan's heartbeat started (fresh, empty), then its rollback of the inflight run
+    requested. The heartbeat and the rollback's instant."""
+    t = Table.open(path)
+    with Transaction(t.fs, path) as tx:  # the earlier run, dead inflight
+        tx.start(t.timeline, t.timeline.get(comp_ts))
+    beat = Path(path, METAFOLDER, ".heartbeat", comp_ts)
+    beat.parent.mkdir(exist_ok=True)
+    beat.write_bytes(b"")
+    t = Table.open(path)
+    plan = build_plan(t.fs, path, t.timeline.get(comp_ts), delete_logs=t.timeline.layout_version >= 2)
+    return beat, t.timeline.create_requested(Action.ROLLBACK, None, plan.to_avro_bytes()).timestamp
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_rollback_hudi_is_making_of_a_plan_it_reruns_is_left_to_it(tmp_path, version):
+    """Re-running a compaction whose earlier run died inflight, Hudi starts the plan's
+    heartbeat and then rolls the inflight run back; meanwhile that rollback is pending.
+    Our writer's commit and our executor (running another plan) finish every pending
+    rollback as a dead one: they reverted the plan Hudi was running, deleted its
+    heartbeat, and the plan then ran a second time beside Hudi. Now such a rollback
+    is left to Hudi; once the heartbeat is past Hudi's expiry it is finished as before."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        w, gen, model = tg.build(path, 3)
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert comp is not None
+        beat, rollback = _hudi_reruns(path, comp.timestamp)
+        tg.step(tg.open_writer(path), gen, model)  # our commit goes on beside it
+        # what the executor does first when it runs any plan
+        assert rollback_services.finish_dead_rollbacks(Table.open(path)) == 0
+        tl = Table.open(path).timeline
+        assert tl.get(comp.timestamp).is_inflight and tl.get(rollback).is_requested and beat.exists()
+        assert execute(Table.open(path), comp).status == "busy"
+        stopped = beat.stat().st_mtime - 121
+        os.utime(beat, (stopped, stopped))
+        assert execute(Table.open(path), comp).status == "completed"
+        assert not Table.open(path).timeline.pending()
+        assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_plan_waits_unmerged_while_hudi_commits_to_its_metadata_table(tmp_path, version):
+    """On a table with Hudi's metadata table, a service's commit is refused while Hudi
+    makes an instant (its commit updates that table). The executor used to merge the
+    whole plan first, then find its commit refused and leave the written files for the
+    next round to undo. Now it is busy before it writes anything."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        _, gen, model = tg.build(path, 3)
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert comp is not None
+        w = tg.open_writer(path)
+        fail_before_complete(lambda: w.upsert(gen.upserts(10, tag="hudi")))  # not in the model
+        metadata_table(path, None)  # the Hudi writer's, (re)built as its write began
+        [write] = [i for i in Table.open(path).timeline.pending() if i.timestamp != comp.timestamp]
+        beat = Path(path, METAFOLDER, ".heartbeat", write.timestamp)
+        beat.write_bytes(b"")  # a Hudi writer's, just refreshed
+        assert execute(Table.open(path), comp).status == "busy"
+        assert Table.open(path).timeline.get(comp.timestamp).is_requested
+        assert not list_markers(Table.open(path).fs, path, comp.timestamp), "merged files were written"
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_our_run_of_a_plan_keeps_its_heartbeat_for_hudi(tmp_path, version, monkeypatch):
+    """Apache Hudi's compactor (multi-writer) cannot see our plan lock; it judges a plan
+    by its heartbeat's age alone, and one without a heartbeat counts as a dead run to roll
+    back. Our runs kept none, so Hudi could roll back the files of a run of ours in
+    progress. Now the run keeps one from before the plan goes inflight to its end - ours,
+    holding a time, so our own checks never take it for Hudi's - and deletes it after."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        _, _, model = tg.build(path, 3)
+        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+        assert comp is not None
+        beat = Path(path, METAFOLDER, ".heartbeat", comp.timestamp)
+        seen: dict[str, tuple[bool, float]] = {}
+        step = faults.step
+
+        def spy(label: str) -> None:
+            if label.startswith("compaction"):
+                seen.setdefault(label.split()[1], (beat.is_file() and bool(beat.read_bytes()),
+                                                   time.time() - beat.stat().st_mtime if beat.is_file() else -1))
+            step(label)
+
+        monkeypatch.setattr(faults, "step", spy)
+        assert execute(Table.open(path), comp).status == "completed"
+        assert seen and all(ours and 0 <= age < 120 for ours, age in seen.values()), seen
+        assert not beat.exists()
+        assert tg.read_ours(path) == model.snapshot()
