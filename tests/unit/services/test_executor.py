@@ -15,7 +15,7 @@ from streamer.read import Table
 from streamer.services import rollback_services
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
-from streamer.table.instant import Action
+from streamer.table.instant import Action, Instant
 from streamer.table.properties import METAFOLDER
 from streamer.write.markers import list_markers
 from streamer.write.rollback import build_plan
@@ -23,6 +23,15 @@ from streamer.write.transaction import Transaction
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
 from tests.support.hudi_actions import metadata_table
+
+
+def _planned(path: str) -> tuple[tg.Gen, tg.Model, Instant, Path]:
+    """A table of three commits with a compaction planned over it: its generator and
+    model, the plan, and where the plan's heartbeat goes."""
+    _, gen, model = tg.build(path, 3)
+    comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+    assert comp is not None
+    return gen, model, comp, Path(path, METAFOLDER, ".heartbeat", comp.timestamp)
 
 
 @pytest.mark.parametrize("version", [6, 9])
@@ -36,10 +45,7 @@ def test_a_compaction_hudi_is_running_is_left_to_it(tmp_path, version):
     before."""
     path = str(tmp_path / "t")
     with tg.at_version(version):
-        _, _, model = tg.build(path, 3)
-        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-        assert comp is not None
-        beat = Path(path, METAFOLDER, ".heartbeat", comp.timestamp)
+        _, model, comp, beat = _planned(path)
         beat.parent.mkdir(exist_ok=True)
         beat.write_bytes(b"")  # Hudi's form, just refreshed
         assert execute(Table.open(path), comp).status == "busy"  # not run a second time
@@ -79,9 +85,7 @@ def test_a_rollback_hudi_is_making_of_a_plan_it_reruns_is_left_to_it(tmp_path, v
     is left to Hudi; once the heartbeat is past Hudi's expiry it is finished as before."""
     path = str(tmp_path / "t")
     with tg.at_version(version):
-        w, gen, model = tg.build(path, 3)
-        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-        assert comp is not None
+        gen, model, comp, _ = _planned(path)
         beat, rollback = _hudi_reruns(path, comp.timestamp)
         tg.step(tg.open_writer(path), gen, model)  # our commit goes on beside it
         # what the executor does first when it runs any plan
@@ -104,9 +108,7 @@ def test_a_plan_waits_unmerged_while_hudi_commits_to_its_metadata_table(tmp_path
     next round to undo. Now it is busy before it writes anything."""
     path = str(tmp_path / "t")
     with tg.at_version(version):
-        _, gen, model = tg.build(path, 3)
-        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-        assert comp is not None
+        gen, _, comp, _ = _planned(path)
         w = tg.open_writer(path)
         fail_before_complete(lambda: w.upsert(gen.upserts(10, tag="hudi")))  # not in the model
         metadata_table(path, None)  # the Hudi writer's, (re)built as its write began
@@ -127,10 +129,7 @@ def test_our_run_of_a_plan_keeps_its_heartbeat_for_hudi(tmp_path, version, monke
     holding a time, so our own checks never take it for Hudi's - and deletes it after."""
     path = str(tmp_path / "t")
     with tg.at_version(version):
-        _, _, model = tg.build(path, 3)
-        comp = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
-        assert comp is not None
-        beat = Path(path, METAFOLDER, ".heartbeat", comp.timestamp)
+        _, model, comp, beat = _planned(path)
         seen: dict[str, tuple[bool, float]] = {}
         step = faults.step
 
