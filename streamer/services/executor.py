@@ -84,6 +84,8 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or not cur.is_requested:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
+        if _left_to_hudi(table, cur):  # again: Hudi may have started while we recovered
+            return ExecOutcome(inst.timestamp, inst.action, "busy")
         # damage first, before the plan goes inflight or anything is written: a refused
         # plan stays requested, and the table (whose reads check the old slices of
         # pending plans too) keeps refusing until the file is restored

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 
 from streamer.read.table import Table
-from streamer.services.compaction import service_transaction
+from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.table.instant import Action, Instant
 from streamer.write.markers import list_markers
 from streamer.write.rollback import RollbackOutcome
@@ -39,6 +39,7 @@ def rollback_log_compaction(table: Table, inst: Instant, *, lock_timeout_s: floa
     """Roll back a dead log compaction run (its instant disappears)."""
     with service_transaction(table, lock_timeout_s) as tx:
         table.refresh()
+        _refuse_hudi_run(table, inst)
         out = tx.rollback(table.timeline, inst)
     log.warning("%s: rolled back failed log compaction %s (rollback %s)", table.base_path,
                 inst.timestamp, out.rollback_instant)
@@ -59,11 +60,23 @@ def revert_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 12
             return 0
         if cur.is_requested and not list_markers(table.fs, table.base_path, inst.timestamp):
             return 0
+        _refuse_hudi_run(table, cur)
         out = tx.rollback(table.timeline, cur)
     log.warning("%s: reverted failed compaction %s to requested (rollback %s, %d partial file(s) deleted)",
                 table.base_path, inst.timestamp, out.rollback_instant, out.deleted_files)
     table.refresh()
     return out.deleted_files
+
+
+def _refuse_hudi_run(table: Table, inst: Instant) -> None:
+    """Raise :class:`CompactionConflict` when Apache Hudi runs ``inst`` now (its heartbeat
+    is fresh), checked under the writers' lock: the run looked dead before the wait for
+    that lock, and Hudi may have started it meanwhile - rolling it back now would
+    delete what Hudi is about to commit."""
+    age = table.timeline.hudi_heartbeat_age(inst)
+    if age is not None:
+        raise CompactionConflict(f"{table.base_path}: Apache Hudi is running {inst.action} {inst.timestamp} "
+                                 f"(its heartbeat refreshed {age:.0f}s ago); left to it")
 
 
 def finish_dead_rollbacks(table: Table, *, lock_timeout_s: float = 120.0) -> int:

@@ -346,34 +346,45 @@ class InstantHeartbeat(FileLock):
         super().__init__(fs, path, expiry_s=expiry_s, purpose=purpose)
         self.base_path = base_path
         self._instant: str | None = None
+        # the beat thread's refresh and the holder's start and end, one at a time: a
+        # refresh racing the end would write the heartbeat again after its delete
+        self._beating = threading.Lock()
 
     def heartbeat_path(self, instant: str) -> str:
         return posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, instant)
 
     def start_instant(self, instant: str) -> None:
         """Begin Hudi's heartbeat for ``instant`` (refreshed with the lock)."""
-        self._instant = instant
-        # atomically: a heartbeat cut short by a kill would read as empty, which is how
-        # Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
-        self.fs.write_atomic(self.heartbeat_path(instant), str(time.time()).encode())
+        with self._beating:
+            self._instant = instant
+            # atomically: a heartbeat cut short by a kill would read as empty, which is how
+            # Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
+            self.fs.write_atomic(self.heartbeat_path(instant), str(time.time()).encode())
 
     def end_instant(self, instant: str) -> None:
-        self._instant = None
-        self.fs.delete_file(self.heartbeat_path(instant))
+        with self._beating:
+            self._instant = None
+            self.fs.delete_file(self.heartbeat_path(instant))
 
     def end_heartbeat(self) -> None:
-        """End the heartbeat :meth:`start_instant` began, if one is still kept; a store
-        refusing the delete leaves it to the sweep of completed instants' heartbeats."""
-        if self._instant is not None:
-            try:
-                self.end_instant(self._instant)
-            except OSError as e:
-                self._instant = None
-                log.warning("could not delete the heartbeat of %s: %s", self.base_path, e)
+        """End the heartbeat :meth:`start_instant` began, if one is still kept and the lock
+        is still ours: after a stall past its expiry a successor runs the plan and keeps
+        the heartbeat now. A store refusing the delete leaves it to the sweep of completed
+        instants' heartbeats."""
+        instant = self._instant
+        if instant is None:
+            return
+        try:
+            if self.still_owner():
+                self.end_instant(instant)
+        except OSError as e:
+            log.warning("could not delete the heartbeat of %s: %s", self.base_path, e)
+        self._instant = None
 
     def _on_beat(self) -> None:
-        if self._instant:
-            self.fs.write_atomic(self.heartbeat_path(self._instant), str(time.time()).encode())
+        with self._beating:
+            if self._instant:
+                self.fs.write_atomic(self.heartbeat_path(self._instant), str(time.time()).encode())
 
 
 class WriterLock(InstantHeartbeat):

@@ -144,3 +144,37 @@ def test_our_run_of_a_plan_keeps_its_heartbeat_for_hudi(tmp_path, version, monke
         assert seen and all(ours and 0 <= age < 120 for ours, age in seen.values()), seen
         assert not beat.exists()
         assert tg.read_ours(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_dead_run_hudi_starts_again_while_we_wait_is_left_to_it(tmp_path, version, monkeypatch):
+    """The executor looks for Hudi's heartbeat of a plan before it recovers a dead run of
+    it, then waits for the writers' lock (up to 120 s) to undo that run. Hudi may start
+    the plan meanwhile: its heartbeat first, then its own rollback of the dead run. The
+    executor used to undo the run a second time, run the plan beside Hudi and delete
+    Hudi's heartbeat, leaving Hudi's rollback pending against a completed compaction. Now
+    the undo checks again under the writers' lock and the plan is left to Hudi."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        _, model, comp, beat = _planned(path)
+        t = Table.open(path)
+        with Transaction(t.fs, path) as tx:  # an earlier run, dead inflight
+            tx.start(t.timeline, t.timeline.get(comp.timestamp))
+        made: list[str] = []
+        finish = rollback_services.finish_dead_rollbacks
+
+        def hudi_starts_meanwhile(table: Table, **kw: float) -> int:
+            beat.parent.mkdir(exist_ok=True)
+            beat.write_bytes(b"")
+            tl = Table.open(path).timeline
+            plan = build_plan(tl.fs, path, tl.get(comp.timestamp), delete_logs=tl.layout_version >= 2)
+            made.append(tl.create_requested(Action.ROLLBACK, None, plan.to_avro_bytes()).timestamp)
+            return finish(table, **kw)
+
+        monkeypatch.setattr(rollback_services, "finish_dead_rollbacks", hudi_starts_meanwhile)
+        assert execute(Table.open(path), comp).status == "retry"
+        tl = Table.open(path).timeline
+        assert tl.get(comp.timestamp).is_inflight and tl.get(made[0]).is_requested
+        assert [i.timestamp for i in tl.instants if i.action == Action.ROLLBACK] == made
+        assert beat.exists() and not beat.read_bytes(), "Hudi's heartbeat was deleted"
+        assert tg.read_ours(path) == model.snapshot()

@@ -389,3 +389,48 @@ def test_a_dead_holder_from_the_future_expires_by_our_own_clock(tmp_path):
         assert lock.took_over is not None and lock.took_over.owner == "ghost-from-the-future"
     finally:
         lock.release()
+
+
+def test_a_plan_run_keeps_hudis_heartbeat_only_while_it_holds_the_plan(tmp_path, monkeypatch):
+    """A plan run keeps Hudi's heartbeat of its plan with its plan lock
+    (:class:`~streamer.write.lock.InstantHeartbeat`). Two ways it used to outlive its
+    keeping or end another's: a beat whose slow write (a PUT on S3) raced the end wrote
+    the heartbeat again after its delete; and a run that stalled past its lock's expiry,
+    whose successor took the plan over, deleted the successor's heartbeat when it ended."""
+    uri = str(tmp_path / "table")
+    os.makedirs(uri)
+    fs, base = resolve(uri)
+    ts = "20250101000000000"
+    write, beating = fs.write_atomic, threading.Event()
+
+    def slow_beat(path: str, data: bytes) -> None:
+        if ".heartbeat" in path and threading.current_thread() is not threading.main_thread():
+            beating.set()
+            time.sleep(0.3)
+        write(path, data)
+
+    monkeypatch.setattr(fs, "write_atomic", slow_beat)
+    run = PlanLock(fs, base, ts, expiry_s=1.0)  # a beat every 0.2 s
+    assert run.try_acquire()
+    run.start_instant(ts)
+    assert beating.wait(5)
+    run.end_heartbeat()
+    run.release()
+    assert not os.path.exists(run.heartbeat_path(ts)), "a racing beat wrote the heartbeat again"
+    monkeypatch.setattr(fs, "write_atomic", write)
+
+    stalled = PlanLock(fs, base, ts, expiry_s=0.5)
+    assert stalled.try_acquire()
+    stalled.start_instant(ts)
+    stalled._stop.set()  # stalls: beats no more
+    stalled._thread.join()
+    successor = PlanLock(fs, base, ts, expiry_s=0.5)
+    poll_until(successor.try_acquire, timeout_s=10, what="the stalled run's plan lock taken over")
+    successor.start_instant(ts)
+    stalled.end_heartbeat()
+    stalled.release()
+    assert successor.still_owner() and os.path.exists(successor.heartbeat_path(ts)), \
+        "the stalled run deleted its successor's heartbeat"
+    successor.end_heartbeat()
+    successor.release()
+    assert not os.path.exists(successor.heartbeat_path(ts))
