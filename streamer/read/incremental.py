@@ -8,8 +8,8 @@ files any more, yet its rows stay in every slice no later write replaced: readin
 active writes' files alone answers such a range with part of its rows and no error (what
 Apache Hudi 0.15 does by default). Here, as Hudi 1.x does by default
 (``hoodie.datasource.read.incr.fallback.fulltablescan.enable``), a range holding archived
-writes reads today's latest slices. As Hudi 1.0.2's and 1.2.0's scan does, each source of a
-slice - its base file, each data block - gives only its rows whose ``_hoodie_commit_time``
+writes reads today's latest slices. As Hudi 1.2.0's scan does (1.0.2's reads base files
+alone), each source of a slice - its base file, each data block - gives only its rows whose ``_hoodie_commit_time``
 names a write of the range, those merge, and every committed delete applies: a key the
 range wrote and a later write updated keeps the range's value, a key deleted since is
 gone (tests/hudi_jvm/test_lsm_history.py). Today's slices, not those as of the range's

@@ -6,10 +6,11 @@ to learn exactly which files the failed instant touched — no full-table listin
 guessing — and rolls them back: ``CREATE`` files are deleted, ``APPEND`` file groups get
 a rollback command block. Markers are deleted once the instant completes.
 
-As in Hudi 0.14, an ``APPEND`` marker is named after the file group's *base file*
-(``<fileId>_<token>_<baseInstant>.parquet``) since the log file actually written may
-roll over; the log files themselves also get ``CREATE`` markers here because we start
-a new log version per commit, which lets rollback remove a torn one. We write direct
+At table version 6 a log file is marked ``APPEND``, named after the log file itself, as
+Hudi 0.14+ marks one (its rollback refuses any other marker on a log file); from version 8
+a commit's log files are its own new files, marked ``CREATE`` (see
+:func:`streamer.write.log_file.write_log_file`). Each commit starts a new log file, so a
+rollback can remove a torn one. We write direct
 markers; a failed Hudi write may have left its timeline server's form, which is read too.
 """
 

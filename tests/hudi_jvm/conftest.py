@@ -29,5 +29,6 @@ def hudi10(hudi_sessions) -> oracle.HudiSpark:
 
 @pytest.fixture(scope="session")
 def hudi12(hudi_sessions) -> oracle.HudiSpark:
-    """Hudi 1.2 (it writes table version 9): the tier reads our tables with it, never writes them."""
+    """Hudi 1.2 (it writes table version 9): the tier mostly reads our tables with it; the
+    tests that let it write one (its upgrade, its global index) know it becomes version 9."""
     return hudi_sessions[oracle.LATEST]
