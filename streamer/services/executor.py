@@ -37,6 +37,7 @@ from streamer.table.fsview import FileSlice, slice_named
 from streamer.table.instant import Action, Instant
 from streamer.table.metadata import CommitMetadata
 from streamer.table.metadata_table import has_metadata_table
+from streamer.table.timeline import hudi_run
 from streamer.write.lock import PlanLock
 from streamer.write.markers import delete_markers, list_markers
 from streamer.write.transaction import Transaction
@@ -125,18 +126,16 @@ def _left_to_hudi(table: Table, cur: Instant) -> bool:
     while Hudi makes any instant (:meth:`Timeline.live_hudi_instants`), this run's commit
     would find its service step busy (the metadata table stays for Hudi's commit): merging
     first would only throw the work away."""
-    age = table.timeline.hudi_heartbeat_age(cur)
-    if age is not None:
-        log.info("%s: Apache Hudi is running %s %s (its heartbeat refreshed %.0fs ago); left to it",
-                 table.base_path, cur.action, cur.timestamp, age)
-        return True
-    if has_metadata_table(table.properties):
-        for other, age in table.timeline.live_hudi_instants()[:1]:
-            log.info("%s: %s %s waits: Apache Hudi is making %s %s (its heartbeat refreshed %.0fs ago), "
-                     "whose commit updates Hudi's metadata table", table.base_path, cur.action, cur.timestamp,
-                     other.action, other.timestamp, age)
-            return True
-    return False
+    # one status call per pending instant on a table with a metadata table, one else
+    live = (table.timeline.live_hudi_instants() if has_metadata_table(table.properties)
+            else [(cur, age)] if (age := table.timeline.hudi_heartbeat_age(cur)) is not None else [])
+    own = [age for other, age in live if other.timestamp == cur.timestamp]
+    if own:
+        log.info("%s: %s; left to it", table.base_path, hudi_run(cur, own[0]))
+    elif live:
+        log.info("%s: %s %s waits: %s, whose commit updates Hudi's metadata table", table.base_path,
+                 cur.action, cur.timestamp, hudi_run(*live[0]))
+    return bool(live)
 
 
 def _recover_dead_run(table: Table, cur: Instant, lock_timeout_s: float) -> ExecOutcome | None:
@@ -174,6 +173,11 @@ class _Run:
         if not self.tx.still_owner():
             raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
                                "its new owner will redo it")
+        if (lapse := self.tx.heartbeat_lapse()) is not None:  # Hudi may have taken the plan over
+            raise ServiceError(f"the heartbeat of {inst.action} {inst.timestamp} went unrefreshed for {lapse:.0f}s "
+                               "(the process stalled or storage refused its writes), so Apache Hudi may be "
+                               "rolling the run back or running the plan; not completed: the next run "
+                               "finds out which")
         faults.step(f"{inst.action} before complete")  # the completed instant's write is next
         self.tx.publish(self.table.timeline, inst, self.table.timeline.commit_bytes(meta))
         faults.step(f"{inst.action} completed")

@@ -29,6 +29,7 @@ import logging
 from streamer.read.table import Table
 from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.table.instant import Action, Instant
+from streamer.table.timeline import hudi_run
 from streamer.write.markers import list_markers
 from streamer.write.rollback import RollbackOutcome
 
@@ -75,8 +76,7 @@ def _refuse_hudi_run(table: Table, inst: Instant) -> None:
     delete what Hudi is about to commit."""
     age = table.timeline.hudi_heartbeat_age(inst)
     if age is not None:
-        raise CompactionConflict(f"{table.base_path}: Apache Hudi is running {inst.action} {inst.timestamp} "
-                                 f"(its heartbeat refreshed {age:.0f}s ago); left to it")
+        raise CompactionConflict(f"{table.base_path}: {hudi_run(inst, age)}; left to it")
 
 
 def finish_dead_rollbacks(table: Table, *, lock_timeout_s: float = 120.0) -> int:

@@ -47,6 +47,14 @@ HEARTBEAT_FOLDER = ".heartbeat"
 HUDI_HEARTBEAT_EXPIRY_S = 120.0
 
 
+def hudi_run(instant: Instant, age: float) -> str:
+    """What Apache Hudi is doing with ``instant``, whose heartbeat is ``age`` seconds old,
+    in the words every message about it uses."""
+    what = (f"an Apache Hudi writer is writing instant {instant.timestamp}" if instant.action in Action.WRITE_ACTIONS
+            else f"Apache Hudi is running {instant.action} {instant.timestamp}")
+    return f"{what} (its heartbeat {HEARTBEAT_FOLDER}/{instant.timestamp} was refreshed {age:.0f}s ago)"
+
+
 def timeline_dir(base_path: str, props: TableProperties) -> str:
     meta = posixpath.join(base_path, METAFOLDER)
     sub = props.timeline_path

@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass
 from streamer.errors import CommitConflictError, MissingFileError
 from streamer.fs import FileSystem
 from streamer.table.properties import METAFOLDER
-from streamer.table.timeline import HEARTBEAT_FOLDER
+from streamer.table.timeline import HEARTBEAT_FOLDER, HUDI_HEARTBEAT_EXPIRY_S
 
 log = logging.getLogger(__name__)
 
@@ -319,8 +319,12 @@ class FileLock:
     def _on_beat(self) -> None:
         """Hook for subclasses: more to refresh with each heartbeat."""
 
+    def _interval(self) -> float:
+        """Seconds between two beats: a live holder's heartbeat is never near expiry."""
+        return max(0.2, self.expiry_s / 5)
+
     def _beat(self) -> None:
-        interval = max(0.2, self.expiry_s / 5)
+        interval = self._interval()
         while not self._stop.wait(interval):
             try:
                 seen = self.fs.read_tagged(self.path)
@@ -340,12 +344,21 @@ class InstantHeartbeat(FileLock):
     ``.hoodie/.heartbeat/<instant>``, refreshed with the lock's own beat. Apache Hudi
     judges a heartbeat by its file's age alone: it neither rolls back nor runs an
     instant whose heartbeat is fresh. Ours hold the time they were written, so a crashed
-    run of ours is told from Hudi's (empty) ones (:meth:`Timeline.hudi_heartbeat_age`)."""
+    run of ours is told from Hudi's (empty) ones (:meth:`Timeline.hudi_heartbeat_age`).
+
+    A heartbeat left unrefreshed for longer than :meth:`trusted_s` (the process stalled,
+    or storage refused its writes) is *lapsed* for good: Hudi may have judged the run
+    dead meanwhile and be rolling it back, or running the plan itself. Neither our lock
+    nor a fresh beat after the gap can tell, so a lapsed heartbeat is never refreshed
+    again (a beat would overwrite the one Hudi's own run keeps) nor deleted, and the
+    holder must not publish (:meth:`lapsed_for`)."""
 
     def __init__(self, fs: FileSystem, path: str, base_path: str, *, expiry_s: float, purpose: str) -> None:
         super().__init__(fs, path, expiry_s=expiry_s, purpose=purpose)
         self.base_path = base_path
         self._instant: str | None = None
+        self._kept_at = 0.0  # monotonic time of the heartbeat's last write
+        self._lapsed: float | None = None  # the gap that lapsed it
         # the beat thread's refresh and the holder's start and end, one at a time: a
         # refresh racing the end would write the heartbeat again after its delete
         self._beating = threading.Lock()
@@ -353,13 +366,39 @@ class InstantHeartbeat(FileLock):
     def heartbeat_path(self, instant: str) -> str:
         return posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, instant)
 
+    def trusted_s(self) -> float:
+        """How long the heartbeat may go unrefreshed before it is lapsed: the lock's own
+        expiry, and at most half of Hudi's (its clock, and the store's modification times,
+        may run ahead of ours)."""
+        return min(self.expiry_s, HUDI_HEARTBEAT_EXPIRY_S / 2)
+
+    def _interval(self) -> float:
+        return max(0.2, self.trusted_s() / 5)
+
     def start_instant(self, instant: str) -> None:
         """Begin Hudi's heartbeat for ``instant`` (refreshed with the lock)."""
         with self._beating:
-            self._instant = instant
-            # atomically: a heartbeat cut short by a kill would read as empty, which is how
-            # Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
-            self.fs.write_atomic(self.heartbeat_path(instant), str(time.time()).encode())
+            self._instant, self._lapsed = instant, None
+            self._write_heartbeat(instant)
+
+    def _write_heartbeat(self, instant: str) -> None:
+        # atomically: a heartbeat cut short by a kill would read as empty, which is how
+        # Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
+        self.fs.write_atomic(self.heartbeat_path(instant), str(time.time()).encode())
+        self._kept_at = time.monotonic()
+
+    def lapsed_for(self) -> float | None:
+        """Seconds the heartbeat of the instant went unrefreshed, when that lapsed it (see
+        the class doc); ``None`` while it is kept, or when no instant is."""
+        with self._beating:
+            return self._lapse()
+
+    def _lapse(self) -> float | None:  # holding self._beating
+        if self._instant is not None and self._lapsed is None:
+            gap = time.monotonic() - self._kept_at
+            if gap > self.trusted_s():
+                self._lapsed = gap
+        return self._lapsed if self._instant is not None else None
 
     def end_instant(self, instant: str) -> None:
         with self._beating:
@@ -369,13 +408,13 @@ class InstantHeartbeat(FileLock):
     def end_heartbeat(self) -> None:
         """End the heartbeat :meth:`start_instant` began, if one is still kept and the lock
         is still ours: after a stall past its expiry a successor runs the plan and keeps
-        the heartbeat now. A store refusing the delete leaves it to the sweep of completed
-        instants' heartbeats."""
+        the heartbeat now, and a lapsed one may be Hudi's by now. A store refusing the
+        delete leaves it to the sweep of completed instants' heartbeats."""
         instant = self._instant
         if instant is None:
             return
         try:
-            if self.still_owner():
+            if self.lapsed_for() is None and self.still_owner():
                 self.end_instant(instant)
         except OSError as e:
             log.warning("could not delete the heartbeat of %s: %s", self.base_path, e)
@@ -383,8 +422,8 @@ class InstantHeartbeat(FileLock):
 
     def _on_beat(self) -> None:
         with self._beating:
-            if self._instant:
-                self.fs.write_atomic(self.heartbeat_path(self._instant), str(time.time()).encode())
+            if self._instant is not None and self._lapse() is None:
+                self._write_heartbeat(self._instant)
 
 
 class WriterLock(InstantHeartbeat):

@@ -48,8 +48,8 @@ from streamer.table.metadata import CommitMetadata, RollbackMetadata, RollbackPl
 from streamer.table.metadata_table import drop_metadata_table, has_metadata_table
 from streamer.table.properties import METAFOLDER, load_properties
 from streamer.table.snapshot import TableSnapshot
-from streamer.table.timeline import HEARTBEAT_FOLDER, HUDI_HEARTBEAT_EXPIRY_S, Timeline
-from streamer.write.lock import FileLock, WriterLock
+from streamer.table.timeline import HEARTBEAT_FOLDER, HUDI_HEARTBEAT_EXPIRY_S, Timeline, hudi_run
+from streamer.write.lock import FileLock, InstantHeartbeat, WriterLock
 from streamer.write.markers import delete_markers
 from streamer.write.result import CommitResult
 from streamer.write.rollback import (
@@ -158,6 +158,13 @@ class Transaction:
         """Whether the lock is still ours (a stall past its expiry lets a successor take it)."""
         return self.lock.still_owner()
 
+    def heartbeat_lapse(self) -> float | None:
+        """Seconds Hudi's heartbeat of the instant being made went unrefreshed, when that
+        was long enough for Apache Hudi to judge the run dead (it takes no lock of ours:
+        it may be rolling the instant back, or running the plan itself); ``None`` while it
+        is kept (:meth:`InstantHeartbeat.lapsed_for`)."""
+        return self.lock.lapsed_for() if isinstance(self.lock, InstantHeartbeat) else None
+
     # ------------------------------------------------------------------ a delta commit
     def commit(self, work: DeltaWork, base: TableSnapshot | None = None, *,
                started: float | None = None) -> CommitResult:
@@ -239,6 +246,11 @@ class Transaction:
             # us dead): a successor may be rolling this instant back - never publish it
             raise CommitConflictError(
                 f"lost the writer lock of {self.base_path} while writing instant {instant}; "
+                "the batch is not committed and its next run rolls the instant back")
+        if (lapse := self.heartbeat_lapse()) is not None:  # likewise, for Apache Hudi
+            raise CommitConflictError(
+                f"the heartbeat of instant {instant} of {self.base_path} went unrefreshed for {lapse:.0f}s "
+                "(the process stalled or storage refused its writes), so Apache Hudi may be rolling it back; "
                 "the batch is not committed and its next run rolls the instant back")
         try:
             self.publish(timeline, inflight, timeline.commit_bytes(meta))
@@ -401,8 +413,8 @@ class Transaction:
             target = timeline.get(plan.instant_time) or Instant(plan.instant_time, plan.action, State.INFLIGHT)
             age = timeline.hudi_heartbeat_age(target)
             if age is not None:
-                log.info("%s: rollback %s of %s left to Apache Hudi, which runs %s (its heartbeat refreshed "
-                         "%.0fs ago)", self.base_path, rb.timestamp, target.timestamp, target.action, age)
+                log.info("%s: rollback %s left to Apache Hudi: %s", self.base_path, rb.timestamp,
+                         hudi_run(target, age))
                 continue
             if rb.is_requested:
                 rb = self.start(timeline, rb)
@@ -423,12 +435,9 @@ class Transaction:
             raise self._hudi_writing(*live[0])
 
     def _hudi_writing(self, inst: Instant, age: float) -> CommitConflictError:
-        what = (f"an Apache Hudi writer is writing instant {inst.timestamp}" if inst.action in Action.WRITE_ACTIONS
-                else f"Apache Hudi is running {inst.action} {inst.timestamp}, whose commit updates "
-                     f"Hudi's metadata table")
+        why = "" if inst.action in Action.WRITE_ACTIONS else ", whose commit updates Hudi's metadata table"
         return CommitConflictError(
-            f"{self.base_path}: {what} "
-            f"(its heartbeat {HEARTBEAT_FOLDER}/{inst.timestamp} was refreshed {age:.0f}s ago); "
+            f"{self.base_path}: {hudi_run(inst, age)}{why}; "
             f"one writer at a time - retry once it has committed, or once its heartbeat is "
             f"{HUDI_HEARTBEAT_EXPIRY_S:.0f}s old (a stopped writer's); nothing was written")
 

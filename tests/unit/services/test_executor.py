@@ -11,6 +11,7 @@ import pytest
 
 from streamer import faults
 from streamer.config.policies import CompactionPolicy
+from streamer.errors import ServiceError
 from streamer.read import Table
 from streamer.services import rollback_services
 from streamer.services.compaction import schedule_compaction
@@ -22,6 +23,7 @@ from streamer.write.rollback import build_plan
 from streamer.write.transaction import Transaction
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
+from tests.support.heartbeat_lapse import hudi_takes_over_at
 from tests.support.hudi_actions import metadata_table
 
 
@@ -178,3 +180,27 @@ def test_a_dead_run_hudi_starts_again_while_we_wait_is_left_to_it(tmp_path, vers
         assert [i.timestamp for i in tl.instants if i.action == Action.ROLLBACK] == made
         assert beat.exists() and not beat.read_bytes(), "Hudi's heartbeat was deleted"
         assert tg.read_ours(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_run_whose_heartbeat_lapsed_leaves_the_plan_to_hudi(tmp_path, version):
+    """Apache Hudi judges a run of a plan by its heartbeat's age alone. A run of ours
+    whose heartbeat went unrefreshed long enough (a stall, a store refusing its writes)
+    may have been taken for dead: Hudi rolls it back and runs the plan itself. Our run
+    then went on as if nothing had happened: its next beat overwrote the heartbeat Hudi's
+    run keeps, and it completed the plan over the files Hudi was rolling back. Now a
+    lapsed heartbeat is neither refreshed nor deleted, and the run does not complete."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        _, model, comp, beat = _planned(path)
+        table = Table.open(path)
+        lapsed = f"heartbeat of compaction {comp.timestamp} went unrefreshed"
+        with (hudi_takes_over_at(table.fs, "compaction inflight", path, refused_s=1.5) as taken,
+              pytest.raises(ServiceError, match=lapsed)):
+            execute(table, comp, lock_expiry_s=1.0)  # trusts a heartbeat 1 s unrefreshed
+        assert taken == [beat] and beat.read_bytes() == b"", "the heartbeat of Hudi's run was overwritten or deleted"
+        assert not Table.open(path).timeline.get(comp.timestamp).is_completed
+        stopped = beat.stat().st_mtime - 121  # Hudi's run died too: ours undoes both, reruns
+        os.utime(beat, (stopped, stopped))
+        assert execute(Table.open(path), comp).status == "completed"
+        assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()

@@ -20,6 +20,7 @@ import pytest
 from streamer.errors import CommitConflictError
 from streamer.fs import FileSystem, resolve
 from streamer.services.compaction import CompactionConflict, service_transaction
+from streamer.table.timeline import HUDI_HEARTBEAT_EXPIRY_S
 from streamer.write.lock import FileLock, LockInfo, PlanLock, WriterLock
 from tests.support.timing import poll_until
 
@@ -434,3 +435,23 @@ def test_a_plan_run_keeps_hudis_heartbeat_only_while_it_holds_the_plan(tmp_path,
     successor.end_heartbeat()
     successor.release()
     assert not os.path.exists(successor.heartbeat_path(ts))
+
+
+def test_a_long_lock_expiry_beats_hudis_heartbeat_within_hudis_expiry(tmp_path):
+    """``streamer services --lock-expiry 600`` made a plan run beat every 120 s (a fifth of
+    its lock's expiry), while Apache Hudi counts a heartbeat expired after 120 s: between
+    two beats Hudi could take the run for dead and roll it back. A lock keeping Hudi's
+    heartbeat now beats within a tenth of Hudi's expiry, whatever its own."""
+    fs, base = resolve(str(tmp_path))
+    waits: list[float] = []
+
+    class Recorded(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0.0)
+            return True  # stop at once
+
+    for lock in (PlanLock(fs, base, "p", expiry_s=600), WriterLock(fs, base, expiry_s=600)):
+        lock._stop = Recorded()
+        assert lock.try_acquire()
+        lock.release()
+    assert len(waits) == 2 and max(waits) <= HUDI_HEARTBEAT_EXPIRY_S / 10, waits
