@@ -307,7 +307,11 @@ def _undo_refused(table: Table, tx: Transaction, inflight: Instant, lock_timeout
 def _undo(table: Table, tx: Transaction, inflight: Instant, lock_timeout_s: float, *, replanned: str) -> str:
     """Leave no trace of a run stopped midway: nothing written, back to requested; a
     compaction's partial files rolled back, its plan kept; a log compaction rolled back
-    (its instant cannot run again, see :mod:`~streamer.services.rollback_services`)."""
+    (its instant cannot run again, see :mod:`~streamer.services.rollback_services`). Not
+    a run whose heartbeat lapsed: Apache Hudi may be running the plan or rolling it back."""
+    if (lapse := tx.heartbeat_lapse()) is not None:
+        return (f"left inflight: its heartbeat went unrefreshed for {lapse:.0f}s, so Apache Hudi may be running "
+                "the plan or rolling the run back; the next run finds out which")
     try:
         if not list_markers(table.fs, table.base_path, inflight.timestamp):
             tx.revert(table.timeline, inflight)  # nothing written

@@ -47,6 +47,7 @@ import os
 import posixpath
 import random
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -339,6 +340,17 @@ class FileLock:
                 continue
 
 
+def _awake_seconds() -> float:
+    """A clock of elapsed time that also runs while the host sleeps (a laptop's suspend):
+    Hudi, elsewhere, judges our heartbeat's age through that sleep too."""
+    return time.clock_gettime(_AWAKE_CLOCK) if _AWAKE_CLOCK is not None else time.monotonic()
+
+
+#: Linux's CLOCK_BOOTTIME; macOS's CLOCK_MONOTONIC counts sleep too (its time.monotonic does not).
+_AWAKE_CLOCK: int | None = getattr(time, "CLOCK_BOOTTIME", None) or (
+    getattr(time, "CLOCK_MONOTONIC", None) if sys.platform == "darwin" else None)
+
+
 class InstantHeartbeat(FileLock):
     """A lock that also keeps Hudi's heartbeat of the instant its holder is making,
     ``.hoodie/.heartbeat/<instant>``, refreshed with the lock's own beat. Apache Hudi
@@ -347,17 +359,19 @@ class InstantHeartbeat(FileLock):
     run of ours is told from Hudi's (empty) ones (:meth:`Timeline.hudi_heartbeat_age`).
 
     A heartbeat left unrefreshed for longer than :meth:`trusted_s` (the process stalled,
-    or storage refused its writes) is *lapsed* for good: Hudi may have judged the run
-    dead meanwhile and be rolling it back, or running the plan itself. Neither our lock
-    nor a fresh beat after the gap can tell, so a lapsed heartbeat is never refreshed
-    again (a beat would overwrite the one Hudi's own run keeps) nor deleted, and the
-    holder must not publish (:meth:`lapsed_for`)."""
+    storage refused or hung its writes, the host slept) is *lapsed* for good: Hudi may
+    have judged the run dead meanwhile and be rolling it back, or running the plan
+    itself. Our lock cannot tell (Hudi takes none of ours), so a lapsed heartbeat is
+    never refreshed again nor deleted, and the holder must not publish, nor undo its run
+    (:meth:`lapsed_for`). A refresh replaces only the heartbeat we wrote last (``If-Match``
+    on S3): one Hudi rewrote or deleted is lapsed too."""
 
     def __init__(self, fs: FileSystem, path: str, base_path: str, *, expiry_s: float, purpose: str) -> None:
         super().__init__(fs, path, expiry_s=expiry_s, purpose=purpose)
         self.base_path = base_path
         self._instant: str | None = None
-        self._kept_at = 0.0  # monotonic time of the heartbeat's last write
+        self._written = b""  # the heartbeat's content as we wrote it last
+        self._kept_at = 0.0  # when that write landed (:func:`_awake_seconds`)
         self._lapsed: float | None = None  # the gap that lapsed it
         # the beat thread's refresh and the holder's start and end, one at a time: a
         # refresh racing the end would write the heartbeat again after its delete
@@ -366,26 +380,39 @@ class InstantHeartbeat(FileLock):
     def heartbeat_path(self, instant: str) -> str:
         return posixpath.join(self.base_path, METAFOLDER, HEARTBEAT_FOLDER, instant)
 
-    def trusted_s(self) -> float:
-        """How long the heartbeat may go unrefreshed before it is lapsed: the lock's own
-        expiry, and at most half of Hudi's (its clock, and the store's modification times,
-        may run ahead of ours)."""
-        return min(self.expiry_s, HUDI_HEARTBEAT_EXPIRY_S / 2)
+    @staticmethod
+    def trusted_s() -> float:
+        """How long the heartbeat may go unrefreshed before it is lapsed: half of Hudi's
+        expiry (Hudi's clock, and the store's modification times, may run ahead of ours).
+        Our own lock's expiry does not matter here: a successor of ours taking the lock
+        over is seen by :meth:`FileLock.still_owner`."""
+        return HUDI_HEARTBEAT_EXPIRY_S / 2
 
     def _interval(self) -> float:
-        return max(0.2, self.trusted_s() / 5)
+        return min(super()._interval(), self.trusted_s() / 5)
 
     def start_instant(self, instant: str) -> None:
         """Begin Hudi's heartbeat for ``instant`` (refreshed with the lock)."""
         with self._beating:
             self._instant, self._lapsed = instant, None
-            self._write_heartbeat(instant)
+            # atomically: a heartbeat cut short by a kill would read as empty, which is
+            # how Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
+            data = str(time.time()).encode()
+            self.fs.write_atomic(self.heartbeat_path(instant), data)
+            self._written, self._kept_at = data, _awake_seconds()
 
-    def _write_heartbeat(self, instant: str) -> None:
-        # atomically: a heartbeat cut short by a kill would read as empty, which is how
-        # Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
-        self.fs.write_atomic(self.heartbeat_path(instant), str(time.time()).encode())
-        self._kept_at = time.monotonic()
+    def _refresh(self, instant: str) -> None:  # holding self._beating
+        path = self.heartbeat_path(instant)
+        seen = self.fs.read_tagged(path)
+        if seen is None or seen.data != self._written:  # Hudi took it over, or ended it
+            self._lapsed = _awake_seconds() - self._kept_at
+            return
+        data = str(time.time()).encode()
+        replaced = self.fs.replace_if(path, data, seen.tag)
+        landed = _awake_seconds()
+        if not replaced or landed - self._kept_at > self.trusted_s():  # replaced since, or landed late
+            self._lapsed = landed - self._kept_at
+        self._written, self._kept_at = data, landed
 
     def lapsed_for(self) -> float | None:
         """Seconds the heartbeat of the instant went unrefreshed, when that lapsed it (see
@@ -395,7 +422,7 @@ class InstantHeartbeat(FileLock):
 
     def _lapse(self) -> float | None:  # holding self._beating
         if self._instant is not None and self._lapsed is None:
-            gap = time.monotonic() - self._kept_at
+            gap = _awake_seconds() - self._kept_at
             if gap > self.trusted_s():
                 self._lapsed = gap
         return self._lapsed if self._instant is not None else None
@@ -414,8 +441,10 @@ class InstantHeartbeat(FileLock):
         if instant is None:
             return
         try:
-            if self.lapsed_for() is None and self.still_owner():
-                self.end_instant(instant)
+            if self.still_owner():
+                with self._beating:
+                    if self._lapse() is None:
+                        self.fs.delete_file(self.heartbeat_path(instant))
         except OSError as e:
             log.warning("could not delete the heartbeat of %s: %s", self.base_path, e)
         self._instant = None
@@ -423,7 +452,7 @@ class InstantHeartbeat(FileLock):
     def _on_beat(self) -> None:
         with self._beating:
             if self._instant is not None and self._lapse() is None:
-                self._write_heartbeat(self._instant)
+                self._refresh(self._instant)
 
 
 class WriterLock(InstantHeartbeat):

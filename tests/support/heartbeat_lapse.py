@@ -1,11 +1,13 @@
 """A run of ours whose Hudi heartbeat lapses midway, and Apache Hudi taking its instant over.
 
-At a fault step, storage refuses every write of a heartbeat (``.hoodie/.heartbeat/``)
-for ``refused_s`` seconds - longer than the run's lock trusts its heartbeat - as a
-process stall or a store's outage would leave it. Apache Hudi, which judges a run by its
-heartbeat's age alone, then takes the instant over: its own run keeps the heartbeat now
-(Hudi's form, empty). Storage takes writes again, the run's lock beats on for a while, and
-the run goes on towards its publish.
+Apache Hudi counts a heartbeat expired after ``interval * tolerable misses`` (120 s by
+default; ``hudi_expiry_s`` here, as a Hudi writer configured for a short one would). At a
+fault step, for longer than half that, storage either refuses every write of a heartbeat
+(``.hoodie/.heartbeat/``) or holds it unanswered, as a store's outage or a process stall
+would leave it. Hudi, which judges a run by its heartbeat's age alone, then takes the
+instant over: its own run keeps the heartbeat now (Hudi's form, empty). Storage answers
+again (a held write lands then), the run's lock beats on for a while, and the run goes on
+towards its publish.
 """
 
 from __future__ import annotations
@@ -16,26 +18,32 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 from streamer import faults
 from streamer.fs import FileSystem
 from streamer.table.properties import METAFOLDER
 from streamer.table.timeline import HEARTBEAT_FOLDER
+from streamer.write import lock
 
 
 @contextlib.contextmanager
-def hudi_takes_over_at(fs: FileSystem, label: str, table: str, *, refused_s: float) -> Iterator[list[Path]]:
+def hudi_takes_over_at(fs: FileSystem, label: str, table: str, *, stalled: Literal["refused", "held"],
+                       hudi_expiry_s: float = 2.0) -> Iterator[list[Path]]:
     """While inside, the fault step ``label`` of a run writing the table ``table`` through
-    ``fs`` lapses its heartbeat and hands the instant to Hudi, as above. Yields a list that
-    then holds the heartbeat Hudi took over (the run's own, the only one kept then)."""
+    ``fs`` lapses its heartbeat, its writes ``stalled`` so, and hands the instant to Hudi
+    (module doc). Yields a list that then holds the heartbeat Hudi took over (the run's
+    own, the only one kept then)."""
     beats = Path(table, METAFOLDER, HEARTBEAT_FOLDER)
     taken: list[Path] = []
-    real_step, real_write = faults.step, fs.write_atomic
-    refusing, reached = threading.Event(), threading.Event()
+    real_step, real_write, real_expiry = faults.step, fs.write_atomic, lock.HUDI_HEARTBEAT_EXPIRY_S
+    stalling, answered, reached = threading.Event(), threading.Event(), threading.Event()
 
     def write(path: str, data: bytes) -> None:
-        if refusing.is_set() and "/.heartbeat/" in path:
-            raise OSError(errno.EIO, "heartbeat write refused", path)
+        if stalling.is_set() and "/.heartbeat/" in path:
+            if stalled == "refused":
+                raise OSError(errno.EIO, "heartbeat write refused", path)
+            answered.wait(30)  # held: lands once storage answers again
         real_write(path, data)
 
     def step(name: str) -> None:
@@ -43,18 +51,22 @@ def hudi_takes_over_at(fs: FileSystem, label: str, table: str, *, refused_s: flo
             reached.set()
             [beat] = [p for p in beats.iterdir() if p.read_bytes()]
             taken.append(beat)
-            refusing.set()
-            time.sleep(refused_s)
+            stalling.set()
+            time.sleep(hudi_expiry_s * 0.75)  # past half of Hudi's expiry
             beat.write_bytes(b"")  # Hudi's run of the instant keeps it now
-            refusing.clear()
-            time.sleep(refused_s / 2)  # the lock's beats go on meanwhile
+            stalling.clear()
+            answered.set()
+            time.sleep(hudi_expiry_s / 4)  # the lock's beats go on meanwhile
         real_step(name)
 
     fs.write_atomic = write  # type: ignore[method-assign]
     faults.step = step
+    lock.HUDI_HEARTBEAT_EXPIRY_S = hudi_expiry_s
     try:
         yield taken
     finally:
+        lock.HUDI_HEARTBEAT_EXPIRY_S = real_expiry
         faults.step = real_step
         del fs.write_atomic
+        answered.set()
     assert reached.is_set(), f"the run never reached the fault step {label!r}"

@@ -3,6 +3,7 @@ not our plan lock; a rollback Hudi makes of it is Hudi's; its metadata table hol
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -182,25 +183,53 @@ def test_a_dead_run_hudi_starts_again_while_we_wait_is_left_to_it(tmp_path, vers
         assert tg.read_ours(path) == model.snapshot()
 
 
+@pytest.mark.parametrize("stalled", ["refused", "held"])
 @pytest.mark.parametrize("version", [6, 9])
-def test_a_run_whose_heartbeat_lapsed_leaves_the_plan_to_hudi(tmp_path, version):
+def test_a_run_whose_heartbeat_lapsed_leaves_the_plan_to_hudi(tmp_path, version, stalled):
     """Apache Hudi judges a run of a plan by its heartbeat's age alone. A run of ours
-    whose heartbeat went unrefreshed long enough (a stall, a store refusing its writes)
-    may have been taken for dead: Hudi rolls it back and runs the plan itself. Our run
-    then went on as if nothing had happened: its next beat overwrote the heartbeat Hudi's
-    run keeps, and it completed the plan over the files Hudi was rolling back. Now a
-    lapsed heartbeat is neither refreshed nor deleted, and the run does not complete."""
+    whose heartbeat went unrefreshed long enough (storage refusing or holding its writes,
+    a stall) may have been taken for dead: Hudi rolls it back and runs the plan itself.
+    Our run then went on as if nothing had happened: its next beat overwrote the
+    heartbeat Hudi's run keeps, and it completed the plan over the files Hudi was rolling
+    back. Now a lapsed heartbeat is neither refreshed nor deleted (a write held past the
+    lapse lands, on a store without conditional writes), and the run does not complete."""
     path = str(tmp_path / "t")
     with tg.at_version(version):
         _, model, comp, beat = _planned(path)
         table = Table.open(path)
         lapsed = f"heartbeat of compaction {comp.timestamp} went unrefreshed"
-        with (hudi_takes_over_at(table.fs, "compaction inflight", path, refused_s=1.5) as taken,
+        with (hudi_takes_over_at(table.fs, "compaction inflight", path, stalled=stalled) as taken,
               pytest.raises(ServiceError, match=lapsed)):
-            execute(table, comp, lock_expiry_s=1.0)  # trusts a heartbeat 1 s unrefreshed
-        assert taken == [beat] and beat.read_bytes() == b"", "the heartbeat of Hudi's run was overwritten or deleted"
-        assert not Table.open(path).timeline.get(comp.timestamp).is_completed
+            execute(table, comp)
+        assert taken == [beat]
+        assert stalled == "held" or beat.read_bytes() == b"", "the heartbeat of Hudi's run was overwritten"
+        assert Table.open(path).timeline.get(comp.timestamp).is_inflight  # not completed, nor undone
         stopped = beat.stat().st_mtime - 121  # Hudi's run died too: ours undoes both, reruns
         os.utime(beat, (stopped, stopped))
         assert execute(Table.open(path), comp).status == "completed"
         assert tg.read_ours(path) == tg.read_hudi_rs(path) == model.snapshot()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_run_whose_heartbeat_lapsed_is_not_undone_when_storage_then_fails(tmp_path, version, monkeypatch):
+    """A storage error stops a run and the run is undone at once - back to requested, or
+    its files rolled back. After its heartbeat lapsed, Hudi may be running the plan
+    itself (a lapse and a failing store come together): the undo changed the state of
+    Hudi's run. Now such a run is left inflight for the next run to judge."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        _, _, comp, beat = _planned(path)
+        table = Table.open(path)
+        step = faults.step
+
+        def disk_full(name: str) -> None:
+            if name == "compaction inflight":
+                raise OSError(errno.ENOSPC, "No space left on device", "a base file")
+            step(name)
+
+        monkeypatch.setattr(faults, "step", disk_full)
+        with (hudi_takes_over_at(table.fs, "compaction inflight", path, stalled="refused"),
+              pytest.raises(ServiceError, match="left inflight: its heartbeat went unrefreshed")):
+            execute(table, comp)
+        assert Table.open(path).timeline.get(comp.timestamp).is_inflight
+        assert beat.read_bytes() == b"", "the heartbeat of Hudi's run was overwritten or deleted"
