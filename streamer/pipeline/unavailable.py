@@ -129,26 +129,39 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         is_delete = flags.to_numpy(zero_copy_only=False)
     resolved: dict[str, pa.Array] = {}
     need_table: dict[str, np.ndarray] = {}
-    # a change that has no earlier change of its key carrying the value follows the key's
-    # first change in the batch, which alone is completed from outside the batch
-    first = np.arange(n) == group_start
+    # A delete ends its key's row: the changes after it (a re-insert, the create of a key
+    # change into the key) start a segment of their own, and neither the delete (whose
+    # values are the old row's, or null) nor anything before it carries their values.
+    # A change with no earlier change of its segment carrying the value follows the
+    # segment's first change, which alone is completed from outside the segment.
+    segment_start = np.maximum(group_start, np.maximum.accumulate(np.where(is_delete, np.arange(n), -1)) + 1)
+    segment_start = np.where(is_delete, np.arange(n), segment_start)  # a delete is in none
+    first = np.arange(n) == segment_start
     followers: dict[str, np.ndarray] = {}
     for name in columns:
         values = rows.column(name).combine_chunks().take(pa.array(order))
         is_ph = pc.fill_null(pc.equal(values, placeholder.needle(values.type)), False).to_numpy(zero_copy_only=False)
         is_ph &= ~is_delete
-        # the nearest earlier change of the same key that carried the value
-        previous = np.maximum.accumulate(np.where(~is_ph, np.arange(n), -1))
-        source = np.where(is_ph & (previous >= group_start), previous, np.where(is_ph, -1, np.arange(n)))
+        # the nearest earlier change of the same segment that carried the value
+        previous = np.maximum.accumulate(np.where(~is_ph & ~is_delete, np.arange(n), -1))
+        source = np.where(is_ph & (previous >= segment_start), previous, np.where(is_ph, -1, np.arange(n)))
         resolved[name] = values.take(pa.array(np.where(source >= 0, source, np.arange(n))))
         need_table[name] = (source < 0) & first
         followers[name] = (source < 0) & ~first
     lookup_keys = sorted_keys
     chained = {name: np.arange(n) for name in columns}  # the position whose final value a row takes
     if operation is not None and ordering is not None and operation in rows.column_names:
-        lookup_keys = _key_changes(rows, order, group_start, sorted_keys, ordering, operation, is_delete,
-                                   resolved, need_table, followers, chained)
-    missing = _from_table(lookup_keys, resolved, need_table, stored)
+        lookup_keys = _key_changes(rows, order, group_start, segment_start, sorted_keys, ordering, operation,
+                                   is_delete, resolved, need_table, followers, chained)
+    # the table's row of a key deleted earlier in the batch is the deleted one: a change
+    # after the delete that no key change in the batch completes is not completed from it
+    own = pc.fill_null(pc.equal(lookup_keys, sorted_keys), True).to_numpy(zero_copy_only=False)
+    after_delete = (segment_start > group_start) & own
+    held = {name: mask & after_delete for name, mask in need_table.items()}
+    missing = _from_table(lookup_keys, resolved, {name: mask & ~after_delete for name, mask in need_table.items()},
+                          stored)
+    missing = {name: missing.get(name, np.zeros(n, dtype=bool)) | mask for name, mask in held.items()
+               if mask.any() or name in missing}
     if missing and deleted_rows is not None and ordering is not None and operation in rows.column_names:
         creates = pc.equal(rows.column(operation).combine_chunks().take(pa.array(order)), "c")
         positions = rows.column(ordering).combine_chunks().take(pa.array(order))
@@ -156,7 +169,7 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
         missing = _from_deleted(positions, is_create, resolved, missing, deleted_rows)
         missing = _replayed(sorted_keys, positions, is_create, ordering, resolved, missing, stored)
     missing = _follow_chains(chained, resolved, missing)
-    missing = _follow_first(group_start, followers, resolved, missing)
+    missing = _follow_first(segment_start, followers, resolved, missing)
     return _completed(rows, order, sorted_keys, resolved, missing)
 
 
@@ -185,9 +198,9 @@ def _completed(rows: pa.Table, order: np.ndarray, sorted_keys: pa.Array, resolve
     return out.append_column(REASON_COL, reason_array)
 
 
-def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sorted_keys: pa.Array,
-                 ordering: str, operation: str, is_delete: np.ndarray, resolved: dict[str, pa.Array],
-                 need_table: dict[str, np.ndarray], followers: dict[str, np.ndarray],
+def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, segment_start: np.ndarray,
+                 sorted_keys: pa.Array, ordering: str, operation: str, is_delete: np.ndarray,
+                 resolved: dict[str, pa.Array], need_table: dict[str, np.ndarray], followers: dict[str, np.ndarray],
                  chained: dict[str, np.ndarray]) -> pa.Array:
     """Creates of a key change completed from the old key's last change before its delete
     in the batch when that change has its value (in place); returns the keys to look the
@@ -229,7 +242,8 @@ def _key_changes(rows: pa.Table, order: np.ndarray, group_start: np.ndarray, sor
             mask = need_table[name]
             if not mask[pos]:
                 continue
-            source = head if followers[name][before] else before  # a follower has its head's value
+            # a follower has its segment's first change's value
+            source = segment_start[before] if followers[name][before] else before
             if not mask[source] and chained[name][source] == source:
                 values[name][pos] = values[name][source]
             else:  # the source waits too: take its final value (a chain ends where the value is)
@@ -256,13 +270,13 @@ def _follow_chains(chained: dict[str, np.ndarray], resolved: dict[str, pa.Array]
     return out
 
 
-def _follow_first(group_start: np.ndarray, followers: dict[str, np.ndarray], resolved: dict[str, pa.Array],
+def _follow_first(segment_start: np.ndarray, followers: dict[str, np.ndarray], resolved: dict[str, pa.Array],
                   missing: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Give each follower (a placeholder with no earlier value of its key in the batch)
-    its key's first change's value, as completed (in place): a create of a key change and
-    the updates of the new key after it in one batch take the old key's value alike.
-    Returns what is missing, followers included."""
-    starts = pa.array(group_start)
+    """Give each follower (a placeholder with no earlier value of its key's segment in the
+    batch, see :func:`resolve`) its segment's first change's value, as completed (in
+    place): a create of a key change and the updates of the new key after it in one batch
+    take the old key's value alike. Returns what is missing, followers included."""
+    starts = pa.array(segment_start)
     out = dict(missing)
     for name, follow in followers.items():
         if not follow.any():
@@ -270,7 +284,7 @@ def _follow_first(group_start: np.ndarray, followers: dict[str, np.ndarray], res
         resolved[name] = pc.if_else(pa.array(follow), resolved[name].take(starts), resolved[name])
         first_missing = missing.get(name)
         if first_missing is not None:
-            out[name] = first_missing | (follow & first_missing[group_start])
+            out[name] = first_missing | (follow & first_missing[segment_start])
     return out
 
 

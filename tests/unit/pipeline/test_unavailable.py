@@ -173,6 +173,27 @@ def test_a_key_change_sent_twice_in_one_batch_takes_the_old_keys_last_value():
     assert out.column(REASON_COL).null_count == out.num_rows
 
 
+def test_a_key_change_into_a_key_deleted_earlier_in_the_batch_takes_the_old_keys_value():
+    """A delete ends its key's row: a later create of that key in the batch (a key change
+    into it) takes nothing from the delete or from before it. Such a create used to copy
+    the delete's values - null, or the deleted row's own text with REPLICA IDENTITY FULL -
+    with no error. Now it takes the old key's value, from the table, from the batch (a
+    round trip a to x to a), and one no key change completes is never filled from the
+    table's row of its own, deleted key."""
+    stored, _ = stored_from({"a": "a old text", "b": "b text", "k": "k deleted text"})
+    out = resolve_changes([
+        change("a", 10, None, "d"), change("b", 20, None, "d"), change("a", 20, PH, "c"),   # DELETE a; b -> a
+        change("m", 5, "m text", "c"), change("m", 30, "m text", "d"), change("x", 30, PH, "c"),
+        change("x", 40, None, "d"), change("m", 40, PH, "c"), change("m", 45, PH, "u"),     # m -> x -> m
+        change("k", 50, "k deleted text", "d"), change("k", 60, PH, "c"),                   # no delete at 60
+    ], stored)
+    got = {(k, lsn): (n, r is not None) for k, lsn, n, r, d in zip(
+        out.column("id").to_pylist(), out.column("_event_lsn").to_pylist(), out.column("note").to_pylist(),
+        out.column(REASON_COL).to_pylist(), out.column("_hoodie_is_deleted").to_pylist(), strict=True) if not d}
+    assert got == {("a", 20): ("b text", False), ("m", 5): ("m text", False), ("x", 30): ("m text", False),
+                   ("m", 40): ("m text", False), ("m", 45): ("m text", False), ("k", 60): (PH, True)}
+
+
 def test_a_chain_of_key_changes_in_one_batch_passes_the_unchanged_value_along():
     """A row's key changed twice in one batch (a to b, then b to c), its text unchanged both
     times: the second create takes what the first was completed with, from the batch or
