@@ -102,8 +102,15 @@ class KafkaSource:
 
     def preflight(self) -> None:
         """The topic's metadata within ``metadata_timeout``: an unreachable broker or a
-        missing topic is one :class:`SourceError` before any JVM starts."""
-        self.client.partitions(self.config.metadata_timeout.total_seconds())
+        missing topic is one :class:`SourceError` before any JVM starts. A Postgres change
+        stream on several partitions is warned about: a key change's delete and create
+        usually land in different ones, and the unchanged TOASTed values of the create are
+        completed only from a delete in its own partition (docs/kafka.md)."""
+        partitions = self.client.partitions(self.config.metadata_timeout.total_seconds())
+        if self.config.debezium == "postgres" and len(partitions) > 1:
+            log.warning("kafka %s: a Debezium Postgres topic of %d partitions: a primary-key change's unchanged "
+                        "TOASTed values may go to the error table or take an older value; give the topic of a "
+                        "table whose keys change one partition (docs/kafka.md)", self.config.topic, len(partitions))
 
     def on_table_commit(self, position: Position, instant: str) -> None:
         """Mirror the committed position into the consumer group (``commit_offsets``).

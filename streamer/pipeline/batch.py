@@ -33,7 +33,8 @@ from streamer.pipeline.errors_table import (
     with_originals,
 )
 from streamer.pipeline.key_changes import rows_before_deletes
-from streamer.pipeline.unavailable import Placeholder, placeholder_columns, resolve
+from streamer.pipeline.placeholder import Placeholder
+from streamer.pipeline.unavailable import placeholder_columns, resolve
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.sources.debezium import change_rows
 from streamer.sources.position import Position
@@ -41,7 +42,7 @@ from streamer.table.meta_fields import IS_DELETED
 from streamer.transforms import TransformError, apply_transforms
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from streamer.fs_s3 import S3Settings
@@ -320,12 +321,8 @@ def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
     from functools import reduce
 
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BinaryType, StringType
 
-    placeholder = placeholder_of(config)
-    tests = [F.col(f"`{f.name}`") == F.lit(placeholder.text if isinstance(f.dataType, StringType) else placeholder.data)
-             for f in rows.schema.fields
-             if isinstance(f.dataType, StringType | BinaryType) and f.name not in (REASON_COL, PAYLOAD_COL)]
+    tests = _placeholder_tests(rows, placeholder_of(config))
     keys = list(config.target.record_key)
     if not tests or not set(keys) <= set(rows.columns):  # no text, or no row (a batch of tombstones)
         return rows, None
@@ -347,6 +344,44 @@ def _complete_on_spark(config: PipelineConfig, rows: DataFrame,
     out = rest if completed is None else rest.unionByName(completed)
     incomplete = done.filter(pc.invert(ok))
     return out, incomplete if incomplete.num_rows else None
+
+
+def _placeholder_tests(rows: DataFrame, placeholder: Placeholder) -> list[Column]:
+    """A test per column and form of the placeholder (:meth:`Placeholder.forms`) that a
+    row's value is it, in Spark: the forms are chosen by the column's Arrow type."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType
+
+    tests = []
+    for f in rows.schema.fields:
+        t = f.dataType
+        arrow = None if f.name in (REASON_COL, PAYLOAD_COL) else _arrow_of(t)
+        col = F.col(f"`{f.name}`")
+        for form in placeholder.forms(arrow) if arrow is not None else ():
+            if isinstance(t, MapType):
+                tests.append((F.size(col) == len(form)) & (F.map_keys(col) == F.array(*[F.lit(k) for k, _ in form]))
+                             & (F.map_values(col) == F.array(*[F.lit(v) for _, v in form])))
+            elif isinstance(t, ArrayType):
+                tests.append(col == F.array(*[F.lit(x).cast(t.elementType) for x in form]))
+            else:
+                tests.append(col == F.lit(form))
+    return tests
+
+
+def _arrow_of(t: Any) -> pa.DataType | None:
+    """The Arrow type of a Spark column that may hold the placeholder (text, bytes, arrays
+    of them or of integers, a map of text); None for any other."""
+    from pyspark.sql import types as T
+
+    plain = {T.StringType: pa.string(), T.BinaryType: pa.binary(), T.ByteType: pa.int8(), T.ShortType: pa.int16(),
+             T.IntegerType: pa.int32(), T.LongType: pa.int64()}
+    if isinstance(t, T.ArrayType):
+        element = plain.get(type(t.elementType))
+        return None if element is None else pa.list_(element)
+    if isinstance(t, T.MapType):
+        texts = isinstance(t.keyType, T.StringType) and isinstance(t.valueType, T.StringType)
+        return pa.map_(pa.string(), pa.string()) if texts else None
+    return plain.get(type(t)) if isinstance(t, T.StringType | T.BinaryType) else None
 
 
 def _made(flagged: DataFrame | None) -> DataFrame:

@@ -23,7 +23,6 @@ columns, filtered to the keys in question.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -31,44 +30,7 @@ import pyarrow.compute as pc
 
 from streamer.pipeline.errors_table import REASON_COL
 from streamer.pipeline.key_changes import DELETED_AT
-
-#: Debezium's default ``unavailable.value.placeholder``.
-PLACEHOLDER = "__debezium_unavailable_value"
-
-
-@dataclass(frozen=True)
-class Placeholder:
-    """The value Debezium sends for an unchanged TOASTed value, as text and as bytes.
-
-    Its connector setting ``unavailable.value.placeholder`` may change it: a ``hex:``
-    prefix gives the bytes in hexadecimal, else they are the text's UTF-8 bytes; text
-    columns carry those bytes as a string (Debezium's ``new String(bytes)``)."""
-
-    text: str
-    data: bytes
-
-    @classmethod
-    def of(cls, setting: str = PLACEHOLDER) -> Placeholder:
-        """The placeholder of the connector setting ``setting`` (raises ``ValueError`` for
-        bad hexadecimal or an empty value)."""
-        if setting.startswith("hex:"):
-            data = bytes.fromhex(setting[4:])
-            text = data.decode("utf-8", errors="replace")
-        else:
-            text, data = setting, setting.encode()
-        if not data:
-            raise ValueError("the unavailable-value placeholder must not be empty")
-        return cls(text, data)
-
-    def needle(self, t: pa.DataType) -> pa.Scalar | None:
-        """The placeholder as a value of a column of type ``t`` (None: not a text or binary
-        column, which Debezium never fills with it)."""
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return pa.scalar(self.text, t)
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return pa.scalar(self.data, t)
-        return None
-
+from streamer.pipeline.placeholder import Placeholder
 
 DEFAULT_PLACEHOLDER = Placeholder.of()
 
@@ -85,13 +47,11 @@ _KEY = "_hoodie_record_key"
 
 def placeholder_columns(rows: pa.Table, skip: tuple[str, ...] = (),
                         placeholder: Placeholder = DEFAULT_PLACEHOLDER) -> list[str]:
-    """The text and binary columns of ``rows`` in which the placeholder occurs."""
-    found = []
-    for field in rows.schema:
-        needle = None if field.name in skip else placeholder.needle(field.type)
-        if needle is not None and pc.any(pc.equal(rows.column(field.name), needle)).as_py():
-            found.append(field.name)
-    return found
+    """The columns of ``rows`` in which the placeholder occurs, in any of its forms
+    (:mod:`streamer.pipeline.placeholder`)."""
+    return [field.name for field in rows.schema
+            if field.name not in skip and placeholder.forms(field.type)
+            and placeholder.matches(rows.column(field.name)).any()]
 
 
 def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: StoredValues,
@@ -140,8 +100,7 @@ def resolve(rows: pa.Table, keys: pa.Array, ordering: str | None, stored: Stored
     followers: dict[str, np.ndarray] = {}
     for name in columns:
         values = rows.column(name).combine_chunks().take(pa.array(order))
-        is_ph = pc.fill_null(pc.equal(values, placeholder.needle(values.type)), False).to_numpy(zero_copy_only=False)
-        is_ph &= ~is_delete
+        is_ph = placeholder.matches(values) & ~is_delete
         # the nearest earlier change of the same segment that carried the value
         previous = np.maximum.accumulate(np.where(~is_ph & ~is_delete, np.arange(n), -1))
         source = np.where(is_ph & (previous >= segment_start), previous, np.where(is_ph, -1, np.arange(n)))

@@ -232,3 +232,25 @@ def test_a_streamed_micro_batch_reads_the_records_the_last_one_held_back(kafka, 
     assert sum(r.errored for r in runner.reports) == 0
     rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
     assert rows == KEY_CHANGED
+
+
+def test_a_postgres_topic_of_several_partitions_is_warned_about(kafka, tmp_path, caplog):
+    """A key change's delete and create are paired within one partition, and Debezium keys
+    each record by its primary key: on several partitions the two usually part, and the
+    create's unchanged TOASTed values may not be completed. A run's preflight says so,
+    naming the topic; one partition, or another connector, is not warned about."""
+    import logging
+
+    from streamer.sources.kafka.source import KafkaSource
+
+    several = kafka.create_topic(f"pg.public.orders-{uuid.uuid4().hex[:6]}", partitions=3)
+    one = kafka.create_topic(f"pg.public.orders-{uuid.uuid4().hex[:6]}", partitions=1)
+    for topic, debezium in ((several, "postgres"), (one, "postgres"), (several, "mysql")):
+        (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic,
+                                                          t=tmp_path / "t", extra="", engine="local")
+                                              .replace("debezium: postgres", f"debezium: {debezium}"))
+        assert not problems
+        with caplog.at_level(logging.WARNING, logger="streamer.sources.kafka.source"):
+            KafkaSource(config.source).preflight()
+    warned = [r.getMessage() for r in caplog.records if "partitions" in r.getMessage()]
+    assert len(warned) == 1 and several in warned[0] and "of 3 partitions" in warned[0], warned

@@ -7,7 +7,8 @@ import pyarrow.compute as pc
 import pytest
 
 from streamer.pipeline.errors_table import REASON_COL
-from streamer.pipeline.unavailable import PLACEHOLDER, Placeholder, placeholder_columns, resolve
+from streamer.pipeline.placeholder import PLACEHOLDER, Placeholder
+from streamer.pipeline.unavailable import placeholder_columns, resolve
 
 PH = PLACEHOLDER
 
