@@ -126,9 +126,11 @@ def _left_to_hudi(table: Table, cur: Instant) -> bool:
     while Hudi makes any instant (:meth:`Timeline.live_hudi_instants`), this run's commit
     would find its service step busy (the metadata table stays for Hudi's commit): merging
     first would only throw the work away."""
-    # one status call per pending instant on a table with a metadata table, one else
-    live = (table.timeline.live_hudi_instants() if has_metadata_table(table.properties)
-            else [(cur, age)] if (age := table.timeline.hudi_heartbeat_age(cur)) is not None else [])
+    if has_metadata_table(table.properties):  # one status call per pending instant, ``cur`` among them
+        live = table.timeline.live_hudi_instants()
+    else:
+        age = table.timeline.hudi_heartbeat_age(cur)
+        live = [] if age is None else [(cur, age)]
     own = [age for other, age in live if other.timestamp == cur.timestamp]
     if own:
         log.info("%s: %s; left to it", table.base_path, hudi_run(cur, own[0]))
@@ -175,8 +177,8 @@ class _Run:
                                "its new owner will redo it")
         if (lapse := self.tx.heartbeat_lapse()) is not None:  # Hudi may have taken the plan over
             raise ServiceError(f"the heartbeat of {inst.action} {inst.timestamp} went unrefreshed for {lapse:.0f}s "
-                               "(the process stalled or storage refused its writes), so Apache Hudi may be "
-                               "rolling the run back or running the plan; not completed: the next run "
+                               "(the process stalled, or storage refused or held its writes), so Apache Hudi "
+                               "may be rolling the run back or running the plan; not completed: the next run "
                                "finds out which")
         faults.step(f"{inst.action} before complete")  # the completed instant's write is next
         self.tx.publish(self.table.timeline, inst, self.table.timeline.commit_bytes(meta))

@@ -250,8 +250,8 @@ class Transaction:
         if (lapse := self.heartbeat_lapse()) is not None:  # likewise, for Apache Hudi
             raise CommitConflictError(
                 f"the heartbeat of instant {instant} of {self.base_path} went unrefreshed for {lapse:.0f}s "
-                "(the process stalled or storage refused its writes), so Apache Hudi may be rolling it back; "
-                "the batch is not committed and its next run rolls the instant back")
+                "(the process stalled, or storage refused or held its writes), so Apache Hudi may be rolling it "
+                "back; the batch is not committed and its next run rolls the instant back")
         try:
             self.publish(timeline, inflight, timeline.commit_bytes(meta))
         except OSError as e:
