@@ -289,6 +289,7 @@ class Conditional:
         bucket, key = _split(path)
         try:
             r = self.client.get_object(Bucket=bucket, Key=key)
+            return r["Body"].read(), str(r["ETag"])  # the body streams: its read fails as the call does
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code")
             if code in ("NoSuchKey", "404"):
@@ -296,7 +297,6 @@ class Conditional:
             raise self._failed("GET", code, path) from e
         except BotoCoreError as e:
             raise self._unreachable(e, path) from None
-        return r["Body"].read(), str(r["ETag"])
 
     def delete(self, path: str) -> None:
         """Delete one object (absent is fine, as S3 answers)."""

@@ -85,8 +85,6 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         cur = table.timeline.get(inst.timestamp)
         if cur is None or not cur.is_requested:
             return ExecOutcome(inst.timestamp, inst.action, "done-elsewhere")
-        if _left_to_hudi(table, cur):  # again: Hudi may have started while we recovered
-            return ExecOutcome(inst.timestamp, inst.action, "busy")
         # damage first, before the plan goes inflight or anything is written: a refused
         # plan stays requested, and the table (whose reads check the old slices of
         # pending plans too) keeps refusing until the file is restored
@@ -94,6 +92,8 @@ def execute(table: Table, inst: Instant, *, log_policy: LogCompactionPolicy | No
         # which a log compaction planned before it may still name) refuses nothing
         accepted = accept_damage | frozenset(dropped_damage(table.fsview, table.timeline))
         refuse_plan_damage(table, cur, accept=accepted)
+        if _left_to_hudi(table, cur):  # again, last: Hudi may have started while we recovered or checked
+            return ExecOutcome(inst.timestamp, inst.action, "busy")
         # the run's transaction holds the plan's lock, not the writers': writers go on
         # appending meanwhile (a compaction catches up with them in CompactionRun.finish)
         tx = Transaction(table.fs, table.base_path, lock=lock)
@@ -228,6 +228,8 @@ class _Run:
             raise ServiceError(f"{inflight.action} {inflight.timestamp} stopped: {storage_reason(e)}; {state}") from e
         except CompactionConflict as e:
             log.info("%s", e)
+            if self.tx.heartbeat_lapse() is not None:  # Hudi may be running it: not ours to revert
+                return None
             try:
                 rollback_services.revert_compaction(table, inflight, lock_timeout_s=self.lock_timeout_s)
             except CompactionConflict as again:  # left inflight: the next run reverts it

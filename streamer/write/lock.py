@@ -335,8 +335,9 @@ class FileLock:
                 if not self.fs.replace_if(self.path, self._me(), seen.tag if seen else None):
                     return  # replaced since we read it (S3 If-Match): a successor owns it
                 self._on_beat()
-            except OSError:
+            except Exception as e:  # noqa: BLE001 - an SDK's own error types too: the thread must live on
                 # A missed beat is not fatal; the next one (or expiry) settles it.
+                log.debug("missed a beat of %s: %s", self.path, e)
                 continue
 
 
@@ -371,7 +372,8 @@ class InstantHeartbeat(FileLock):
         self.base_path = base_path
         self._instant: str | None = None
         self._written = b""  # the heartbeat's content as we wrote it last
-        self._kept_at = 0.0  # when that write landed (:func:`_awake_seconds`)
+        self._pending = b""  # as we are writing it (a write that failed may have landed)
+        self._kept_at = 0.0  # when that write was sent (:func:`_awake_seconds`): the file is no older
         self._lapsed: float | None = None  # the gap that lapsed it
         # the beat thread's refresh and the holder's start and end, one at a time: a
         # refresh racing the end would write the heartbeat again after its delete
@@ -397,22 +399,23 @@ class InstantHeartbeat(FileLock):
             self._instant, self._lapsed = instant, None
             # atomically: a heartbeat cut short by a kill would read as empty, which is
             # how Apache Hudi's heartbeats look (:meth:`Timeline.live_hudi_writes`)
-            data = str(time.time()).encode()
+            data, sent = str(time.time()).encode(), _awake_seconds()
             self.fs.write_atomic(self.heartbeat_path(instant), data)
-            self._written, self._kept_at = data, _awake_seconds()
+            self._written = self._pending = data
+            self._kept_at = sent
 
     def _refresh(self, instant: str) -> None:  # holding self._beating
         path = self.heartbeat_path(instant)
         seen = self.fs.read_tagged(path)
-        if seen is None or seen.data != self._written:  # Hudi took it over, or ended it
+        if seen is None or seen.data not in (self._written, self._pending):  # Hudi took it over, or ended it
             self._lapsed = _awake_seconds() - self._kept_at
             return
-        data = str(time.time()).encode()
-        replaced = self.fs.replace_if(path, data, seen.tag)
+        self._pending, sent = str(time.time()).encode(), _awake_seconds()
+        replaced = self.fs.replace_if(path, self._pending, seen.tag)
         landed = _awake_seconds()
         if not replaced or landed - self._kept_at > self.trusted_s():  # replaced since, or landed late
             self._lapsed = landed - self._kept_at
-        self._written, self._kept_at = data, landed
+        self._written, self._kept_at = self._pending, sent
 
     def lapsed_for(self) -> float | None:
         """Seconds the heartbeat of the instant went unrefreshed, when that lapsed it (see
@@ -428,9 +431,12 @@ class InstantHeartbeat(FileLock):
         return self._lapsed if self._instant is not None else None
 
     def end_instant(self, instant: str) -> None:
+        """End the heartbeat of ``instant``, published: deleted unless it lapsed meanwhile
+        (it may be Hudi's by now)."""
         with self._beating:
+            if self._lapse() is None:
+                self.fs.delete_file(self.heartbeat_path(instant))
             self._instant = None
-            self.fs.delete_file(self.heartbeat_path(instant))
 
     def end_heartbeat(self) -> None:
         """End the heartbeat :meth:`start_instant` began, if one is still kept and the lock

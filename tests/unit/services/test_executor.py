@@ -14,6 +14,7 @@ from streamer import faults
 from streamer.config.policies import CompactionPolicy
 from streamer.errors import ServiceError
 from streamer.read import Table
+from streamer.services import executor as executor_module
 from streamer.services import rollback_services
 from streamer.services.compaction import schedule_compaction
 from streamer.services.executor import execute
@@ -233,3 +234,24 @@ def test_a_run_whose_heartbeat_lapsed_is_not_undone_when_storage_then_fails(tmp_
             execute(table, comp)
         assert Table.open(path).timeline.get(comp.timestamp).is_inflight
         assert beat.read_bytes() == b"", "the heartbeat of Hudi's run was overwritten or deleted"
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_hudi_starting_the_plan_while_we_check_it_for_damage_is_left_to_it(tmp_path, version, monkeypatch):
+    """Between the executor's look for Hudi's heartbeat of the plan and its own heartbeat's
+    first write lies the check of the plan's slices for damage (reads of every file). Hudi
+    starting the plan meanwhile had its heartbeat overwritten by ours, and the plan ran
+    beside Hudi. Now the look comes last, just before our heartbeat."""
+    path = str(tmp_path / "t")
+    with tg.at_version(version):
+        _, model, comp, beat = _planned(path)
+        check = executor_module.refuse_plan_damage
+
+        def hudi_starts_meanwhile(*args: object, **kw: object) -> None:
+            check(*args, **kw)
+            beat.parent.mkdir(exist_ok=True)
+            beat.write_bytes(b"")
+
+        monkeypatch.setattr(executor_module, "refuse_plan_damage", hudi_starts_meanwhile)
+        assert execute(Table.open(path), comp).status == "busy"
+        assert beat.read_bytes() == b"" and Table.open(path).timeline.get(comp.timestamp).is_requested

@@ -7,6 +7,7 @@ ETag it read). The pipeline lease is the same lock, checked here on each storage
 
 from __future__ import annotations
 
+import errno
 import multiprocessing as mp
 import os
 import threading
@@ -21,6 +22,7 @@ from streamer.errors import CommitConflictError
 from streamer.fs import FileSystem, resolve
 from streamer.services.compaction import CompactionConflict, service_transaction
 from streamer.table.timeline import HUDI_HEARTBEAT_EXPIRY_S
+from streamer.write import lock as lock_module
 from streamer.write.lock import FileLock, LockInfo, PlanLock, WriterLock
 from tests.support.timing import poll_until
 
@@ -455,3 +457,79 @@ def test_a_long_lock_expiry_beats_hudis_heartbeat_within_hudis_expiry(tmp_path):
         assert lock.try_acquire()
         lock.release()
     assert len(waits) == 2 and max(waits) <= HUDI_HEARTBEAT_EXPIRY_S / 10, waits
+
+
+def _beats_by_hand(fs: FileSystem, base: str, ts: str) -> PlanLock:
+    """A plan lock keeping the heartbeat of ``ts``, its beats taken by the test."""
+    run = PlanLock(fs, base, ts, expiry_s=30.0)
+    assert run.try_acquire()
+    run._stop.set()
+    run._thread.join()
+    run.start_instant(ts)
+    return run
+
+
+def test_a_heartbeat_lapses_as_hudi_would_judge_it_and_only_then(tmp_path, monkeypatch):
+    """Hudi judges our heartbeat by its file's age (here: a Hudi expiry of 2 s, so a lapse
+    after 1 s). Four ways a review found the judgement off: a refresh that landed but
+    reported an error (a lost reply) lapsed the run at the next beat, though the file was
+    fresh; a refresh whose reply was held counted the file fresh from the reply, not from
+    the write; the end of a published instant deleted a heartbeat that had lapsed meanwhile
+    (Hudi's by then); and an error that is not an ``OSError`` (an SDK's own) ended the beat
+    thread for good."""
+    monkeypatch.setattr(lock_module, "HUDI_HEARTBEAT_EXPIRY_S", 2.0)
+    os.makedirs(tmp_path / "t")
+    fs, base = resolve(str(tmp_path / "t"))
+    write = fs.write_atomic
+
+    lost_reply = _beats_by_hand(fs, base, "20250101000000001")
+
+    def landed_then_failed(path: str, data: bytes) -> None:
+        write(path, data)
+        raise OSError(errno.EIO, "reply lost after the write was applied", path)
+
+    monkeypatch.setattr(fs, "write_atomic", landed_then_failed)
+    with pytest.raises(OSError):
+        lost_reply._on_beat()
+    monkeypatch.setattr(fs, "write_atomic", write)
+    lost_reply._on_beat()
+    assert lost_reply.lapsed_for() is None
+    lost_reply.release()
+
+    held = _beats_by_hand(fs, base, "20250101000000002")
+
+    def reply_held(path: str, data: bytes) -> None:
+        write(path, data)
+        time.sleep(0.75)
+
+    time.sleep(0.2)
+    monkeypatch.setattr(fs, "write_atomic", reply_held)
+    held._on_beat()  # the file's age counts from the write: 0.75 s old as the beat returns
+    monkeypatch.setattr(fs, "write_atomic", write)
+    time.sleep(0.4)
+    assert held.lapsed_for() is not None, "a file over a second old was trusted"
+    beat = held.heartbeat_path("20250101000000002")
+    with open(beat, "wb"):  # Hudi's run keeps it now
+        pass
+    held.end_instant("20250101000000002")
+    assert os.path.exists(beat), "the end of the instant deleted Hudi's heartbeat"
+    held.release()
+
+    surviving = PlanLock(fs, base, "20250101000000003", expiry_s=1.0)  # a beat every 0.2 s
+    read, failed = fs.read_tagged, []
+
+    def sdk_error_once(path: str):
+        if not failed:
+            failed.append(path)
+            raise RuntimeError("an SDK's own error, not an OSError")
+        return read(path)
+
+    monkeypatch.setattr(fs, "read_tagged", sdk_error_once)
+    assert surviving.try_acquire()
+    surviving.start_instant("20250101000000003")
+    first = os.stat(surviving.heartbeat_path("20250101000000003")).st_mtime_ns
+    poll_until(lambda: os.stat(surviving.heartbeat_path("20250101000000003")).st_mtime_ns > first, timeout_s=10,
+               what="a beat after the failed one")
+    assert failed and surviving.lapsed_for() is None
+    surviving.end_heartbeat()
+    surviving.release()
