@@ -165,15 +165,20 @@ def sweep_temp_for_markers(fs: FileSystem, base_path: str, target: str) -> None:
 
 
 def sweep_completed(fs: FileSystem, base_path: str, timeline: Timeline) -> None:
-    """Drop markers/heartbeats a writer killed right after completing left behind, and a
+    """Drop markers/heartbeats a writer killed right after completing left behind, a
     heartbeat's temp file (:func:`streamer.fs.temp_name`) a kill left mid-beat once its
-    instant is no longer pending (completed or rolled back)."""
+    instant is no longer pending (completed or rolled back), and a heartbeat of ours (it
+    holds a time) whose instant is not pending: a writer killed between its heartbeat and
+    its requested instant left it. Hudi's (empty) are left: a Hudi writer begins its
+    heartbeat before its instant too. Called holding the writers' lock, so no writer of
+    ours is between the two."""
     done = {i.timestamp for i in timeline.completed()}
     pending = {i.timestamp for i in timeline.pending()}
     for folder in (TEMP_FOLDER, HEARTBEAT_FOLDER):
         for st in fs.list_dir(posixpath.join(base_path, METAFOLDER, folder)):
-            if st.name in done or (folder == HEARTBEAT_FOLDER and st.name.startswith(TEMP_PREFIX)
-                                   and st.name[len(TEMP_PREFIX):].split(".")[0] not in pending):
+            beat, temp = folder == HEARTBEAT_FOLDER, st.name.startswith(TEMP_PREFIX)
+            if st.name in done or (beat and temp and st.name[len(TEMP_PREFIX):].split(".")[0] not in pending) or (
+                    beat and not temp and not st.is_dir and st.size > 0 and st.name not in pending):
                 if st.is_dir:
                     fs.delete_dir(st.path)
                 else:

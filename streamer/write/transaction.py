@@ -229,10 +229,14 @@ class Transaction:
             r.check(snapshot)
 
     def _open(self, timeline: Timeline, instant: str, operation: str) -> Instant:
-        """``deltacommit.requested`` -> ``.inflight``, with Hudi's heartbeat of the instant."""
+        """``deltacommit.requested`` -> ``.inflight``, with Hudi's heartbeat of the instant
+        begun first, as Hudi's writers begin theirs: a Hudi writer's lazy clean counts a
+        pending instant without a heartbeat as a dead one to roll back. A heartbeat whose
+        instant never reached the timeline (a crash in between) is swept by the next
+        commit (:func:`~streamer.write.rollback.sweep_completed`)."""
+        self._writer_lock().start_instant(instant)
         requested = self.request(timeline, Action.DELTA_COMMIT, instant)
         faults.step("requested")
-        self._writer_lock().start_instant(instant)
         inflight = self.start(timeline, requested, timeline.commit_bytes(CommitMetadata(operation_type=operation)))
         faults.step("inflight")
         return inflight

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,45 @@ def test_a_writer_whose_heartbeat_lapsed_does_not_complete_its_instant(tmp_path,
     tg.step(tg.open_writer(path), gen, model)
     assert not Table.open(path).timeline.pending()
     assert tg.read_ours(path) == model.snapshot() == tg.read_hudi_rs(path)
+
+
+def test_a_writers_heartbeat_comes_before_its_instant_and_an_orphan_of_ours_is_swept(tmp_path, monkeypatch):
+    """A Hudi writer's lazy clean counts a pending instant without a heartbeat as a dead
+    one to roll back, and Hudi's writers begin theirs before their instant. Ours began
+    after ``deltacommit.requested``, so Hudi could roll back our write in between. Now
+    the heartbeat comes first; one a crash left without its instant (ours: it holds a
+    time) is swept by the next commit, while Hudi's (empty) of an instant still to come
+    is left."""
+    from streamer import faults
+    from streamer.write.transaction import Transaction
+
+    path = str(tmp_path / "t")
+    w, gen, model = tg.build(path, 1)
+    beats = Path(path, ".hoodie", ".heartbeat")
+    seen: list[bool] = []
+    step = faults.step
+
+    def at_requested(label: str) -> None:
+        if label == "requested":
+            pending = [i.timestamp for i in Table.open(path).timeline.pending()]
+            seen.append(bool(pending) and all((beats / ts).is_file() and (beats / ts).read_bytes() for ts in pending))
+        step(label)
+
+    monkeypatch.setattr(faults, "step", at_requested)
+    tg.step(w, gen, model)
+    assert seen == [True], "no heartbeat of ours when the instant was requested"
+    monkeypatch.setattr(faults, "step", step)
+
+    def dies(self: Transaction, *args: object, **kw: object) -> None:
+        raise RuntimeError("killed between the heartbeat and the requested instant")
+
+    with monkeypatch.context() as m:
+        m.setattr(Transaction, "request", dies)
+        with pytest.raises(RuntimeError):
+            w.upsert(gen.upserts(5))  # not applied to the model
+    [orphan] = [p for p in beats.iterdir() if p.read_bytes()]
+    hudis = beats / "29991231235959999"
+    hudis.write_bytes(b"")  # a Hudi writer's, begun before its instant
+    tg.step(tg.open_writer(path), gen, model)
+    assert not orphan.exists() and hudis.exists()
+    assert tg.read_ours(path) == model.snapshot()
