@@ -381,7 +381,9 @@ def _arrow_of(t: Any) -> pa.DataType | None:
     if isinstance(t, T.MapType):
         texts = isinstance(t.keyType, T.StringType) and isinstance(t.valueType, T.StringType)
         return pa.map_(pa.string(), pa.string()) if texts else None
-    return plain.get(type(t)) if isinstance(t, T.StringType | T.BinaryType) else None
+    if isinstance(t, T.StringType):
+        return pa.string()
+    return pa.binary() if isinstance(t, T.BinaryType) else None
 
 
 def _made(flagged: DataFrame | None) -> DataFrame:

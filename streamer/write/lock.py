@@ -434,9 +434,11 @@ class InstantHeartbeat(FileLock):
         """End the heartbeat of ``instant``, published: deleted unless it lapsed meanwhile
         (it may be Hudi's by now)."""
         with self._beating:
-            if self._lapse() is None:
-                self.fs.delete_file(self.heartbeat_path(instant))
-            self._instant = None
+            try:
+                if self._lapse() is None:
+                    self.fs.delete_file(self.heartbeat_path(instant))
+            finally:
+                self._instant = None  # no beat refreshes it again, deleted or not
 
     def end_heartbeat(self) -> None:
         """End the heartbeat :meth:`start_instant` began, if one is still kept and the lock
@@ -448,9 +450,7 @@ class InstantHeartbeat(FileLock):
             return
         try:
             if self.still_owner():
-                with self._beating:
-                    if self._lapse() is None:
-                        self.fs.delete_file(self.heartbeat_path(instant))
+                self.end_instant(instant)
         except OSError as e:
             log.warning("could not delete the heartbeat of %s: %s", self.base_path, e)
         self._instant = None
