@@ -136,6 +136,10 @@ class Batch:
     driver_rows: Callable[[], pa.Table | None] | None
     #: ``df``, ``errors`` and ``cached``, made on first use.
     frames: Frames
+    #: Kafka partitions holding records past the batch's end that the batch could have
+    #: read but for its cap (``max_records_per_batch``): a primary-key change whose create
+    #: the batch has may have its delete there (:mod:`streamer.pipeline.held_back`).
+    behind: frozenset[int]
 
     def __init__(
         self,
@@ -152,6 +156,7 @@ class Batch:
         explain_errors: Callable[[pa.Table], pa.Table] | None = None,
         driver_rows: Callable[[], pa.Table | None] | None = None,
         frames: Frames | None = None,
+        behind: frozenset[int] = frozenset(),
     ) -> None:
         if frames is None:
             if df is None or errors is None:
@@ -161,7 +166,8 @@ class Batch:
             raise TypeError("a Batch takes df/errors/cached or frames, not both")
         for name, value in (("start", start), ("end", end), ("retype", retype), ("record_columns", record_columns),
                             ("originals", originals), ("together", together),
-                            ("explain_errors", explain_errors), ("driver_rows", driver_rows), ("frames", frames)):
+                            ("explain_errors", explain_errors), ("driver_rows", driver_rows), ("frames", frames),
+                            ("behind", behind)):
             object.__setattr__(self, name, value)
 
     @property

@@ -104,8 +104,8 @@ class KafkaSource:
         """The topic's metadata within ``metadata_timeout``: an unreachable broker or a
         missing topic is one :class:`SourceError` before any JVM starts. A Postgres change
         stream on several partitions is warned about: a key change's delete and create
-        usually land in different ones, and the unchanged TOASTed values of the create are
-        completed only from a delete in its own partition (docs/kafka.md)."""
+        usually land in different ones, and the create's unchanged TOASTed values can then
+        be missed or older (docs/kafka.md)."""
         partitions = self.client.partitions(self.config.metadata_timeout.total_seconds())
         if self.config.debezium == "postgres" and len(partitions) > 1:
             log.warning("kafka %s: a Debezium Postgres topic of %d partitions: a primary-key change's unchanged "
@@ -152,9 +152,20 @@ class KafkaSource:
 
     def plan(self, start: Position | None) -> tuple[KafkaOffsets, KafkaOffsets]:
         """Concrete ``(start, end)`` offsets of the next batch (asks the broker)."""
+        begin, end, _ = self._planned(start, None)
+        return begin, end
+
+    def _planned(self, start: Position | None,
+                 bound: KafkaOffsets | None) -> tuple[KafkaOffsets, KafkaOffsets, frozenset[int]]:
+        """The next batch's start and end offsets, no further than ``bound`` if given, and
+        the partitions its cap left records in (``Batch.behind``): up to the bound, whose
+        records past it are the next run's."""
         low, high = self.client.watermarks()
         begin = resolve_start(self.config, self._check(start), low, high)
-        return begin, plan_end(begin, high, self.config.max_records_per_batch)
+        if bound is not None:  # a partition created after the bound was fixed holds nothing available "now"
+            high = {p: min(h, max(bound.partitions.get(p, 0), begin.partitions.get(p, 0))) for p, h in high.items()}
+        end = plan_end(begin, high, self.config.max_records_per_batch)
+        return begin, end, frozenset(p for p, o in end.partitions.items() if o < high.get(p, o))
 
     def read_raw(self, spark: SparkSession, begin: KafkaOffsets, end: KafkaOffsets) -> DataFrame:
         """The raw Kafka rows of ``[begin, end)`` (key, value, topic, partition, offset, ...)."""
@@ -172,10 +183,11 @@ class KafkaSource:
 
     def read_batch(self, spark: SparkSession, start: Position | None) -> Batch:
         self._catch_up_group(start)
-        begin, end = self.plan(start)
+        begin, end, behind = self._planned(start, None)
         log.info("kafka %s: reading %d offset(s) %s", self.config.topic, begin.records_until(end), end.partitions)
         # A batch that starts from "no position" reports the resolved start, so has_new_data works.
-        return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end)
+        return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end,
+                           behind)
 
     # -- available now -------------------------------------------------------------------------
 
@@ -188,15 +200,14 @@ class KafkaSource:
         """:meth:`read_batch` capped by ``bound`` (:meth:`available_now`'s offsets) as well."""
         assert isinstance(bound, KafkaOffsets)
         self._catch_up_group(start)
-        low, high = self.client.watermarks()
-        begin = resolve_start(self.config, self._check(start), low, high)
-        # a partition created after the bound was fixed holds nothing available "now"
-        capped = {p: min(h, max(bound.partitions.get(p, 0), begin.partitions.get(p, 0))) for p, h in high.items()}
-        end = plan_end(begin, capped, self.config.max_records_per_batch)
-        return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end)
+        begin, end, behind = self._planned(start, bound)
+        return self._batch(spark, self.read_raw(spark, begin, end), start if start is not None else begin, end,
+                           behind)
 
-    def _batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position | None) -> Batch:
-        """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen."""
+    def _batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position | None,
+               behind: frozenset[int] = frozenset()) -> Batch:
+        """Decode ``raw`` into a batch; ``end`` None = computed from the offsets seen;
+        ``behind``: ``Batch.behind``."""
         from pyspark.sql import functions as F
 
         driver_rows = None
@@ -207,7 +218,7 @@ class KafkaSource:
         else:
             driver_rows = self._driver_rows(raw) if self.config.schema_ddl is not None else None
             if driver_rows is not None and end is not None:
-                return self._deferred_batch(spark, raw, start, end, driver_rows)
+                return self._deferred_batch(spark, raw, start, end, driver_rows, behind)
             decoded = json_decoder(spark, raw, self.config)
             payload = _payload()
         if end is None:
@@ -220,20 +231,20 @@ class KafkaSource:
 
             def retype(types: StructType) -> Batch:
                 return Batch(start=start, end=end, frames=redecode(types), record_columns=record_columns,
-                             originals=originals)
+                             originals=originals, behind=behind)
 
         together = decoded.together
         return Batch(start=start, end=end, frames=decoded.frames, retype=retype, record_columns=record_columns,
                      originals=originals, together=None if together is None else (lambda: together),
                      explain_errors=decoded.explain_errors,
-                     driver_rows=driver_rows if together is not None else None)
+                     driver_rows=driver_rows if together is not None else None, behind=behind)
 
     def _record_columns(self) -> tuple[str, ...]:
         """``Batch.record_columns``: each row's own partition and offset, when kept."""
         return ("_kafka_partition", "_kafka_offset") if self.config.include_metadata else ()
 
     def _deferred_batch(self, spark: SparkSession, raw: DataFrame, start: Position | None, end: Position,
-                        driver_rows: Callable[[], pa.Table | None]) -> Batch:
+                        driver_rows: Callable[[], pa.Table | None], behind: frozenset[int]) -> Batch:
         """A batch the driver may decode (``driver_rows``): Spark's decode is planned only
         when something asks for it - the driver declined, or a reader wants ``df`` -,
         since planning it costs ~0.1 s of JVM time a batch (benchmarks/RESULTS.md)."""
@@ -262,7 +273,8 @@ class KafkaSource:
                 return kafka_originals(decoded().base, *_payload())(keys)
 
         return Batch(start=start, end=end, frames=Frames(lambda: decoded().frames()), record_columns=record_columns,
-                     originals=originals, together=together, explain_errors=explain, driver_rows=driver_rows)
+                     originals=originals, together=together, explain_errors=explain, driver_rows=driver_rows,
+                     behind=behind)
 
     def _driver_rows(self, raw: DataFrame) -> Callable[[], pa.Table | None] | None:
         """``Batch.driver_rows`` of a declared-schema JSON batch whose field types the

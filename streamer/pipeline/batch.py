@@ -11,6 +11,7 @@ the error rows cost no further jobs. Larger batches stay distributed (cached onc
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 
     from streamer.fs_s3 import S3Settings
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class PreparedBatch:
@@ -59,6 +62,11 @@ class PreparedBatch:
     #: The position the batch commits when it left records to the next batch
     #: (:mod:`streamer.pipeline.held_back`); None: the batch's own end.
     end: Position | None = None
+    #: How far a ``trigger.mode: once`` run's one more batch reads the records this one
+    #: left: its own end, but for the partitions held back for a key change's create whose
+    #: delete is still unread (:func:`~streamer.pipeline.held_back.creates_held`), which
+    #: wait for the next run. None: the batch's own end.
+    read_again: Position | None = None
     _cached: list[DataFrame] = field(default_factory=list)
 
     @property
@@ -136,6 +144,7 @@ def prepare(
     n_good_in: int | None = None
     columns = _kafka_columns(positions)  # where a Debezium batch may hold its tail back
     holds: held_back.Holds = {}
+    creates: held_back.Holds = {}  # held for a key change's create (of holds)
     if local:
         if one_pass:
             source_errors, rows = _one_pass(batch, config, metadata)
@@ -143,7 +152,8 @@ def prepare(
             source_errors, rows, n_good_in = _collect(batch, _made(flagged), steps)
         if debezium_of(config) == "postgres":
             rows, holds = _hold_back_local(config, rows, columns)
-            rows = complete_unchanged_values(config, rows)
+            rows, creates = _complete_local(config, rows, columns, batch.behind)
+            holds = held_back.merged(holds, creates)
         good_mask = pc.is_null(rows.column(REASON_COL))
         good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
         if config.target.filter_dupes:
@@ -154,7 +164,8 @@ def prepare(
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        good, bad, n_written, n_flagged, holds = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns)
+        good, bad, n_written, n_flagged, holds, creates = _split_on_spark(config, flagged, spark, drop(flagged.columns),
+                                                                          columns, batch.behind)
     if n_good_in is None:
         n_good_in = batch.df.count() if steps else n_flagged
     if holds:  # the records left to the next batch are read there
@@ -170,6 +181,7 @@ def prepare(
         read=n_good_in + source_errors.num_rows,
         written=n_written,
         end=held_back.held_end(batch.end, holds) if holds else None,
+        read_again=held_back.held_end(batch.end, creates) if creates else None,
         _cached=cached,
     )
 
@@ -281,36 +293,79 @@ def _hold_back_local(config: PipelineConfig, rows: pa.Table,
     from streamer.write.keygen import record_keys
 
     keys = record_keys(good, table_config(config.target))
-    holds = held_back.holds_of(good.column(columns[0]), good.column(columns[1]), good.column(IS_DELETED), keys)
+    ordering, operation = config.target.ordering_field, "_change_operation_type"
+    paired = None
+    if ordering is not None and {ordering, operation} <= set(good.column_names):
+        paired = held_back.paired_deletes(good.column(IS_DELETED), good.column(ordering), good.column(operation))
+    holds = held_back.holds_of(good.column(columns[0]), good.column(columns[1]), good.column(IS_DELETED), keys,
+                               paired)
     return held_back.kept(rows, holds, *columns), holds
 
 
+def _complete_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str] | None,
+                    behind: frozenset[int]) -> tuple[pa.Table, held_back.Holds]:
+    """:func:`complete_unchanged_values` on the driver, without the records held back for a
+    key change's create whose delete may be in what the batch's cap left unread
+    (:func:`~streamer.pipeline.held_back.creates_held`), and where those holds start."""
+    good_mask = pc.is_null(rows.column(REASON_COL))
+    done = complete_unchanged_values(config, rows.filter(good_mask))
+    creates = _creates_held(config, done.filter(pc.is_valid(done.column(REASON_COL))), columns, behind)
+    rows = pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
+    if not creates or columns is None:
+        return rows, {}
+    return held_back.kept(rows, creates, *columns), creates
+
+
+def _creates_held(config: PipelineConfig, incomplete: pa.Table, columns: tuple[str, str] | None,
+                  behind: frozenset[int]) -> held_back.Holds:
+    """:func:`~streamer.pipeline.held_back.creates_held` of the rows left ``incomplete``,
+    each hold logged with the create's key."""
+    if columns is None:
+        return {}
+    creates = held_back.creates_held(incomplete, *columns, "_change_operation_type", behind)
+    for p, o in sorted(creates.items()):
+        log.info("[%s] the create of a primary-key change at partition %d offset %d is not complete in the batch; "
+                 "its delete may be in what the batch's cap left unread in partitions %s: partition %d is held "
+                 "back from it", config.name, p, o, sorted(behind - {p}), p, extra={"pipeline": config.name})
+    return creates
+
+
 def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession, hidden: list[str],
-                    columns: tuple[str, str] | None) -> tuple[DataFrame, pa.Table, int, int, held_back.Holds]:
+                    columns: tuple[str, str] | None, behind: frozenset[int],
+                    ) -> tuple[DataFrame, pa.Table, int, int, held_back.Holds, held_back.Holds]:
     """A batch written by Spark: its good rows (a DataFrame, ``hidden`` columns dropped),
     its flagged ones (Arrow), how many are written, how many rows were flagged or kept,
-    and the tails a Debezium batch leaves to the next batch."""
+    what a Debezium batch leaves to the next batch, and which of that it leaves for a key
+    change's create (:func:`_complete_local`; ``behind``: ``Batch.behind``)."""
     from pyspark.sql import functions as F
 
     good = flagged.where(F.col(REASON_COL).isNull())
     bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
     holds: held_back.Holds = {}
+    creates: held_back.Holds = {}
     if debezium_of(config) == "postgres":
         keys = list(config.target.record_key)
         if columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
-            holds = held_back.holds_on_spark(good, *columns, IS_DELETED, keys)
+            ordering, operation = config.target.ordering_field, "_change_operation_type"
+            pairing = (ordering, operation) if ordering is not None and {ordering, operation} <= set(good.columns) else None
+            holds = held_back.holds_on_spark(good, *columns, IS_DELETED, keys, pairing)
         if holds and columns is not None:
             good = held_back.kept_on_spark(good, holds, *columns)
             bad = held_back.kept(bad, holds, *columns)
         good, incomplete = _complete_on_spark(config, good, spark)
         if incomplete is not None:
+            creates = _creates_held(config, incomplete, columns, behind)
             bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
+            if creates and columns is not None:
+                good = held_back.kept_on_spark(good, creates, *columns)
+                bad = held_back.kept(bad, creates, *columns)
+                holds = held_back.merged(holds, creates)
     good = good.drop(*hidden)
     n_kept = good.count()
     if not config.target.filter_dupes:
-        return good, bad, n_kept, n_kept + bad.num_rows, holds
+        return good, bad, n_kept, n_kept + bad.num_rows, holds, creates
     good = drop_existing_on_spark(config, good, spark)
-    return good, bad, good.count(), n_kept + bad.num_rows, holds
+    return good, bad, good.count(), n_kept + bad.num_rows, holds, creates
 
 
 def _complete_on_spark(config: PipelineConfig, rows: DataFrame,

@@ -19,9 +19,23 @@ delete. The next batch starts with those deletes, followed by the create once De
 has published it, and the old key's row is then in the table. The next batch cannot
 hold back from the same place again (no change of those keys comes before the deletes
 in it), so a run always moves on. A trailing delete of a key the batch did not change
-otherwise is written at once: its row is in an earlier commit. A ``trigger.mode: once``
+otherwise is written at once: its row is in an earlier commit, and so is one whose create
+the batch has (at the same position, in another partition): nothing waits for it
+(:func:`paired_deletes`). A ``trigger.mode: once``
 run reads the held records in one more batch
 (:meth:`~streamer.pipeline.runner.PipelineRunner.run_trigger_once`).
+
+A topic of several partitions has a second case: Debezium keys each record by its
+primary key, so a key change's delete and create usually land in different partitions,
+and a batch capped by ``max_records_per_batch`` can read the create without the delete
+(the cap shares the batch among the partitions by their backlog). Such a create cannot be
+completed from the batch nor from the table's commits. When the batch's cap left records
+unread in another partition (``Batch.behind``), where the delete may be, the create's
+partition is held back from it (:func:`creates_held`): the next batch reads further
+there. A batch that read every other partition up to where it could is not held: its
+create goes to the error table, naming the column and key, so a delete that never comes
+cannot stop the partition. A ``trigger.mode: once`` run leaves such a create to the next
+run (:attr:`~streamer.pipeline.batch.PreparedBatch.read_again`).
 """
 
 from __future__ import annotations
@@ -41,14 +55,19 @@ if TYPE_CHECKING:
 Holds = dict[int, int]
 
 
-def holds_of(partitions: pa.Array, offsets: pa.Array, deleted: pa.Array, keys: pa.Array) -> Holds:
+def holds_of(partitions: pa.Array, offsets: pa.Array, deleted: pa.Array, keys: pa.Array,
+             paired: pa.Array | None = None) -> Holds:
     """Where each partition's held-back tail starts (module doc): the rows' Kafka
-    partitions and offsets, delete flags and record keys, in any order."""
+    partitions and offsets, delete flags and record keys, in any order. ``paired``
+    marks the deletes whose key change's create the batch has (:func:`paired_deletes`):
+    nothing waits for them."""
     if not len(keys):
         return {}
     part = pc.fill_null(partitions, -1).to_numpy(zero_copy_only=False)
     off = pc.fill_null(offsets, -1).to_numpy(zero_copy_only=False)
     is_delete = pc.fill_null(deleted, False).to_numpy(zero_copy_only=False).astype(bool)
+    if paired is not None:
+        is_delete &= ~pc.fill_null(paired, False).to_numpy(zero_copy_only=False).astype(bool)
     out: Holds = {}
     for p in np.unique(part[part >= 0]):  # a loop over the batch's partitions, not its rows
         changes = (part == p) & ~is_delete
@@ -64,14 +83,48 @@ def holds_of(partitions: pa.Array, offsets: pa.Array, deleted: pa.Array, keys: p
     return out
 
 
-def holds_on_spark(rows: DataFrame, partition: str, offset: str, deleted: str, keys: list[str]) -> Holds:
-    """:func:`holds_of` over a batch written by Spark (one small job: the tails are few rows)."""
+def paired_deletes(deleted: pa.Array, positions: pa.Array, operations: pa.Array) -> pa.Array:
+    """Which rows are deletes at the position (ordering value) of a create in the same
+    rows: a key change whose create the batch has, in whatever partition."""
+    created = positions.filter(pc.fill_null(pc.equal(operations, "c"), False))
+    return pc.and_(pc.fill_null(deleted, False), pc.fill_null(pc.is_in(positions, value_set=created), False))
+
+
+def creates_held(incomplete: pa.Table, partition: str, offset: str, operation: str,
+                 behind: frozenset[int]) -> Holds:
+    """Where each partition holds back the creates among ``incomplete`` (rows whose
+    unchanged values could not be completed) whose delete may be in the records the
+    batch's cap left unread in another partition, ``behind`` (module doc)."""
+    if not behind or not incomplete.num_rows or not {partition, offset, operation} <= set(incomplete.column_names):
+        return {}
+    creates = incomplete.filter(pc.fill_null(pc.equal(incomplete.column(operation), "c"), False))
+    out: Holds = {}
+    for p, o in zip(creates.column(partition).to_pylist(), creates.column(offset).to_pylist(), strict=True):
+        if p is not None and o is not None and behind - {p}:  # the creates are few: the rows left incomplete
+            out[int(p)] = min(int(o), out.get(int(p), int(o)))
+    return out
+
+
+def merged(a: Holds, b: Holds) -> Holds:
+    """Both holds: the earlier offset where a partition has two."""
+    return {p: min(a.get(p, o), b.get(p, o)) for p, o in {**a, **b}.items()}
+
+
+def holds_on_spark(rows: DataFrame, partition: str, offset: str, deleted: str, keys: list[str],
+                   pairing: tuple[str, str] | None = None) -> Holds:
+    """:func:`holds_of` over a batch written by Spark (one small job: the tails are few
+    rows); ``pairing``: the ordering and operation columns, to leave out the deletes
+    :func:`paired_deletes` finds."""
     from pyspark.sql import functions as F
 
     changes = rows.where(~F.coalesce(F.col(deleted), F.lit(False)))
     last = changes.groupBy(partition).agg(F.max(offset).alias("_last"))
     tail = (rows.where(F.coalesce(F.col(deleted), F.lit(False)))
             .join(F.broadcast(last), partition).where(F.col(offset) > F.col("_last")))
+    if pairing is not None:
+        ordering, operation = pairing
+        created = rows.where(F.col(operation) == "c").select(ordering).distinct()
+        tail = tail.join(created, ordering, "left_anti")
     changed = tail.join(changes.select(*keys).distinct(), keys, "left_semi")
     return {int(r[0]): int(r[1]) for r in changed.groupBy(partition).agg(F.min(offset)).collect()}
 

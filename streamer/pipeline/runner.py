@@ -96,6 +96,8 @@ class PipelineRunner:
         self._position: Position | None = None
         #: Where the last batch's input ended: past ``_position`` when it held records back.
         self._read_to: Position | None = None
+        #: How far a ``trigger.mode: once`` run's second batch reads (PreparedBatch.read_again).
+        self._read_again: Position | None = None
         self._committed_instant: str | None = None
         self._next_batch_id = 0
         self._loaded = False
@@ -211,10 +213,12 @@ class PipelineRunner:
         Without this second batch such a delete would wait for the next run, and until then
         the table would hold a row the database has deleted. The second batch reads only up
         to where the first read, and those records are deletes and tombstones alone, so it
-        holds nothing back itself.
+        holds nothing back itself. A partition held back for a key change's create whose
+        delete the first batch's cap left unread is not read again: the next run reads on
+        to the delete.
         """
         reports = [self.run_once()]
-        read_to = self._read_to
+        read_to = self._read_again
         if read_to is None or read_to == self.position or not isinstance(self.source, ReadsAvailableNow):
             return reports
         started_at, t0 = time.time(), time.monotonic()
@@ -316,8 +320,8 @@ class PipelineRunner:
             # a Debezium batch may leave its tail to the next batch (streamer.pipeline.held_back)
             end = batch.end if prepared.end is None else prepared.end
             if prepared.end is not None:
-                log.info("[%s] the batch ends with the delete of a key it also changed, maybe a key change's: "
-                         "it commits %s and leaves the rest (read until %s) to the next batch",
+                log.info("[%s] the batch leaves the end of a primary-key change to the next batch "
+                         "(streamer.pipeline.held_back): it commits %s and leaves the rest (read until %s)",
                          cfg.name, position_to_json(end), position_to_json(batch.end), extra={"pipeline": cfg.name})
             end_json = position_to_json(end)
             # a batch without a row for a table that does not exist yet: its position goes
@@ -331,6 +335,7 @@ class PipelineRunner:
             committed_at = time.time()
             self._position = end
             self._read_to = batch.end
+            self._read_again = batch.end if prepared.read_again is None else prepared.read_again
             self._next_batch_id = batch_id + 1
             holder = instant if instant is not None else (error_instant if errors_alone else None)
             if holder is not None and isinstance(self.source, NotifiedOfCommits):

@@ -25,19 +25,22 @@ def pg_event(op: str, before: dict | None, after: dict | None, lsn: int, *, tx: 
 @dataclass
 class RowModel:
     """The rows a sequence of change events leaves, keyed by ``key``: each key's events in
-    LSN order, a placeholder taking the value the key last had."""
+    LSN order, a placeholder taking the value the key last had. A create at the position of
+    a delete is a primary-key change (Debezium sends it as the two): its placeholders take
+    the deleted key's values."""
 
     key: str = "id"
     rows: dict[Any, dict[str, Any]] = field(default_factory=dict)
 
     def apply(self, events: list[dict[str, Any] | None]) -> None:
-        for e in sorted((e for e in events if e is not None), key=lambda e: e["source"]["lsn"]):
+        deleted: dict[int, dict[str, Any]] = {}  # the row each delete removed, by its position
+        for e in sorted((e for e in events if e is not None), key=lambda e: (e["source"]["lsn"], e["op"] != "d")):
             row = e["after"] if e["op"] != "d" else e["before"]
             k = row[self.key]
             if e["op"] == "d":
-                self.rows.pop(k, None)
+                deleted[e["source"]["lsn"]] = self.rows.pop(k, {})
                 continue
-            old = self.rows.get(k, {})
+            old = self.rows.get(k) or (deleted.get(e["source"]["lsn"], {}) if e["op"] == "c" else {})
             new = {c: (old.get(c) if v == PLACEHOLDER else v) for c, v in e["after"].items()}
             new.update(_event_lsn=e["source"]["lsn"], _change_operation_type=e["op"])
             self.rows[k] = new

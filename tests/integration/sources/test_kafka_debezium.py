@@ -15,7 +15,7 @@ from streamer.config import parse_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.sources.kafka.avro import confluent_frame
-from tests.support.cdc import PLACEHOLDER, pg_event
+from tests.support.cdc import PLACEHOLDER, RowModel, pg_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -254,3 +254,58 @@ def test_a_postgres_topic_of_several_partitions_is_warned_about(kafka, tmp_path,
             KafkaSource(config.source).preflight()
     warned = [r.getMessage() for r in caplog.records if "partitions" in r.getMessage()]
     assert len(warned) == 1 and several in warned[0] and "of 3 partitions" in warned[0], warned
+
+
+#: A key renamed on a topic of two partitions, as Debezium keys it: the old key's changes
+#: and delete in partition 0 behind five creates of other keys, the new key's create (its
+#: TOASTed note the placeholder) and a later update in partition 1.
+OLD_KEY_SIDE = [pg_event("c", None, {"id": 7, "note": "seven"}, 10),
+                *(pg_event("c", None, {"id": i, "note": f"n{i}"}, 10 + i) for i in range(1, 6)),
+                pg_event("u", {"id": 7, "note": None}, {"id": 7, "note": "seven, edited"}, 20),
+                pg_event("d", {"id": 7, "note": None}, None, 30),
+                None]
+NEW_KEY_SIDE = [pg_event("c", None, {"id": 1_000_007, "note": PLACEHOLDER}, 30),
+                pg_event("u", {"id": 1_000_007, "note": None}, {"id": 1_000_007, "note": PLACEHOLDER}, 40)]
+
+
+def _two_partitions(kafka, tmp_path, engine: str):
+    topic = kafka.create_topic(f"pg.public.orders-{uuid.uuid4().hex[:6]}", partitions=2)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic, t=tmp_path / "t",
+                                                      extra=", max_records_per_batch: 4", engine=engine))
+    assert not problems
+    for partition, events in ((0, OLD_KEY_SIDE), (1, NEW_KEY_SIDE)):
+        kafka.produce(topic, [None if e is None else json.dumps(e) for e in events], partition=partition)
+    return config
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_key_changes_create_read_before_its_delete_waits_for_it(kafka, spark, tmp_path, engine):
+    """The batch cap shares a batch among the partitions by their backlog: the first batch
+    reads the new key's create and only the first three records of partition 0. The create
+    cannot be completed yet, and went to the error table; its partition now waits until
+    the batch reaching the delete, which completes it with the old key's last text. That
+    batch's delete, trailing and of a key it also changed, is not held back: its create is
+    in the batch."""
+    config = _two_partitions(kafka, tmp_path, engine)
+    reports = PipelineRunner(config, spark=spark).run_available_now()
+    assert sum(r.errored for r in reports) == 0
+    assert [json.loads(r.position)["partitions"] for r in reports][:2] == [{"0": 3, "1": 0}, {"0": 6, "1": 0}]
+    assert json.loads(reports[-1].position)["partitions"] == {"0": 9, "1": 2}
+    model = RowModel()
+    model.apply([*OLD_KEY_SIDE, *NEW_KEY_SIDE])  # the database's rows, from the events alone
+    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    assert rows == {r["id"]: r["note"] for r in model.snapshot()}
+    assert rows[1_000_007] == "seven, edited"
+
+
+def test_a_once_run_leaves_a_create_waiting_for_its_delete_to_the_next_run(kafka, spark, tmp_path):
+    """A ``trigger.mode: once`` run whose batch held a create back for its delete does not
+    read that partition again in its one more batch (it would read no further in partition
+    0, and the create would go to the error table): the next runs go on to the delete."""
+    config = _two_partitions(kafka, tmp_path, "local")
+    first = PipelineRunner(config, spark=spark).run_trigger_once()
+    assert [(r.errored, json.loads(r.position)["partitions"]) for r in first] == [(0, {"0": 3, "1": 0})]
+    for _ in range(3):
+        PipelineRunner(config, spark=spark).run_trigger_once()
+    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    assert rows[1_000_007] == "seven, edited" and 7 not in rows
