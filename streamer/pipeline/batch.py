@@ -51,6 +51,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """The deletes a batch commits after its other rows (:mod:`streamer.pipeline.held_back`)."""
+
+    #: The rows (Arrow, or a Spark DataFrame for the Spark engine), as ``good``'s columns.
+    rows: Any
+    count: int
+    #: Per Kafka partition, the first deferred delete's offset: the first commit's position there.
+    at: held_back.Holds
+
+
 @dataclass
 class PreparedBatch:
     """What a batch commits: ``good`` (Arrow, or a Spark DataFrame for the Spark engine) and ``errors``."""
@@ -67,6 +78,9 @@ class PreparedBatch:
     #: delete is still unread (:func:`~streamer.pipeline.held_back.creates_held`), which
     #: wait for the next run. None: the batch's own end.
     read_again: Position | None = None
+    #: Deletes committed on their own after ``good`` (of ``written``), in a second commit
+    #: (:func:`~streamer.pipeline.held_back.deferred_deletes`); None: one commit.
+    deferred: Deferred | None = None
     _cached: list[DataFrame] = field(default_factory=list)
 
     @property
@@ -143,29 +157,19 @@ def prepare(
 
     n_good_in: int | None = None
     columns = _kafka_columns(positions)  # where a Debezium batch may hold its tail back
-    holds: held_back.Holds = {}
-    creates: held_back.Holds = {}  # held for a key change's create (of holds)
     if local:
         if one_pass:
             source_errors, rows = _one_pass(batch, config, metadata)
         else:
             source_errors, rows, n_good_in = _collect(batch, _made(flagged), steps)
-        if debezium_of(config) == "postgres":
-            rows, holds = _hold_back_local(config, rows, columns)
-            rows, creates = _complete_local(config, rows, columns, batch.behind)
-            holds = held_back.merged(holds, creates)
-        good_mask = pc.is_null(rows.column(REASON_COL))
-        good: Any = rows.filter(good_mask).drop_columns(drop(rows.column_names))
-        if config.target.filter_dupes:
-            good = drop_existing(config, good)
-        bad = rows.filter(pc.invert(good_mask))
-        n_written, n_flagged = good.num_rows, rows.num_rows
+        split = _split_local(config, rows, columns, batch.behind, drop(rows.column_names))
     else:
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        good, bad, n_written, n_flagged, holds, creates = _split_on_spark(config, flagged, spark, drop(flagged.columns),
-                                                                          columns, batch.behind)
+        split = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns, batch.behind)
+    good, bad, n_written, n_flagged = split.good, split.bad, split.written, split.flagged
+    holds, creates, deferred = split.holds, split.creates, split.deferred
     if n_good_in is None:
         n_good_in = batch.df.count() if steps else n_flagged
     if holds:  # the records left to the next batch are read there
@@ -182,6 +186,7 @@ def prepare(
         written=n_written,
         end=held_back.held_end(batch.end, holds) if holds else None,
         read_again=held_back.held_end(batch.end, creates) if creates else None,
+        deferred=deferred,
         _cached=cached,
     )
 
@@ -293,10 +298,9 @@ def _hold_back_local(config: PipelineConfig, rows: pa.Table,
     from streamer.write.keygen import record_keys
 
     keys = record_keys(good, table_config(config.target))
-    ordering, operation = config.target.ordering_field, "_change_operation_type"
-    paired = None
-    if ordering is not None and {ordering, operation} <= set(good.column_names):
-        paired = held_back.paired_deletes(good.column(IS_DELETED), good.column(ordering), good.column(operation))
+    pairing = _pairing(config, good.column_names)
+    paired = None if pairing is None else held_back.paired_deletes(
+        good.column(IS_DELETED), good.column(pairing[0]), good.column(pairing[1]))
     holds = held_back.holds_of(good.column(columns[0]), good.column(columns[1]), good.column(IS_DELETED), keys,
                                paired)
     return held_back.kept(rows, holds, *columns), holds
@@ -330,24 +334,61 @@ def _creates_held(config: PipelineConfig, incomplete: pa.Table, columns: tuple[s
     return creates
 
 
+@dataclass(frozen=True)
+class _Split:
+    """A batch split (:func:`_split_local`, :func:`_split_on_spark`): its rows for the table
+    (Arrow, or a Spark DataFrame), its flagged rows, how many are written, how many rows were
+    flagged or kept, what a Debezium batch leaves to the next batch (``holds``), which of
+    that it leaves for a key change's create (``creates``), and the deletes it commits on
+    their own."""
+
+    good: Any
+    bad: pa.Table
+    written: int
+    flagged: int
+    holds: held_back.Holds
+    creates: held_back.Holds
+    deferred: Deferred | None
+
+
+def _split_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str] | None, behind: frozenset[int],
+                 hidden: list[str]) -> _Split:
+    """A batch collected to the driver (flagged ``rows``), split; ``hidden`` columns are
+    dropped from the rows for the table; ``behind``: ``Batch.behind``."""
+    holds: held_back.Holds = {}
+    creates: held_back.Holds = {}
+    deferred: Deferred | None = None
+    if debezium_of(config) == "postgres":
+        rows, holds = _hold_back_local(config, rows, columns)
+        rows, creates = _complete_local(config, rows, columns, behind)
+        holds = held_back.merged(holds, creates)
+    good_mask = pc.is_null(rows.column(REASON_COL))
+    good = rows.filter(good_mask)
+    if debezium_of(config) == "postgres" and (behind or holds):
+        good, deferred = _deferred_local(config, good, columns, hidden, behind | set(holds))
+    good = good.drop_columns(hidden)
+    if config.target.filter_dupes:
+        good = drop_existing(config, good)
+    n_deferred = deferred.count if deferred else 0
+    return _Split(good, rows.filter(pc.invert(good_mask)), good.num_rows + n_deferred, rows.num_rows, holds, creates,
+                  deferred)
+
+
 def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession, hidden: list[str],
-                    columns: tuple[str, str] | None, behind: frozenset[int],
-                    ) -> tuple[DataFrame, pa.Table, int, int, held_back.Holds, held_back.Holds]:
-    """A batch written by Spark: its good rows (a DataFrame, ``hidden`` columns dropped),
-    its flagged ones (Arrow), how many are written, how many rows were flagged or kept,
-    what a Debezium batch leaves to the next batch, and which of that it leaves for a key
-    change's create (:func:`_complete_local`; ``behind``: ``Batch.behind``)."""
+                    columns: tuple[str, str] | None, behind: frozenset[int]) -> _Split:
+    """A batch written by Spark (``flagged``, persisted), split: as :func:`_split_local`,
+    its rows for the table a DataFrame and its flagged rows collected."""
     from pyspark.sql import functions as F
 
     good = flagged.where(F.col(REASON_COL).isNull())
     bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
     holds: held_back.Holds = {}
     creates: held_back.Holds = {}
+    deferred: Deferred | None = None
     if debezium_of(config) == "postgres":
         keys = list(config.target.record_key)
+        pairing = _pairing(config, good.columns)
         if columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
-            ordering, operation = config.target.ordering_field, "_change_operation_type"
-            pairing = (ordering, operation) if ordering is not None and {ordering, operation} <= set(good.columns) else None
             holds = held_back.holds_on_spark(good, *columns, IS_DELETED, keys, pairing)
         if holds and columns is not None:
             good = held_back.kept_on_spark(good, holds, *columns)
@@ -360,12 +401,65 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
                 good = held_back.kept_on_spark(good, creates, *columns)
                 bad = held_back.kept(bad, creates, *columns)
                 holds = held_back.merged(holds, creates)
+        if (behind or holds) and columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
+            good, deferred = _deferred_on_spark(good, columns, keys, pairing, hidden, behind | set(holds))
     good = good.drop(*hidden)
     n_kept = good.count()
-    if not config.target.filter_dupes:
-        return good, bad, n_kept, n_kept + bad.num_rows, holds, creates
-    good = drop_existing_on_spark(config, good, spark)
-    return good, bad, good.count(), n_kept + bad.num_rows, holds, creates
+    n_deferred = deferred.count if deferred else 0
+    if config.target.filter_dupes:
+        good = drop_existing_on_spark(config, good, spark)
+    written = (n_kept if not config.target.filter_dupes else good.count()) + n_deferred
+    return _Split(good, bad, written, n_kept + n_deferred + bad.num_rows, holds, creates, deferred)
+
+
+def _pairing(config: PipelineConfig, columns: list[str]) -> tuple[str, str] | None:
+    """The ordering and operation columns that pair a key change's delete with its create
+    (:func:`~streamer.pipeline.held_back.paired_deletes`), if the rows have them."""
+    ordering, operation = config.target.ordering_field, "_change_operation_type"
+    return (ordering, operation) if ordering is not None and {ordering, operation} <= set(columns) else None
+
+
+def _deferred_local(config: PipelineConfig, good: pa.Table, columns: tuple[str, str] | None,
+                    hidden: list[str], waiting: frozenset[int]) -> tuple[pa.Table, Deferred | None]:
+    """``good`` without the deletes it commits on their own
+    (:func:`~streamer.pipeline.held_back.deferred_deletes`), and those: in a partition
+    other than one of those ``waiting`` (with records the batch did not read or held
+    back), where a key change's create may be."""
+    if columns is None or not good.num_rows or not {*columns, IS_DELETED} <= set(good.column_names):
+        return good, None
+    from streamer.pipeline.sink import table_config
+    from streamer.write.keygen import record_keys
+
+    pairing = _pairing(config, good.column_names)
+    paired = None if pairing is None else held_back.paired_deletes(
+        good.column(IS_DELETED), good.column(pairing[0]), good.column(pairing[1]))
+    later = held_back.deferred_deletes(record_keys(good, table_config(config.target)), good.column(columns[1]),
+                                       good.column(IS_DELETED), paired)
+    if len(waiting) == 1:  # the create of a delete in the one waiting partition is not there
+        later = pc.and_(later, pc.fill_null(pc.not_equal(good.column(columns[0]), next(iter(waiting))), False))
+    if not pc.any(later).as_py():
+        return good, None
+    rows = good.filter(later)
+    at = rows.group_by(columns[0]).aggregate([(columns[1], "min")])
+    deferred = Deferred(rows.drop_columns([c for c in hidden if c in rows.column_names]), rows.num_rows,
+                        dict(zip(at.column(0).to_pylist(), at.column(1).to_pylist(), strict=True)))
+    return good.filter(pc.invert(later)), deferred
+
+
+def _deferred_on_spark(good: DataFrame, columns: tuple[str, str], keys: list[str], pairing: tuple[str, str] | None,
+                       hidden: list[str], waiting: frozenset[int]) -> tuple[DataFrame, Deferred | None]:
+    """:func:`_deferred_local` for a batch written by Spark."""
+    from pyspark.sql import functions as F
+
+    later = held_back.deferred_on_spark(good, columns[1], IS_DELETED, keys, pairing).select(*good.columns)
+    if len(waiting) == 1:
+        later = later.where(F.col(columns[0]) != next(iter(waiting)))
+    at = {int(r[0]): int(r[1]) for r in later.groupBy(columns[0]).agg(F.min(columns[1])).collect()}
+    if not at:
+        return good, None
+    rows = later.drop(*hidden)
+    deferred = Deferred(rows, int(later.count()), at)
+    return good.join(later.select(*columns), list(columns), "left_anti"), deferred
 
 
 def _complete_on_spark(config: PipelineConfig, rows: DataFrame,

@@ -36,6 +36,17 @@ there. A batch that read every other partition up to where it could is not held:
 create goes to the error table, naming the column and key, so a delete that never comes
 cannot stop the partition. A ``trigger.mode: once`` run leaves such a create to the next
 run (:attr:`~streamer.pipeline.batch.PreparedBatch.read_again`).
+
+The other way round, a batch can read a key change's delete without its create. Its
+create, in a later batch, takes the old key's values from the commit before the one that
+deleted it (:mod:`streamer.pipeline.key_changes`). When the same batch also changed the
+old key, that change is merged into the net delete and reaches no commit, so the create
+would take the key's older values, with no error. So while the create may still come
+(the batch's cap left records unread, or it holds records back), such a delete, the last
+change of a key the batch changed before and with no create at its position in the
+batch, is committed on its own, in a second commit right after the batch's
+(:func:`deferred_deletes`; :attr:`~streamer.pipeline.batch.PreparedBatch.deferred`). The
+first commit's position is the delete's, so a crash between the two reads it again.
 """
 
 from __future__ import annotations
@@ -88,6 +99,39 @@ def paired_deletes(deleted: pa.Array, positions: pa.Array, operations: pa.Array)
     rows: a key change whose create the batch has, in whatever partition."""
     created = positions.filter(pc.fill_null(pc.equal(operations, "c"), False))
     return pc.and_(pc.fill_null(deleted, False), pc.fill_null(pc.is_in(positions, value_set=created), False))
+
+
+def deferred_deletes(keys: pa.Array, offsets: pa.Array, deleted: pa.Array, paired: pa.Array | None) -> pa.Array:
+    """Which rows are deletes committed after the batch's other rows (module doc): the
+    last change of its key in the batch (rows in any order; a key's changes share one
+    partition), that key changed before it in the batch, and no create of the batch at its
+    position (``paired``, :func:`paired_deletes`)."""
+    is_delete = pc.fill_null(deleted, False)
+    if paired is not None:
+        is_delete = pc.and_(is_delete, pc.invert(pc.fill_null(paired, False)))
+    frame = pa.table({"k": keys, "o": offsets, "c": pc.if_else(pc.fill_null(deleted, False), None, offsets)})
+    per_key = frame.group_by("k").aggregate([("o", "max"), ("c", "min")])
+    at = pc.index_in(keys, value_set=per_key.column("k"))
+    last, first_change = per_key.column("o_max").take(at), per_key.column("c_min").take(at)
+    own = pc.and_(pc.equal(offsets, last), pc.less(first_change, offsets))
+    return pc.and_(is_delete, pc.fill_null(own, False))
+
+
+def deferred_on_spark(rows: DataFrame, offset: str, deleted: str, keys: list[str],
+                      pairing: tuple[str, str] | None) -> DataFrame:
+    """:func:`deferred_deletes` over a batch written by Spark: those rows."""
+    from pyspark.sql import functions as F
+
+    is_delete = F.coalesce(F.col(deleted), F.lit(False))
+    per_key = rows.groupBy(*keys).agg(F.max(offset).alias("_last"),
+                                      F.min(F.when(~is_delete, F.col(offset))).alias("_first_change"))
+    out = (rows.where(is_delete).join(per_key, keys)
+           .where((F.col(offset) == F.col("_last")) & (F.col("_first_change") < F.col(offset)))
+           .drop("_last", "_first_change"))
+    if pairing is not None:
+        ordering, operation = pairing
+        out = out.join(rows.where(F.col(operation) == "c").select(ordering).distinct(), ordering, "left_anti")
+    return out
 
 
 def creates_held(incomplete: pa.Table, partition: str, offset: str, operation: str,

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamer import faults
 from streamer.catalog.hook import catalog_hook
@@ -34,6 +34,7 @@ from streamer.pipeline.checkpoint import (
     stored_checkpoint,
 )
 from streamer.pipeline.errors_table import ErrorTable
+from streamer.pipeline.held_back import held_end
 from streamer.pipeline.lease import PipelineLease
 from streamer.pipeline.null_columns import typed_like_table
 from streamer.pipeline.report import BatchReport, PhaseTimes, ServiceRun
@@ -329,7 +330,7 @@ class PipelineRunner:
             errors_alone = prepared.written == 0 and prepared.errored > 0 and not self.sink.exists()
             error_instant = self._write_errors(prepared, end if errors_alone else None, batch_id)
             errors_s = clock.lap()
-            result = None if errors_alone else self._commit(prepared, end, batch_id)
+            result = None if errors_alone else self._commit_batch(prepared, end, batch_id)
             instant = None if result is None else result.instant
             commit_s = clock.lap()
             committed_at = time.time()
@@ -414,7 +415,22 @@ class PipelineRunner:
             meta[BATCH_ID_KEY] = str(batch_id)
         return self.errors.write(prepared.errors, meta).instant
 
-    def _commit(self, prepared: PreparedBatch, end: Position, batch_id: int) -> CommitResult | None:
+    def _commit_batch(self, prepared: PreparedBatch, end: Position, batch_id: int) -> CommitResult | None:
+        """The batch's data commit, or two when it commits deletes on their own after its
+        other rows (:mod:`streamer.pipeline.held_back`): the first carries the position of
+        the first such delete in its partition, so a crash between the two reads them again."""
+        deferred = prepared.deferred
+        if deferred is None:
+            return self._commit(prepared.good, prepared.written, end, batch_id)
+        first = held_end(end, deferred.at)
+        log.info("[%s] the batch deletes keys it also changed, maybe key changes whose creates are still to come: "
+                 "%d delete(s) committed after its other rows, which commit %s", self.config.name, deferred.count,
+                 position_to_json(first), extra={"pipeline": self.config.name})
+        self._commit(prepared.good, prepared.written - deferred.count, first, batch_id)
+        faults.pause_point("between a batch's two commits")
+        return self._commit(deferred.rows, deferred.count, end, batch_id)
+
+    def _commit(self, good: Any, written: int, end: Position, batch_id: int) -> CommitResult | None:
         """The data commit carrying the position; None when there is nothing to commit to.
 
         The position goes in twice for Kafka (ours, and HoodieStreamer's string under
@@ -428,11 +444,11 @@ class PipelineRunner:
         retry). Before the table exists there is nothing to commit to (a table cannot be
         created without a record schema): the error commit carried the position.
         """
-        if prepared.written == 0 and not self.sink.exists():
+        if written == 0 and not self.sink.exists():
             return None
         meta = {**checkpoint_metadata(end), BATCH_ID_KEY: str(batch_id), PIPELINE_KEY: self.config.name}
         # a column the batch has no value in takes the table's type (pipeline/null_columns.py)
-        good = typed_like_table(prepared.good, self._table_schema) if prepared.written else self._no_rows()
+        good = typed_like_table(good, self._table_schema) if written else self._no_rows()
         writer = self.sink.writer(_arrow_schema(good))
         # Checked by the writer under its lock: no other run of this pipeline committed a
         # position since ours was read (its batch would overlap ours).

@@ -202,6 +202,9 @@ def test_a_batch_never_ends_between_a_key_changes_delete_and_its_create(kafka, s
     rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
     assert rows == KEY_CHANGED
     assert json.loads(reports[-1].position)["partitions"] == {"0": 6}
+    # one partition: no delete is committed on its own (its create follows it there)
+    writes = Table.open(config.target.path).timeline.completed_writes()
+    assert len(writes) == 1 + sum(1 for r in reports if r.instant)
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
@@ -309,3 +312,72 @@ def test_a_once_run_leaves_a_create_waiting_for_its_delete_to_the_next_run(kafka
         PipelineRunner(config, spark=spark).run_trigger_once()
     rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
     assert rows[1_000_007] == "seven, edited" and 7 not in rows
+
+
+#: A key edited then renamed, the delete followed by more changes in partition 0, and the
+#: create behind ten other creates in partition 1: the first capped batch reads the
+#: delete but not the create.
+EDITED_OLD_SIDE = [pg_event("c", None, {"id": 7, "note": "seven"}, 10),
+                   pg_event("u", {"id": 7, "note": None}, {"id": 7, "note": "seven, edited"}, 20),
+                   pg_event("d", {"id": 7, "note": None}, None, 30),
+                   None,
+                   *(pg_event("c", None, {"id": i, "note": f"n{i}"}, 30 + i) for i in range(1, 7))]
+EDITED_NEW_SIDE = [*(pg_event("c", None, {"id": 100 + i, "note": f"m{i}"}, i) for i in range(1, 11)),
+                   *NEW_KEY_SIDE]
+
+
+def _edited_then_renamed(kafka, spark, tmp_path, engine: str):
+    """The pipeline after a first run committed key 7's insert, the rest produced."""
+    topic = kafka.create_topic(f"pg.public.orders-{uuid.uuid4().hex[:6]}", partitions=2)
+    (config,), problems = parse_pipelines(YAML.format(bootstrap=kafka.bootstrap_servers, topic=topic, t=tmp_path / "t",
+                                                      extra=", max_records_per_batch: 12", engine=engine))
+    assert not problems
+    kafka.produce(topic, [json.dumps(EDITED_OLD_SIDE[0])], partition=0)
+    assert PipelineRunner(config, spark=spark).run_once().written == 1
+    for partition, events in ((0, EDITED_OLD_SIDE[1:]), (1, EDITED_NEW_SIDE)):
+        kafka.produce(topic, [None if e is None else json.dumps(e) for e in events], partition=partition)
+    model = RowModel()
+    model.apply([*EDITED_OLD_SIDE, *EDITED_NEW_SIDE])  # the database's rows, from the events alone
+    return config, {r["id"]: r["note"] for r in model.snapshot()}
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_key_changes_delete_read_before_its_create_keeps_the_old_keys_last_value(kafka, spark, tmp_path, engine):
+    """A batch edits key 7, then deletes it (a rename whose create it does not read): the
+    edit merged into the net delete reached no commit, and the create, in the next batch,
+    took the text from before the edit, with no error. The delete is now committed after
+    the batch's other rows, so the commit before it holds the edit."""
+    config, expected = _edited_then_renamed(kafka, spark, tmp_path, engine)
+    reports = PipelineRunner(config, spark=spark).run_available_now()
+    assert json.loads(reports[0].position)["partitions"] == {"0": 6, "1": 7}  # the delete read, not the create
+    assert sum(r.errored for r in reports) == 0
+    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    assert rows == expected and rows[1_000_007] == "seven, edited"
+    # the first run's commit, then the batch's two (its delete on its own), then the rest's
+    assert len(Table.open(config.target.path).timeline.completed_writes()) == 2 + len(reports)
+
+
+def test_a_crash_between_a_batchs_two_commits_reads_the_delete_again(kafka, spark, tmp_path, monkeypatch):
+    """The first of the two commits carries the delete's position: a run that stops
+    before the second reads the delete again, and the table still ends as the database."""
+    config, expected = _edited_then_renamed(kafka, spark, tmp_path, "local")
+    calls = []
+    real = PipelineRunner._commit
+
+    def crash_on_the_second(self, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("crashed between the two commits")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(PipelineRunner, "_commit", crash_on_the_second)
+    with pytest.raises(RuntimeError, match="between the two commits"):
+        PipelineRunner(config, spark=spark).run_once()
+    monkeypatch.setattr(PipelineRunner, "_commit", real)
+    kept = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    assert kept[7] == "seven, edited"  # the first commit: the edit, without its delete
+    reports = PipelineRunner(config, spark=spark).run_available_now()
+    assert json.loads(reports[0].start_position)["partitions"] == {"0": 2, "1": 7}  # from the delete
+    assert sum(r.errored for r in reports) == 0
+    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    assert rows == expected

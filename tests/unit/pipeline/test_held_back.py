@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from streamer.pipeline.held_back import (
     creates_held,
+    deferred_deletes,
     held_end,
     holds_of,
     kept,
@@ -74,3 +75,15 @@ def test_a_create_not_completed_waits_only_while_another_partition_was_left_unre
     assert creates_held(incomplete, "p", "o", "op", frozenset({0, 1})) == {1: 3, 0: 4}
     assert creates_held(incomplete, "p", "o", "op", frozenset()) == {}  # nothing unread: the error table
     assert merged({0: 4, 1: 9}, {1: 3, 2: 1}) == {0: 4, 1: 3, 2: 1}
+
+
+def test_the_deletes_committed_on_their_own_are_the_net_deletes_of_keys_changed_before():
+    keys = pa.array(["7", "7", "8", "9", "9", "9", "5", "5"])
+    offsets = pa.array([0, 2, 3, 4, 5, 6, 7, 8], pa.int64())
+    deleted = pa.array([False, True, True, False, True, False, False, True])
+    # 7: changed, then deleted: its delete; 8: a delete alone; 9: deleted, then inserted
+    # again (no net delete); 5: changed, then deleted at a create's position (paired)
+    paired = pa.array([False] * 7 + [True])
+    assert deferred_deletes(keys, offsets, deleted, paired).to_pylist() == [
+        False, True, False, False, False, False, False, False]
+    assert deferred_deletes(keys, offsets, deleted, None).to_pylist()[-1] is True
