@@ -49,6 +49,7 @@ def progress_event(report: BatchReport, table: str) -> dict[str, Any]:
         "numFilteredRows": report.filtered,
         "durationMs": {**{name: _ms(s) for name, s in report.phases.items()}, "total": _ms(report.latency_s)},
         "instant": report.instant,
+        "firstInstant": report.first_instant,
         "errorInstant": report.error_instant,
         "startOffset": _position(report.start_position),
         "endOffset": _position(report.position),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -313,7 +314,16 @@ def _complete_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, 
     (:func:`~streamer.pipeline.held_back.creates_held`), and where those holds start."""
     good_mask = pc.is_null(rows.column(REASON_COL))
     done = complete_unchanged_values(config, rows.filter(good_mask))
-    creates = _creates_held(config, done.filter(pc.is_valid(done.column(REASON_COL))), columns, behind)
+    ordering = config.target.ordering_field
+
+    def deleted_at(positions: list[Any]) -> set[Any]:
+        if ordering is None or ordering not in done.column_names:
+            return set()
+        found = pc.and_(pc.fill_null(done.column(IS_DELETED), False),
+                        pc.is_in(done.column(ordering), value_set=pa.array(positions, done.schema.field(ordering).type)))
+        return set(done.column(ordering).filter(pc.fill_null(found, False)).to_pylist())
+
+    creates = _creates_held(config, done.filter(pc.is_valid(done.column(REASON_COL))), columns, behind, deleted_at)
     rows = pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
     if not creates or columns is None:
         return rows, {}
@@ -321,12 +331,13 @@ def _complete_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, 
 
 
 def _creates_held(config: PipelineConfig, incomplete: pa.Table, columns: tuple[str, str] | None,
-                  behind: frozenset[int]) -> held_back.Holds:
-    """:func:`~streamer.pipeline.held_back.creates_held` of the rows left ``incomplete``,
-    each hold logged with the create's key."""
+                  behind: frozenset[int], deleted_at: Callable[[list[Any]], set[Any]]) -> held_back.Holds:
+    """:func:`~streamer.pipeline.held_back.creates_held` of the rows left ``incomplete``
+    (``deleted_at``: of some positions, those a delete of the batch has), each hold logged."""
     if columns is None:
         return {}
-    creates = held_back.creates_held(incomplete, *columns, "_change_operation_type", behind)
+    creates = held_back.creates_held(incomplete, *columns, "_change_operation_type", behind, deleted_at,
+                                     config.target.ordering_field)
     for p, o in sorted(creates.items()):
         log.info("[%s] the create of a primary-key change at partition %d offset %d is not complete in the batch; "
                  "its delete may be in what the batch's cap left unread in partitions %s: partition %d is held "
@@ -395,7 +406,15 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
             bad = held_back.kept(bad, holds, *columns)
         good, incomplete = _complete_on_spark(config, good, spark)
         if incomplete is not None:
-            creates = _creates_held(config, incomplete, columns, behind)
+            ordering = config.target.ordering_field
+
+            def deleted_at(positions: list[Any]) -> set[Any]:
+                if ordering is None or not {ordering, IS_DELETED} <= set(good.columns):
+                    return set()
+                found = good.where(F.col(IS_DELETED) & F.col(ordering).isin(positions)).select(ordering).distinct()
+                return {r[0] for r in found.collect()}
+
+            creates = _creates_held(config, incomplete, columns, behind, deleted_at)
             bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
             if creates and columns is not None:
                 good = held_back.kept_on_spark(good, creates, *columns)

@@ -51,7 +51,8 @@ first commit's position is the delete's, so a crash between the two reads it aga
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -134,19 +135,29 @@ def deferred_on_spark(rows: DataFrame, offset: str, deleted: str, keys: list[str
     return out
 
 
-def creates_held(incomplete: pa.Table, partition: str, offset: str, operation: str,
-                 behind: frozenset[int]) -> Holds:
+def creates_held(incomplete: pa.Table, partition: str, offset: str, operation: str, behind: frozenset[int],
+                 deleted_at: Callable[[list[Any]], set[Any]] | None = None, ordering: str | None = None) -> Holds:
     """Where each partition holds back the creates among ``incomplete`` (rows whose
     unchanged values could not be completed) whose delete may be in the records the
-    batch's cap left unread in another partition, ``behind`` (module doc)."""
+    batch's cap left unread in another partition, ``behind`` (module doc).
+
+    Waiting helps only a create whose delete is not in the batch: ``deleted_at`` gives,
+    of the creates' positions (``ordering`` values), those a delete of the batch has. And
+    it helps only while another partition can move on: one that is behind and holds no
+    create of its own, so two partitions never wait for each other (Debezium writes each
+    partition in log order, so a create's delete always comes before the other
+    partition's later creates)."""
     if not behind or not incomplete.num_rows or not {partition, offset, operation} <= set(incomplete.column_names):
         return {}
     creates = incomplete.filter(pc.fill_null(pc.equal(incomplete.column(operation), "c"), False))
-    out: Holds = {}
-    for p, o in zip(creates.column(partition).to_pylist(), creates.column(offset).to_pylist(), strict=True):
-        if p is not None and o is not None and behind - {p}:  # the creates are few: the rows left incomplete
-            out[int(p)] = min(int(o), out.get(int(p), int(o)))
-    return out
+    found = creates.column(ordering).to_pylist() if ordering in creates.column_names else [None] * creates.num_rows
+    paired = deleted_at([v for v in found if v is not None]) if deleted_at is not None and any(v is not None for v in found) else set()
+    waiting: Holds = {}  # the creates are few: the rows left incomplete
+    for p, o, at in zip(creates.column(partition).to_pylist(), creates.column(offset).to_pylist(), found, strict=True):
+        if p is not None and o is not None and (at is None or at not in paired) and behind - {p}:
+            waiting[int(p)] = min(int(o), waiting.get(int(p), int(o)))
+    moving = behind - set(waiting)
+    return {p: o for p, o in waiting.items() if moving - {p}}
 
 
 def merged(a: Holds, b: Holds) -> Holds:

@@ -97,6 +97,10 @@ class BatchReport:
     services: tuple[ServiceRun, ...] = ()
     #: The table's file layout after the commit (only collected when metrics are on).
     layout: TableLayout | None = None
+    #: A batch that commits deletes on their own after its other rows
+    #: (:mod:`streamer.pipeline.held_back`): the commit of those rows; ``instant`` is the
+    #: deletes', and ``bytes_written``/``files_written`` count both.
+    first_instant: str | None = None
 
     @property
     def status(self) -> str:
@@ -110,6 +114,8 @@ class BatchReport:
         if self.skipped:
             return f"{head}: skipped ({self.skipped})"
         commit = f"deltacommit {self.instant}" if self.instant else "no commit"
+        if self.first_instant:
+            commit = f"deltacommits {self.first_instant} and {self.instant} (its deletes of changed keys)"
         if not self.instant and self.error_instant and not self.written:
             commit = f"errors only: error table commit {self.error_instant}"  # it holds the position
         return (

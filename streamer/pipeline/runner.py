@@ -255,7 +255,7 @@ class PipelineRunner:
             if report.skipped:
                 break
         written = sum(r.written for r in reports)
-        commits = sum(1 for r in reports if r.instant)
+        commits = sum((r.instant is not None) + (r.first_instant is not None) for r in reports)
         log.info("[%s] available now: %d batch(es), %d commit(s), %d record(s) written; stopped at %s",
                  self.config.name, len(reports), commits, written,
                  reports[-1].position if reports else None, extra={"pipeline": self.config.name})
@@ -330,7 +330,7 @@ class PipelineRunner:
             errors_alone = prepared.written == 0 and prepared.errored > 0 and not self.sink.exists()
             error_instant = self._write_errors(prepared, end if errors_alone else None, batch_id)
             errors_s = clock.lap()
-            result = None if errors_alone else self._commit_batch(prepared, end, batch_id)
+            first, result = (None, None) if errors_alone else self._commit_batch(prepared, end, batch_id)
             instant = None if result is None else result.instant
             commit_s = clock.lap()
             committed_at = time.time()
@@ -353,8 +353,9 @@ class PipelineRunner:
                     prepared.filtered, instant, error_instant, time.monotonic() - t0, end_json,
                     started_at=started_at, start_position=start_json,
                     phases=PhaseTimes(read_s, prepare_s, errors_s, commit_s, services_s),
-                    bytes_written=result.bytes_written if result else 0,
-                    files_written=len(result.stats) if result else 0,
+                    bytes_written=sum(r.bytes_written for r in (first, result) if r is not None),
+                    files_written=sum(len(r.stats) for r in (first, result) if r is not None),
+                    first_instant=first.instant if first is not None else None,
                     freshness_s=_freshness(end, prepared.good, committed_at, self.identity.event_time),
                     lag=self._lag(end), services=services,
                     layout=self._layout() if instant is not None else None,
@@ -415,20 +416,23 @@ class PipelineRunner:
             meta[BATCH_ID_KEY] = str(batch_id)
         return self.errors.write(prepared.errors, meta).instant
 
-    def _commit_batch(self, prepared: PreparedBatch, end: Position, batch_id: int) -> CommitResult | None:
-        """The batch's data commit, or two when it commits deletes on their own after its
-        other rows (:mod:`streamer.pipeline.held_back`): the first carries the position of
-        the first such delete in its partition, so a crash between the two reads them again."""
+    def _commit_batch(self, prepared: PreparedBatch, end: Position,
+                      batch_id: int) -> tuple[CommitResult | None, CommitResult | None]:
+        """The batch's data commit (second of the pair), and a first one when it commits
+        deletes on their own after its other rows (:mod:`streamer.pipeline.held_back`): that
+        carries the position of the first such delete in its partition, so a crash between
+        the two reads them again."""
         deferred = prepared.deferred
         if deferred is None:
-            return self._commit(prepared.good, prepared.written, end, batch_id)
+            return None, self._commit(prepared.good, prepared.written, end, batch_id)
         first = held_end(end, deferred.at)
         log.info("[%s] the batch deletes keys it also changed, maybe key changes whose creates are still to come: "
                  "%d delete(s) committed after its other rows, which commit %s", self.config.name, deferred.count,
                  position_to_json(first), extra={"pipeline": self.config.name})
-        self._commit(prepared.good, prepared.written - deferred.count, first, batch_id)
+        before = self._commit(prepared.good, prepared.written - deferred.count, first, batch_id)
+        self._position = first  # what the table holds, should the second commit fail
         faults.pause_point("between a batch's two commits")
-        return self._commit(deferred.rows, deferred.count, end, batch_id)
+        return before, self._commit(deferred.rows, deferred.count, end, batch_id)
 
     def _commit(self, good: Any, written: int, end: Position, batch_id: int) -> CommitResult | None:
         """The data commit carrying the position; None when there is nothing to commit to.

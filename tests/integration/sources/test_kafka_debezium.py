@@ -354,7 +354,10 @@ def test_a_key_changes_delete_read_before_its_create_keeps_the_old_keys_last_val
     rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
     assert rows == expected and rows[1_000_007] == "seven, edited"
     # the first run's commit, then the batch's two (its delete on its own), then the rest's
-    assert len(Table.open(config.target.path).timeline.completed_writes()) == 2 + len(reports)
+    writes = Table.open(config.target.path).timeline.completed_writes()
+    assert len(writes) == 2 + len(reports)
+    assert (reports[0].first_instant, reports[0].instant) == (writes[1].timestamp, writes[2].timestamp)
+    assert reports[0].files_written >= 2  # each of the two commits wrote a file
 
 
 def test_a_crash_between_a_batchs_two_commits_reads_the_delete_again(kafka, spark, tmp_path, monkeypatch):

@@ -72,7 +72,8 @@ def test_a_create_not_completed_waits_only_while_another_partition_was_left_unre
     # partition 0 behind: partition 1's creates wait from the first; partition 0's own create
     # cannot have its delete in partition 0's unread records (the delete comes first there)
     assert creates_held(incomplete, "p", "o", "op", frozenset({0})) == {1: 3}
-    assert creates_held(incomplete, "p", "o", "op", frozenset({0, 1})) == {1: 3, 0: 4}
+    assert creates_held(incomplete, "p", "o", "op", frozenset({0, 1, 2})) == {1: 3, 0: 4}
+    assert creates_held(incomplete, "p", "o", "op", frozenset({0, 1})) == {}  # each would wait for the other
     assert creates_held(incomplete, "p", "o", "op", frozenset()) == {}  # nothing unread: the error table
     assert merged({0: 4, 1: 9}, {1: 3, 2: 1}) == {0: 4, 1: 3, 2: 1}
 
@@ -87,3 +88,16 @@ def test_the_deletes_committed_on_their_own_are_the_net_deletes_of_keys_changed_
     assert deferred_deletes(keys, offsets, deleted, paired).to_pylist() == [
         False, True, False, False, False, False, False, False]
     assert deferred_deletes(keys, offsets, deleted, None).to_pylist()[-1] is True
+
+
+def test_a_create_whose_delete_the_batch_has_or_whose_partners_wait_too_is_not_held():
+    """Waiting cannot complete a create whose delete is in the batch (its old row is
+    nowhere), and two partitions each waiting for the other would never move: their
+    creates go to the error table."""
+    incomplete = pa.table({"p": pa.array([0, 1], pa.int32()), "o": pa.array([2, 0], pa.int64()),
+                           "op": ["c", "c"], "lsn": pa.array([6, 5], pa.int64())})
+    both = frozenset({0, 1})
+    assert creates_held(incomplete, "p", "o", "op", both, lambda at: set(), "lsn") == {}  # each waits for the other
+    assert creates_held(incomplete, "p", "o", "op", both | {2}, lambda at: set(), "lsn") == {0: 2, 1: 0}
+    assert creates_held(incomplete, "p", "o", "op", both | {2}, lambda at: {5}, "lsn") == {0: 2}
+    assert creates_held(incomplete, "p", "o", "op", both | {2}, lambda at: {5, 6}, "lsn") == {}
