@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +38,7 @@ from streamer.pipeline.placeholder import Placeholder
 from streamer.pipeline.unavailable import placeholder_columns, resolve
 from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, RecordIdentity
 from streamer.sources.debezium import change_rows
-from streamer.sources.position import Position
+from streamer.sources.position import KafkaOffsets, Position
 from streamer.table.meta_fields import IS_DELETED
 from streamer.transforms import TransformError, apply_transforms
 
@@ -61,6 +60,13 @@ class Deferred:
     count: int
     #: Per Kafka partition, the first deferred delete's offset: the first commit's position there.
     at: held_back.Holds
+
+    def keeping(self, rows: Any, count: int | None) -> Deferred | None:
+        """These deletes but only ``rows`` of them (``count``; None: Arrow's count), None
+        when none is left. ``at`` stays: an earlier first position only reads more again
+        after a crash between the two commits."""
+        n = rows.num_rows if count is None else count
+        return Deferred(rows, n, self.at) if n else None
 
 
 @dataclass
@@ -163,12 +169,12 @@ def prepare(
             source_errors, rows = _one_pass(batch, config, metadata)
         else:
             source_errors, rows, n_good_in = _collect(batch, _made(flagged), steps)
-        split = _split_local(config, rows, columns, batch.behind, drop(rows.column_names))
+        split = _split_local(config, rows, columns, batch, drop(rows.column_names))
     else:
         source_errors = as_error_arrow(batch.errors.toArrow())
         flagged = _made(flagged).persist()  # never one pass off the driver
         cached.append(flagged)
-        split = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns, batch.behind)
+        split = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns, batch)
     good, bad, n_written, n_flagged = split.good, split.bad, split.written, split.flagged
     holds, creates, deferred = split.holds, split.creates, split.deferred
     if n_good_in is None:
@@ -308,40 +314,35 @@ def _hold_back_local(config: PipelineConfig, rows: pa.Table,
 
 
 def _complete_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str] | None,
-                    behind: frozenset[int]) -> tuple[pa.Table, held_back.Holds]:
+                    behind: frozenset[int], start: dict[int, int]) -> tuple[pa.Table, held_back.Holds]:
     """:func:`complete_unchanged_values` on the driver, without the records held back for a
-    key change's create whose delete may be in what the batch's cap left unread
+    key change's create whose delete may be in what the batch did not read
     (:func:`~streamer.pipeline.held_back.creates_held`), and where those holds start."""
     good_mask = pc.is_null(rows.column(REASON_COL))
     done = complete_unchanged_values(config, rows.filter(good_mask))
-    ordering = config.target.ordering_field
-
-    def deleted_at(positions: list[Any]) -> set[Any]:
-        if ordering is None or ordering not in done.column_names:
-            return set()
-        found = pc.and_(pc.fill_null(done.column(IS_DELETED), False),
-                        pc.is_in(done.column(ordering), value_set=pa.array(positions, done.schema.field(ordering).type)))
-        return set(done.column(ordering).filter(pc.fill_null(found, False)).to_pylist())
-
-    creates = _creates_held(config, done.filter(pc.is_valid(done.column(REASON_COL))), columns, behind, deleted_at)
+    creates: held_back.Holds = {}
+    if columns is not None:
+        view = held_back.local_view(done, *columns, config.target.ordering_field, behind, start)
+        creates = _creates_held(config, done.filter(pc.is_valid(done.column(REASON_COL))), columns, view)
     rows = pa.concat_tables([done, rows.filter(pc.invert(good_mask))], promote_options="permissive")
     if not creates or columns is None:
         return rows, {}
     return held_back.kept(rows, creates, *columns), creates
 
 
-def _creates_held(config: PipelineConfig, incomplete: pa.Table, columns: tuple[str, str] | None,
-                  behind: frozenset[int], deleted_at: Callable[[list[Any]], set[Any]]) -> held_back.Holds:
-    """:func:`~streamer.pipeline.held_back.creates_held` of the rows left ``incomplete``
-    (``deleted_at``: of some positions, those a delete of the batch has), each hold logged."""
-    if columns is None:
+def _creates_held(config: PipelineConfig, incomplete: pa.Table, columns: tuple[str, str],
+                  view: held_back.BatchView) -> held_back.Holds:
+    """:func:`~streamer.pipeline.held_back.creates_held` of the rows left ``incomplete``,
+    each hold logged."""
+    if not view.behind:
         return {}
-    creates = held_back.creates_held(incomplete, *columns, "_change_operation_type", behind, deleted_at,
-                                     config.target.ordering_field)
+    waiting = held_back.waiting_creates(incomplete, *columns, "_change_operation_type", config.target.ordering_field)
+    creates = held_back.creates_held(waiting, view) if waiting else {}
     for p, o in sorted(creates.items()):
         log.info("[%s] the create of a primary-key change at partition %d offset %d is not complete in the batch; "
-                 "its delete may be in what the batch's cap left unread in partitions %s: partition %d is held "
-                 "back from it", config.name, p, o, sorted(behind - {p}), p, extra={"pipeline": config.name})
+                 "its delete may be in what the batch did not read of partitions %s: partition %d is held back "
+                 "from it", config.name, p, o, sorted((view.behind | set(creates)) - {p}), p,
+                 extra={"pipeline": config.name})
     return creates
 
 
@@ -362,31 +363,33 @@ class _Split:
     deferred: Deferred | None
 
 
-def _split_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str] | None, behind: frozenset[int],
+def _split_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str] | None, batch: Batch,
                  hidden: list[str]) -> _Split:
     """A batch collected to the driver (flagged ``rows``), split; ``hidden`` columns are
-    dropped from the rows for the table; ``behind``: ``Batch.behind``."""
+    dropped from the rows for the table; of ``batch``."""
     holds: held_back.Holds = {}
     creates: held_back.Holds = {}
     deferred: Deferred | None = None
     if debezium_of(config) == "postgres":
         rows, holds = _hold_back_local(config, rows, columns)
-        rows, creates = _complete_local(config, rows, columns, behind)
+        rows, creates = _complete_local(config, rows, columns, batch.behind, _starts(batch))
         holds = held_back.merged(holds, creates)
     good_mask = pc.is_null(rows.column(REASON_COL))
     good = rows.filter(good_mask)
-    if debezium_of(config) == "postgres" and (behind or holds):
-        good, deferred = _deferred_local(config, good, columns, hidden, behind | set(holds))
+    if debezium_of(config) == "postgres" and (batch.behind or holds):
+        good, deferred = _deferred_local(config, good, columns, hidden, batch.behind | set(holds))
     good = good.drop_columns(hidden)
     if config.target.filter_dupes:
         good = drop_existing(config, good)
+        if deferred is not None:
+            deferred = deferred.keeping(drop_existing(config, deferred.rows), None)
     n_deferred = deferred.count if deferred else 0
     return _Split(good, rows.filter(pc.invert(good_mask)), good.num_rows + n_deferred, rows.num_rows, holds, creates,
                   deferred)
 
 
 def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSession, hidden: list[str],
-                    columns: tuple[str, str] | None, behind: frozenset[int]) -> _Split:
+                    columns: tuple[str, str] | None, batch: Batch) -> _Split:
     """A batch written by Spark (``flagged``, persisted), split: as :func:`_split_local`,
     its rows for the table a DataFrame and its flagged rows collected."""
     from pyspark.sql import functions as F
@@ -405,30 +408,33 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
             good = held_back.kept_on_spark(good, holds, *columns)
             bad = held_back.kept(bad, holds, *columns)
         good, incomplete = _complete_on_spark(config, good, spark)
-        if incomplete is not None:
-            ordering = config.target.ordering_field
-
-            def deleted_at(positions: list[Any]) -> set[Any]:
-                if ordering is None or not {ordering, IS_DELETED} <= set(good.columns):
-                    return set()
-                found = good.where(F.col(IS_DELETED) & F.col(ordering).isin(positions)).select(ordering).distinct()
-                return {r[0] for r in found.collect()}
-
-            creates = _creates_held(config, incomplete, columns, behind, deleted_at)
+        if incomplete is not None and columns is not None:
+            view = held_back.spark_view(good, *columns, config.target.ordering_field, batch.behind, _starts(batch))
+            creates = _creates_held(config, incomplete, columns, view)
             bad = pa.concat_tables([bad, incomplete.select(bad.column_names)], promote_options="permissive")
             if creates and columns is not None:
                 good = held_back.kept_on_spark(good, creates, *columns)
                 bad = held_back.kept(bad, creates, *columns)
                 holds = held_back.merged(holds, creates)
-        if (behind or holds) and columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
-            good, deferred = _deferred_on_spark(good, columns, keys, pairing, hidden, behind | set(holds))
+        if (batch.behind or holds) and columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
+            good, deferred = _deferred_on_spark(good, columns, keys, pairing, hidden, batch.behind | set(holds))
     good = good.drop(*hidden)
     n_kept = good.count()
     n_deferred = deferred.count if deferred else 0
+    written = n_kept
     if config.target.filter_dupes:
         good = drop_existing_on_spark(config, good, spark)
-    written = (n_kept if not config.target.filter_dupes else good.count()) + n_deferred
+        written = good.count()
+        if deferred is not None:
+            left = drop_existing_on_spark(config, deferred.rows, spark)
+            deferred = deferred.keeping(left, int(left.count()))
+    written += deferred.count if deferred else 0
     return _Split(good, bad, written, n_kept + n_deferred + bad.num_rows, holds, creates, deferred)
+
+
+def _starts(batch: Batch) -> dict[int, int]:
+    """Each Kafka partition's first offset in the batch (none for other sources)."""
+    return dict(batch.start.partitions) if isinstance(batch.start, KafkaOffsets) else {}
 
 
 def _pairing(config: PipelineConfig, columns: list[str]) -> tuple[str, str] | None:

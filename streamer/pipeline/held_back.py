@@ -32,9 +32,11 @@ and a batch capped by ``max_records_per_batch`` can read the create without the 
 completed from the batch nor from the table's commits. When the batch's cap left records
 unread in another partition (``Batch.behind``), where the delete may be, the create's
 partition is held back from it (:func:`creates_held`): the next batch reads further
-there. A batch that read every other partition up to where it could is not held: its
-create goes to the error table, naming the column and key, so a delete that never comes
-cannot stop the partition. A ``trigger.mode: once`` run leaves such a create to the next
+there. Only while the delete can still be there: not once that partition was read past
+the create's send time (Debezium's ``ts_ms``), nor when the batch has the delete. A batch
+that read every other partition up to where it could is not held: its create goes to the
+error table, naming the column and key, so a delete that never comes cannot stop the
+partition. A ``trigger.mode: once`` run leaves such a create to the next
 run (:attr:`~streamer.pipeline.batch.PreparedBatch.read_again`).
 
 The other way round, a batch can read a key change's delete without its create. Its
@@ -52,6 +54,7 @@ first commit's position is the delete's, so a crash between the two reads it aga
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,6 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.sources.position import KafkaOffsets, Position
+from streamer.table.meta_fields import IS_DELETED
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -135,29 +139,147 @@ def deferred_on_spark(rows: DataFrame, offset: str, deleted: str, keys: list[str
     return out
 
 
-def creates_held(incomplete: pa.Table, partition: str, offset: str, operation: str, behind: frozenset[int],
-                 deleted_at: Callable[[list[Any]], set[Any]] | None = None, ordering: str | None = None) -> Holds:
-    """Where each partition holds back the creates among ``incomplete`` (rows whose
-    unchanged values could not be completed) whose delete may be in the records the
-    batch's cap left unread in another partition, ``behind`` (module doc).
+@dataclass(frozen=True)
+class WaitingCreate:
+    """A key change's create the batch could not complete (:func:`creates_held`)."""
 
-    Waiting helps only a create whose delete is not in the batch: ``deleted_at`` gives,
-    of the creates' positions (``ordering`` values), those a delete of the batch has. And
-    it helps only while another partition can move on: one that is behind and holds no
-    create of its own, so two partitions never wait for each other (Debezium writes each
-    partition in log order, so a create's delete always comes before the other
-    partition's later creates)."""
-    if not behind or not incomplete.num_rows or not {partition, offset, operation} <= set(incomplete.column_names):
-        return {}
+    partition: int
+    offset: int
+    #: Its log position (the ordering value), which its delete shares.
+    position: Any
+    #: When the connector sent it (Debezium's ``ts_ms``), if known.
+    sent: Any
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """What :func:`creates_held` asks of the batch."""
+
+    #: ``Batch.behind``: partitions the batch's cap left records unread in.
+    behind: frozenset[int]
+    #: Each partition's first offset in the batch.
+    start: dict[int, int]
+    #: Of some log positions, those a delete of the batch has, outside the given holds.
+    deleted_at: Callable[[list[Any], Holds], set[Any]]
+    #: Per partition, the latest ``ts_ms`` among the batch's records up to the given holds.
+    sent_until: Callable[[Holds], dict[int, Any]]
+
+
+def creates_held(creates: list[WaitingCreate], view: BatchView) -> Holds:
+    """Where each partition holds back the creates the batch could not complete (module
+    doc): a create waits for its delete in another partition whose records the batch did
+    not read, left by the cap or held back itself, and only where the delete can still be:
+
+    - a create whose delete the batch has (outside what it holds back) has nothing to wait
+      for: its old row is nowhere;
+    - Debezium's connector sends records in log order with a clock (``ts_ms``), so the
+      delete, sent with its create, precedes in its partition every record sent after the
+      create: a partition the batch read a later record of has no such delete unread;
+    - a partition waited for must move on in this batch, or wait itself for one that
+      does: partitions waiting only for each other are not held.
+
+    Holding one create removes the deletes after it from the batch, so a create whose old
+    key is that one's new key waits with it: this is worked out to a fixed point (a few
+    rounds: the creates are few, the rows left incomplete)."""
+    holds: Holds = {}
+    for _ in range(len(creates) + 1):
+        waiting = _waiting(creates, view, holds)
+        if waiting == holds:
+            break
+        holds = waiting
+    return holds
+
+
+def _waiting(creates: list[WaitingCreate], view: BatchView, holds: Holds) -> Holds:
+    """One round of :func:`creates_held`, given the holds of the last."""
+    paired = view.deleted_at([c.position for c in creates if c.position is not None], holds)
+    sent_until = view.sent_until(holds)
+    unread = view.behind | set(holds)
+    waits: dict[int, set[int]] = {}  # partition of a create -> partitions its delete may be in
+    first: Holds = {}
+    for c in creates:
+        if c.position is not None and c.position in paired:
+            continue
+        may = {q for q in unread if q != c.partition
+               and (c.sent is None or sent_until.get(q) is None or sent_until[q] <= c.sent)}
+        if may:
+            waits.setdefault(c.partition, set()).update(may)
+            first[c.partition] = min(c.offset, first.get(c.partition, c.offset))
+    # partitions that move on: behind and not held from their start
+    alive = {q for q in view.behind if q not in first or first[q] > view.start.get(q, -1)}
+    for _ in range(len(first)):
+        grown = alive | {p for p, qs in waits.items() if qs & alive}
+        if grown == alive:
+            break
+        alive = grown
+    return {p: o for p, o in first.items() if waits[p] & alive}
+
+
+#: The column of Debezium's ``ts_ms``: when the connector sent the record.
+SENT = "_upstream_event_processed_ts_ms"
+
+
+def waiting_creates(incomplete: pa.Table, partition: str, offset: str, operation: str,
+                    ordering: str | None) -> list[WaitingCreate]:
+    """The creates among ``incomplete`` (rows left incomplete), for :func:`creates_held`."""
+    if not incomplete.num_rows or not {partition, offset, operation} <= set(incomplete.column_names):
+        return []
     creates = incomplete.filter(pc.fill_null(pc.equal(incomplete.column(operation), "c"), False))
-    found = creates.column(ordering).to_pylist() if ordering in creates.column_names else [None] * creates.num_rows
-    paired = deleted_at([v for v in found if v is not None]) if deleted_at is not None and any(v is not None for v in found) else set()
-    waiting: Holds = {}  # the creates are few: the rows left incomplete
-    for p, o, at in zip(creates.column(partition).to_pylist(), creates.column(offset).to_pylist(), found, strict=True):
-        if p is not None and o is not None and (at is None or at not in paired) and behind - {p}:
-            waiting[int(p)] = min(int(o), waiting.get(int(p), int(o)))
-    moving = behind - set(waiting)
-    return {p: o for p, o in waiting.items() if moving - {p}}
+
+    def values(name: str | None) -> list[Any]:
+        return creates.column(name).to_pylist() if name in creates.column_names else [None] * creates.num_rows
+
+    return [WaitingCreate(int(p), int(o), at, sent) for p, o, at, sent in zip(
+        values(partition), values(offset), values(ordering), values(SENT), strict=True) if p is not None and o is not None]
+
+
+def local_view(rows: pa.Table, partition: str, offset: str, ordering: str | None, behind: frozenset[int],
+               start: dict[int, int]) -> BatchView:
+    """:class:`BatchView` of a batch's rows on the driver (deletes flagged :data:`IS_DELETED`)."""
+
+    def deleted_at(positions: list[Any], holds: Holds) -> set[Any]:
+        if ordering is None or ordering not in rows.column_names:
+            return set()
+        there = kept(rows, holds, partition, offset)
+        found = pc.and_(pc.fill_null(there.column(IS_DELETED), False),
+                        pc.is_in(there.column(ordering), value_set=pa.array(positions, there.schema.field(ordering).type)))
+        return set(there.column(ordering).filter(pc.fill_null(found, False)).to_pylist())
+
+    def sent_until(holds: Holds) -> dict[int, Any]:
+        if SENT not in rows.column_names:
+            return {}
+        latest = kept(rows, _through(holds), partition, offset).group_by(partition).aggregate([(SENT, "max")])
+        return dict(zip(latest.column(partition).to_pylist(), latest.column(f"{SENT}_max").to_pylist(), strict=True))
+
+    return BatchView(behind, start, deleted_at, sent_until)
+
+
+def spark_view(rows: DataFrame, partition: str, offset: str, ordering: str | None, behind: frozenset[int],
+               start: dict[int, int]) -> BatchView:
+    """:func:`local_view` of a batch written by Spark (a small job per question: asked
+    only when creates were left incomplete)."""
+    from pyspark.sql import functions as F
+
+    def deleted_at(positions: list[Any], holds: Holds) -> set[Any]:
+        if ordering is None or not {ordering, IS_DELETED} <= set(rows.columns):
+            return set()
+        there = kept_on_spark(rows, holds, partition, offset)
+        found = there.where(F.col(IS_DELETED) & F.col(ordering).isin(positions)).select(ordering).distinct()
+        return {r[0] for r in found.collect()}
+
+    def sent_until(holds: Holds) -> dict[int, Any]:
+        if SENT not in rows.columns:
+            return {}
+        latest = kept_on_spark(rows, _through(holds), partition, offset).groupBy(partition).agg(F.max(SENT))
+        return {int(r[0]): r[1] for r in latest.collect()}
+
+    return BatchView(behind, start, deleted_at, sent_until)
+
+
+def _through(holds: Holds) -> Holds:
+    """``holds`` one record later: what a held partition has read for sure includes the
+    held create itself, sent after everything before it there."""
+    return {p: o + 1 for p, o in holds.items()}
 
 
 def merged(a: Holds, b: Holds) -> Holds:

@@ -259,16 +259,22 @@ def test_a_postgres_topic_of_several_partitions_is_warned_about(kafka, tmp_path,
     assert len(warned) == 1 and several in warned[0] and "of 3 partitions" in warned[0], warned
 
 
+def _sent(op: str, before: dict | None, after: dict | None, lsn: int) -> dict:
+    """:func:`pg_event` sent by the connector at a time that follows the log, as Debezium's
+    ``ts_ms`` does (the waits of ``streamer.pipeline.held_back`` read it)."""
+    return pg_event(op, before, after, lsn, ts_ms=1_700_000_000_000 + lsn)
+
+
 #: A key renamed on a topic of two partitions, as Debezium keys it: the old key's changes
 #: and delete in partition 0 behind five creates of other keys, the new key's create (its
 #: TOASTed note the placeholder) and a later update in partition 1.
-OLD_KEY_SIDE = [pg_event("c", None, {"id": 7, "note": "seven"}, 10),
-                *(pg_event("c", None, {"id": i, "note": f"n{i}"}, 10 + i) for i in range(1, 6)),
-                pg_event("u", {"id": 7, "note": None}, {"id": 7, "note": "seven, edited"}, 20),
-                pg_event("d", {"id": 7, "note": None}, None, 30),
+OLD_KEY_SIDE = [_sent("c", None, {"id": 7, "note": "seven"}, 10),
+                *(_sent("c", None, {"id": i, "note": f"n{i}"}, 10 + i) for i in range(1, 6)),
+                _sent("u", {"id": 7, "note": None}, {"id": 7, "note": "seven, edited"}, 20),
+                _sent("d", {"id": 7, "note": None}, None, 30),
                 None]
-NEW_KEY_SIDE = [pg_event("c", None, {"id": 1_000_007, "note": PLACEHOLDER}, 30),
-                pg_event("u", {"id": 1_000_007, "note": None}, {"id": 1_000_007, "note": PLACEHOLDER}, 40)]
+NEW_KEY_SIDE = [_sent("c", None, {"id": 1_000_007, "note": PLACEHOLDER}, 30),
+                _sent("u", {"id": 1_000_007, "note": None}, {"id": 1_000_007, "note": PLACEHOLDER}, 40)]
 
 
 def _two_partitions(kafka, tmp_path, engine: str):
@@ -317,12 +323,12 @@ def test_a_once_run_leaves_a_create_waiting_for_its_delete_to_the_next_run(kafka
 #: A key edited then renamed, the delete followed by more changes in partition 0, and the
 #: create behind ten other creates in partition 1: the first capped batch reads the
 #: delete but not the create.
-EDITED_OLD_SIDE = [pg_event("c", None, {"id": 7, "note": "seven"}, 10),
-                   pg_event("u", {"id": 7, "note": None}, {"id": 7, "note": "seven, edited"}, 20),
-                   pg_event("d", {"id": 7, "note": None}, None, 30),
+EDITED_OLD_SIDE = [_sent("c", None, {"id": 7, "note": "seven"}, 10),
+                   _sent("u", {"id": 7, "note": None}, {"id": 7, "note": "seven, edited"}, 20),
+                   _sent("d", {"id": 7, "note": None}, None, 30),
                    None,
-                   *(pg_event("c", None, {"id": i, "note": f"n{i}"}, 30 + i) for i in range(1, 7))]
-EDITED_NEW_SIDE = [*(pg_event("c", None, {"id": 100 + i, "note": f"m{i}"}, i) for i in range(1, 11)),
+                   *(_sent("c", None, {"id": i, "note": f"n{i}"}, 30 + i) for i in range(1, 7))]
+EDITED_NEW_SIDE = [*(_sent("c", None, {"id": 100 + i, "note": f"m{i}"}, i) for i in range(1, 11)),
                    *NEW_KEY_SIDE]
 
 

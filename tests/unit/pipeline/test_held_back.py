@@ -7,16 +7,19 @@ from __future__ import annotations
 import pyarrow as pa
 
 from streamer.pipeline.held_back import (
+    SENT,
     creates_held,
     deferred_deletes,
     held_end,
     holds_of,
     kept,
-    merged,
+    local_view,
     paired_deletes,
     records_held,
+    waiting_creates,
 )
 from streamer.sources.position import KafkaOffsets
+from streamer.table.meta_fields import IS_DELETED
 
 
 def _holds(*rows: tuple[int, int, bool, str]) -> dict[int, int]:
@@ -66,16 +69,31 @@ def test_a_trailing_delete_whose_create_the_batch_has_in_another_partition_is_wr
     assert holds_of(part, off, deleted, keys, paired) == {}
 
 
-def test_a_create_not_completed_waits_only_while_another_partition_was_left_unread():
-    incomplete = pa.table({"p": pa.array([1, 1, 2, 0], pa.int32()), "o": pa.array([5, 3, 7, 4], pa.int64()),
-                           "op": ["c", "c", "u", "c"]})
-    # partition 0 behind: partition 1's creates wait from the first; partition 0's own create
-    # cannot have its delete in partition 0's unread records (the delete comes first there)
-    assert creates_held(incomplete, "p", "o", "op", frozenset({0})) == {1: 3}
-    assert creates_held(incomplete, "p", "o", "op", frozenset({0, 1, 2})) == {1: 3, 0: 4}
-    assert creates_held(incomplete, "p", "o", "op", frozenset({0, 1})) == {}  # each would wait for the other
-    assert creates_held(incomplete, "p", "o", "op", frozenset()) == {}  # nothing unread: the error table
-    assert merged({0: 4, 1: 9}, {1: 3, 2: 1}) == {0: 4, 1: 3, 2: 1}
+def _batch(*rows: tuple[int, int, str, int, int]) -> pa.Table:
+    """A batch's rows: (partition, offset, op, log position, Debezium's ts_ms)."""
+    part, off, op, lsn, sent = zip(*rows, strict=True)
+    return pa.table({"p": pa.array(part, pa.int32()), "o": pa.array(off, pa.int64()), "op": list(op),
+                     "lsn": pa.array(lsn, pa.int64()), IS_DELETED: [o == "d" for o in op],
+                     SENT: pa.array(sent, pa.int64())})
+
+
+def _held(rows: pa.Table, incomplete: list[int], behind: set[int], start: dict[int, int]) -> dict[int, int]:
+    """The holds for the creates at positions ``incomplete`` (indexes into ``rows``)."""
+    view = local_view(rows, "p", "o", "lsn", frozenset(behind), start)
+    return creates_held(waiting_creates(rows.take(incomplete), "p", "o", "op", "lsn"), view)
+
+
+def test_a_create_not_completed_waits_while_another_partition_may_hold_its_delete():
+    # x's create (partition 1) after partition 0 read up to a record sent before it
+    rows = _batch((0, 0, "c", 10, 100), (1, 3, "c", 60, 600))
+    assert _held(rows, [1], {0}, {0: 0, 1: 3}) == {1: 3}
+    assert _held(rows, [1], {1}, {0: 0, 1: 3}) == {}  # nothing left unread elsewhere: the error table
+    # partition 0 read a record sent after the create: its delete, sent before, is not there
+    later = _batch((0, 0, "c", 10, 100), (0, 1, "c", 70, 700), (1, 3, "c", 60, 600))
+    assert _held(later, [2], {0}, {0: 0, 1: 3}) == {}
+    # its delete is in the batch: waiting cannot complete it
+    paired = _batch((0, 0, "d", 60, 600), (1, 3, "c", 60, 600))
+    assert _held(paired, [1], {0}, {0: 0, 1: 3}) == {}
 
 
 def test_the_deletes_committed_on_their_own_are_the_net_deletes_of_keys_changed_before():
@@ -90,14 +108,19 @@ def test_the_deletes_committed_on_their_own_are_the_net_deletes_of_keys_changed_
     assert deferred_deletes(keys, offsets, deleted, None).to_pylist()[-1] is True
 
 
-def test_a_create_whose_delete_the_batch_has_or_whose_partners_wait_too_is_not_held():
-    """Waiting cannot complete a create whose delete is in the batch (its old row is
-    nowhere), and two partitions each waiting for the other would never move: their
-    creates go to the error table."""
-    incomplete = pa.table({"p": pa.array([0, 1], pa.int32()), "o": pa.array([2, 0], pa.int64()),
-                           "op": ["c", "c"], "lsn": pa.array([6, 5], pa.int64())})
-    both = frozenset({0, 1})
-    assert creates_held(incomplete, "p", "o", "op", both, lambda at: set(), "lsn") == {}  # each waits for the other
-    assert creates_held(incomplete, "p", "o", "op", both | {2}, lambda at: set(), "lsn") == {0: 2, 1: 0}
-    assert creates_held(incomplete, "p", "o", "op", both | {2}, lambda at: {5}, "lsn") == {0: 2}
-    assert creates_held(incomplete, "p", "o", "op", both | {2}, lambda at: {5, 6}, "lsn") == {}
+def test_creates_waiting_only_for_each_other_are_not_held_and_a_later_one_waits_for_an_earlier_one():
+    """Two partitions held from their start, each waiting for the other, never move: their
+    creates go to the error table. Of two creates in two partitions, only the later sent
+    can be waiting for the other's unread records (Debezium sends in log order)."""
+    both = _batch((0, 0, "c", 60, 600), (1, 0, "c", 61, 600))
+    assert _held(both, [0, 1], {0, 1}, {0: 0, 1: 0}) == {}
+    assert _held(both, [0, 1], {0, 1, 2}, {0: 0, 1: 0}) == {0: 0, 1: 0}  # partition 2 moves on
+    rows = _batch((0, 0, "c", 10, 100), (0, 5, "c", 60, 600), (1, 0, "c", 50, 500))
+    assert _held(rows, [1, 2], {0, 1}, {0: 0, 1: 0}) == {0: 5}
+
+
+def test_a_create_whose_old_key_is_a_held_creates_new_key_waits_with_it():
+    """x's create waits in partition 0, and with it the delete of x after it (x renamed to
+    w): w's create, paired with that delete before, waits too."""
+    rows = _batch((0, 2, "c", 60, 600), (0, 3, "d", 70, 700), (1, 0, "c", 5, 50), (2, 0, "c", 70, 700))
+    assert _held(rows, [0, 3], {1}, {0: 2, 1: 0, 2: 0}) == {0: 2, 2: 0}
