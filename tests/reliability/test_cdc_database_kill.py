@@ -33,6 +33,8 @@ from pathlib import Path
 import pytest
 
 from streamer.read import Table
+from streamer.services.executor import execute_pending
+from streamer.table.instant import Action
 from tests.reliability.streamer_kills import STREAMER, java_options, read_hudi_rs
 from tests.support import hudi as oracle
 from tests.support.campaign import seeded, sized
@@ -420,7 +422,6 @@ def _compare(postgres, db: str, lake: Path, log, hudi_sessions) -> None:
         _same(t, "our reader", _as_text(ours, columns), rows, ours)
         keys = [r["_hoodie_record_key"] for r in Table.open(path).read(columns=["_hoodie_record_key"]).to_pylist()]
         assert len(set(keys)) == len(keys), f"{t}: a key twice"
-        _same(t, "hudi-rs", _as_text(read_hudi_rs(path), columns), rows)
     orders = Table.open(str(lake / "orders")).read(columns=["status", "_hoodie_partition_path"])
     assert orders.column("status").to_pylist() == orders.column("_hoodie_partition_path").to_pylist()
     for version in HUDI_READERS:
@@ -428,3 +429,18 @@ def _compare(postgres, db: str, lake: Path, log, hudi_sessions) -> None:
         for t, (columns, rows) in want.items():
             _same(t, f"Apache Hudi {version}", _as_text(hudi.read(str(lake / t)).to_pylist(), columns), rows)
         log(f"Apache Hudi {version} reads every table as Postgres has it")
+    # Our reader and Hudi's are checked as the kills left the tables: a compaction a kill
+    # interrupted may still be pending (a run resumes it after its next commit, and the
+    # drain may have had none to make). hudi-rs 0.5.0 leaves out the logs of a pending
+    # compaction's new slice (tests/support/gaps.py, HUDI_RS_PENDING_COMPACTION_SLICE), so
+    # it reads once the pending plans ran, as the next round or `streamer compact` would,
+    # and our reader is checked again after them.
+    for t, (columns, rows) in want.items():
+        path = str(lake / t)
+        left = [str(i) for i in Table.open(path).timeline.pending()]
+        for action in (Action.LOG_COMPACTION, Action.COMPACTION):
+            execute_pending(Table.open(path), action)
+        if left:
+            log(f"{t}: ran the plans the kills left pending ({', '.join(left)})")
+        _same(t, "our reader after the pending plans", _as_text(Table.open(path).read().to_pylist(), columns), rows)
+        _same(t, "hudi-rs", _as_text(read_hudi_rs(path), columns), rows)
