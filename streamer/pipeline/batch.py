@@ -51,24 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Deferred:
-    """The deletes a batch commits after its other rows (:mod:`streamer.pipeline.held_back`)."""
-
-    #: The rows (Arrow, or a Spark DataFrame for the Spark engine), as ``good``'s columns.
-    rows: Any
-    count: int
-    #: Per Kafka partition, the first deferred delete's offset: the first commit's position there.
-    at: held_back.Holds
-
-    def keeping(self, rows: Any, count: int | None) -> Deferred | None:
-        """These deletes but only ``rows`` of them (``count``; None: Arrow's count), None
-        when none is left. ``at`` stays: an earlier first position only reads more again
-        after a crash between the two commits."""
-        n = rows.num_rows if count is None else count
-        return Deferred(rows, n, self.at) if n else None
-
-
 @dataclass
 class PreparedBatch:
     """What a batch commits: ``good`` (Arrow, or a Spark DataFrame for the Spark engine) and ``errors``."""
@@ -87,7 +69,7 @@ class PreparedBatch:
     read_again: Position | None = None
     #: Deletes committed on their own after ``good`` (of ``written``), in a second commit
     #: (:func:`~streamer.pipeline.held_back.deferred_deletes`); None: one commit.
-    deferred: Deferred | None = None
+    deferred: held_back.Deferred | None = None
     _cached: list[DataFrame] = field(default_factory=list)
 
     @property
@@ -360,7 +342,7 @@ class _Split:
     flagged: int
     holds: held_back.Holds
     creates: held_back.Holds
-    deferred: Deferred | None
+    deferred: held_back.Deferred | None
 
 
 def _split_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str] | None, batch: Batch,
@@ -369,7 +351,7 @@ def _split_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str
     dropped from the rows for the table; of ``batch``."""
     holds: held_back.Holds = {}
     creates: held_back.Holds = {}
-    deferred: Deferred | None = None
+    deferred: held_back.Deferred | None = None
     if debezium_of(config) == "postgres":
         rows, holds = _hold_back_local(config, rows, columns)
         rows, creates = _complete_local(config, rows, columns, batch.behind, _starts(batch))
@@ -398,7 +380,7 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
     bad = flagged.where(F.col(REASON_COL).isNotNull()).toArrow()
     holds: held_back.Holds = {}
     creates: held_back.Holds = {}
-    deferred: Deferred | None = None
+    deferred: held_back.Deferred | None = None
     if debezium_of(config) == "postgres":
         keys = list(config.target.record_key)
         pairing = _pairing(config, good.columns)
@@ -445,7 +427,7 @@ def _pairing(config: PipelineConfig, columns: list[str]) -> tuple[str, str] | No
 
 
 def _deferred_local(config: PipelineConfig, good: pa.Table, columns: tuple[str, str] | None,
-                    hidden: list[str], waiting: frozenset[int]) -> tuple[pa.Table, Deferred | None]:
+                    hidden: list[str], waiting: frozenset[int]) -> tuple[pa.Table, held_back.Deferred | None]:
     """``good`` without the deletes it commits on their own
     (:func:`~streamer.pipeline.held_back.deferred_deletes`), and those: in a partition
     other than one of those ``waiting`` (with records the batch did not read or held
@@ -466,13 +448,13 @@ def _deferred_local(config: PipelineConfig, good: pa.Table, columns: tuple[str, 
         return good, None
     rows = good.filter(later)
     at = rows.group_by(columns[0]).aggregate([(columns[1], "min")])
-    deferred = Deferred(rows.drop_columns([c for c in hidden if c in rows.column_names]), rows.num_rows,
+    deferred = held_back.Deferred(rows.drop_columns([c for c in hidden if c in rows.column_names]), rows.num_rows,
                         dict(zip(at.column(0).to_pylist(), at.column(1).to_pylist(), strict=True)))
     return good.filter(pc.invert(later)), deferred
 
 
 def _deferred_on_spark(good: DataFrame, columns: tuple[str, str], keys: list[str], pairing: tuple[str, str] | None,
-                       hidden: list[str], waiting: frozenset[int]) -> tuple[DataFrame, Deferred | None]:
+                       hidden: list[str], waiting: frozenset[int]) -> tuple[DataFrame, held_back.Deferred | None]:
     """:func:`_deferred_local` for a batch written by Spark."""
     from pyspark.sql import functions as F
 
@@ -483,7 +465,7 @@ def _deferred_on_spark(good: DataFrame, columns: tuple[str, str], keys: list[str
     if not at:
         return good, None
     rows = later.drop(*hidden)
-    deferred = Deferred(rows, int(later.count()), at)
+    deferred = held_back.Deferred(rows, int(later.count()), at)
     return good.join(later.select(*columns), list(columns), "left_anti"), deferred
 
 

@@ -71,6 +71,24 @@ if TYPE_CHECKING:
 Holds = dict[int, int]
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """The deletes a batch commits after its other rows."""
+
+    #: The rows (Arrow, or a Spark DataFrame for the Spark engine), as ``good``'s columns.
+    rows: Any
+    count: int
+    #: Per Kafka partition, the first deferred delete's offset: the first commit's position there.
+    at: Holds
+
+    def keeping(self, rows: Any, count: int | None) -> Deferred | None:
+        """These deletes but only ``rows`` of them (``count``; None: Arrow's count), None
+        when none is left. ``at`` stays: an earlier first position only reads more again
+        after a crash between the two commits."""
+        n = rows.num_rows if count is None else count
+        return Deferred(rows, n, self.at) if n else None
+
+
 def holds_of(partitions: pa.Array, offsets: pa.Array, deleted: pa.Array, keys: pa.Array,
              paired: pa.Array | None = None) -> Holds:
     """Where each partition's held-back tail starts (module doc): the rows' Kafka
