@@ -309,4 +309,5 @@ def _services_for(runner: PipelineRunner, continuous: bool = False) -> PipelineS
     svc = PipelineServices.for_runner(runner, continuous)
     if svc is not None:
         runner.attach_services(svc)
+        svc.at_start()  # what an earlier run left pending, before this run's first batch
     return svc

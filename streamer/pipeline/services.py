@@ -1,12 +1,13 @@
 """The table services a pipeline runs alongside its writes, per its ``policies``.
 
 ``inline`` services run in the writer right after each commit; ``async`` ones in a
-background thread started with the first commit (the table must exist), so a
-compaction never stalls ingestion: the default for compaction and log compaction in a
-continuous pipeline (``streamer.config.policies.for_run``). What the thread did is
+background thread started with the run when the table exists, else with the first
+commit, so a compaction never stalls ingestion: the default for compaction and log
+compaction in a continuous pipeline (``streamer.config.policies.for_run``). What the thread did is
 reported with the next batch (``ServiceRun.mode == "async"``). When compaction falls
 behind (``compaction.max_pending``), the pipeline waits before its next commit instead
-of piling up logs nobody compacts.
+of piling up logs nobody compacts. A plan an earlier run left pending is resumed when
+the run starts (:meth:`PipelineServices.at_start`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Protocol
 
 from streamer.config.pipeline import PipelineConfig
 from streamer.config.policies import PoliciesConfig, for_run
+from streamer.errors import one_line
 from streamer.fs import FileSystem
 from streamer.pipeline.report import ServiceRun
 from streamer.read.table import Table
@@ -25,6 +27,7 @@ from streamer.services.runner import (
     run_inline_services,
     wait_for_capacity,
 )
+from streamer.table.properties import properties_path
 from streamer.table.snapshot import TableSnapshot
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,41 @@ class PipelineServices:
         svc = cls(runner.sink.fs, runner.sink.path, policies, runner.config.name)
         return svc if (svc.has_inline or svc.has_async) else None
 
+    def at_start(self) -> tuple[ServiceRun, ...]:
+        """Resume, before the first batch, what an earlier run left pending.
+
+        A compaction or log compaction planned by a run that was killed or stopped would
+        otherwise wait for this run's first commit, and a run with nothing new to read
+        makes none; meanwhile readers merge its logs (hudi-rs 0.5 reads a file group with
+        a pending compaction plan as of its base file only). So, as HoodieStreamer queues
+        the pending compactions when it starts, the background thread starts now when the
+        table exists, and inline services run one round when a plan is pending. A failure
+        here is logged, not raised: the round after the next commit tries again.
+        """
+        try:
+            if not self.fs.exists(properties_path(self.table_path)):
+                return ()
+            table = Table.open(self.table_path, fs=self.fs)
+            runs: tuple[ServiceRun, ...] = ()
+            pending = table.timeline.pending_compactions() or table.timeline.pending_log_compactions()
+            if self.has_inline and pending:
+                runs = self._inline_round(table)
+            if self.has_async and self._async is None:
+                self._async = AsyncServices(self.table_path, self.policies, fs=self.fs).start()
+            return runs
+        except Exception as e:
+            log.warning("[%s] table services at start failed, retried after the next commit: %s",
+                        self.name, one_line(e), extra={"pipeline": self.name})
+            return ()
+
+    def _inline_round(self, table: Table) -> tuple[ServiceRun, ...]:
+        """One round of the inline services on ``table``, each run logged at INFO."""
+        runs = service_runs(run_inline_services(table, self.policies, fs=self.fs))
+        for run in runs:
+            log.info("[%s] table service: %s", self.name, run.line(),
+                     extra={"pipeline": self.name, "service": run.action})
+        return runs
+
     def after_commit(self, snapshot: TableSnapshot | None = None) -> tuple[ServiceRun, ...]:
         """Run what the policies ask for after a commit; ``snapshot`` is the writer's
         post-commit snapshot (services then read no table state unless they act).
@@ -84,12 +122,9 @@ class PipelineServices:
         runs: tuple[ServiceRun, ...] = ()
         self.changed_table = None
         if self.has_inline:
-            runs = service_runs(run_inline_services(table, self.policies, fs=self.fs))
+            runs = self._inline_round(table)
             if runs:
                 self.changed_table = table
-            for run in runs:
-                log.info("[%s] table service: %s", self.name, run.line(),
-                         extra={"pipeline": self.name, "service": run.action})
         if self.has_async and self._async is None:
             self._async = AsyncServices(self.table_path, self.policies, fs=self.fs).start()
         runs += self._async_runs()

@@ -4,14 +4,18 @@ writer after a commit (the report says which ran them, no clocks involved)."""
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import pytest
 
 from streamer.config import parse_pipelines
+from streamer.config.policies import CompactionPolicy
 from streamer.pipeline.multi import run_pipelines
 from streamer.pipeline.report import BatchReport
 from streamer.read import Table
+from streamer.services.compaction import schedule_compaction
 
 pytestmark = pytest.mark.integration
 
@@ -48,3 +52,75 @@ def test_default_policies_compact_in_the_background_in_continuous_mode(tmp_path,
     assert all(s.outcome == "scheduled" for s in runs if s.mode == "inline" and s.action == "compaction")
     done = {i.timestamp for i in Table.open(table).timeline.completed() if i.action == "commit"}
     assert {s.instant for s in compactions} <= done
+
+
+FILES_YAML = """
+pipelines:
+  - name: resumed
+    source: {{type: files, path: "{src}", format: json, max_files_per_batch: 1}}
+    target: {{path: "{t}", record_key: [id], partition_by: [city], ordering_field: v}}
+    policies: {{compaction: {{trigger: {{delta_commits: 50}}}}}}
+    trigger: {{mode: {mode}, interval: 200ms}}
+    engine: local
+"""
+
+
+def _write_file(folder: Path, name: str, bump: int) -> None:
+    rows = [{"id": f"r{i}", "city": "sf" if i % 2 else "la", "v": i + bump} for i in range(10)]
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _table_with_a_pending_compaction(tmp_path: Path, spark) -> tuple[Path, str, str]:
+    """A table of two commits (inserts, then updates of every key) and a compaction plan
+    that no run executed, as a run killed after planning leaves it."""
+    src, table = tmp_path / "in", str(tmp_path / "t")
+    src.mkdir()
+    _write_file(src, "a.json", 0)
+    _write_file(src, "b.json", 100)
+    (config,), problems = parse_pipelines(FILES_YAML.format(src=src, t=table, mode="available_now"))
+    assert not problems
+    written: list[BatchReport] = []
+    run_pipelines([config], once=False, spark=spark, on_report=written.append)
+    assert [r.written for r in written] == [10, 10]
+    plan = schedule_compaction(Table.open(table), CompactionPolicy(), force=True)
+    assert plan is not None
+    assert [i.timestamp for i in Table.open(table).timeline.pending_compactions()] == [plan.timestamp]
+    return src, table, plan.timestamp
+
+
+def _compacted(table: str, plan: str) -> bool:
+    t = Table.open(table)
+    return plan in {i.timestamp for i in t.timeline.completed() if i.action == "commit"}
+
+
+def _expected_rows() -> set[tuple[str, int]]:
+    return {(f"r{i}", i + 100) for i in range(10)}  # the second file's values, written from scratch
+
+
+def test_a_run_with_nothing_to_read_completes_the_compaction_an_earlier_run_left_pending(tmp_path, spark):
+    src, table, plan = _table_with_a_pending_compaction(tmp_path, spark)
+    (config,), _ = parse_pipelines(FILES_YAML.format(src=src, t=table, mode="once"))
+    reports: list[BatchReport] = []
+    run_pipelines([config], once=False, spark=spark, on_report=reports.append)
+    assert [r.skipped for r in reports] == ["no new data"]
+    assert _compacted(table, plan), "the pending compaction is still pending after a run"
+    rows = Table.open(table).read()
+    assert set(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True)) == _expected_rows()
+
+
+def test_a_continuous_run_compacts_a_pending_plan_before_anything_new_arrives(tmp_path, spark):
+    src, table, plan = _table_with_a_pending_compaction(tmp_path, spark)
+    (config,), _ = parse_pipelines(FILES_YAML.format(src=src, t=table, mode="continuous"))
+    stop = threading.Event()
+    reports: list[BatchReport] = []
+
+    def on_report(r: BatchReport) -> None:
+        reports.append(r)
+        if _compacted(table, plan) or len(reports) >= 300:
+            stop.set()
+
+    run_pipelines([config], once=False, stop=stop, spark=spark, on_report=on_report, timeout_s=120)
+    assert all(r.skipped == "no new data" for r in reports)
+    assert _compacted(table, plan), f"the pending compaction is still pending after {len(reports)} empty batches"
+    rows = Table.open(table).read()
+    assert set(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True)) == _expected_rows()
