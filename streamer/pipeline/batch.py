@@ -358,7 +358,7 @@ def _split_local(config: PipelineConfig, rows: pa.Table, columns: tuple[str, str
         holds = held_back.merged(holds, creates)
     good_mask = pc.is_null(rows.column(REASON_COL))
     good = rows.filter(good_mask)
-    if debezium_of(config) == "postgres" and (batch.behind or holds):
+    if debezium_of(config) == "postgres" and _may_defer(batch, holds):
         good, deferred = _deferred_local(config, good, columns, hidden, batch.behind | set(holds))
     good = good.drop_columns(hidden)
     if config.target.filter_dupes:
@@ -398,7 +398,7 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
                 good = held_back.kept_on_spark(good, creates, *columns)
                 bad = held_back.kept(bad, creates, *columns)
                 holds = held_back.merged(holds, creates)
-        if (batch.behind or holds) and columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
+        if _may_defer(batch, holds) and columns is not None and {*columns, IS_DELETED, *keys} <= set(good.columns):
             good, deferred = _deferred_on_spark(good, columns, keys, pairing, hidden, batch.behind | set(holds))
     good = good.drop(*hidden)
     n_kept = good.count()
@@ -412,6 +412,17 @@ def _split_on_spark(config: PipelineConfig, flagged: DataFrame, spark: SparkSess
             deferred = deferred.keeping(left, int(left.count()))
     written += deferred.count if deferred else 0
     return _Split(good, bad, written, n_kept + n_deferred + bad.num_rows, holds, creates, deferred)
+
+
+def _may_defer(batch: Batch, holds: held_back.Holds) -> bool:
+    """Whether a key change's create may be unread while the batch has its delete: some
+    partition has records the batch did not read or held back, and it is not the topic's
+    only partition (there the create follows its delete: nothing is deferred)."""
+    waiting = batch.behind | set(holds)
+    if not waiting:
+        return False
+    end = batch.end.partitions if isinstance(batch.end, KafkaOffsets) else {}
+    return not (len(waiting) == 1 and set(end) <= waiting)
 
 
 def _starts(batch: Batch) -> dict[int, int]:
@@ -461,11 +472,12 @@ def _deferred_on_spark(good: DataFrame, columns: tuple[str, str], keys: list[str
     later = held_back.deferred_on_spark(good, columns[1], IS_DELETED, keys, pairing).select(*good.columns)
     if len(waiting) == 1:
         later = later.where(F.col(columns[0]) != next(iter(waiting)))
-    at = {int(r[0]): int(r[1]) for r in later.groupBy(columns[0]).agg(F.min(columns[1])).collect()}
-    if not at:
+    # one job: each partition's first deferred offset and how many it defers
+    firsts = later.groupBy(columns[0]).agg(F.min(columns[1]), F.count(F.lit(1))).collect()
+    if not firsts:
         return good, None
-    rows = later.drop(*hidden)
-    deferred = held_back.Deferred(rows, int(later.count()), at)
+    at = {int(r[0]): int(r[1]) for r in firsts}
+    deferred = held_back.Deferred(later.drop(*hidden), sum(int(r[2]) for r in firsts), at)
     return good.join(later.select(*columns), list(columns), "left_anti"), deferred
 
 
