@@ -34,6 +34,7 @@ import pytest
 
 from streamer.faults import ENV_KILL_AT, ENV_KILL_AT_LABEL, ENV_TRACE
 from streamer.sources.position import FileListPosition
+from tests.support.readers import hudi_rs_table
 
 STREAMER = str(Path(sys.executable).with_name("streamer"))
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -440,8 +441,5 @@ def assert_rows_committed_once(table_path: str, pipeline: str, rows: list[dict],
 
 
 def read_hudi_rs(path: str) -> list[dict]:
-    import hudi
-    import pyarrow as pa
-
-    batches = hudi.HudiTableBuilder.from_base_uri(path).build().read()
-    return pa.Table.from_batches(batches).to_pylist() if batches else []
+    table = hudi_rs_table(path)
+    return table.to_pylist() if table is not None else []

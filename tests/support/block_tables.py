@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from streamer.read import Table
 from streamer.write import HudiWriter, TableConfig, WriteOptions
+from tests.support.readers import hudi_rs_table
 
 COLUMNS = ["id", "city", "ts", "value"]
 CITIES = ["sf", "nyc", "oslo"]
@@ -138,12 +139,8 @@ def read_ours(path: str) -> list[dict]:
 
 
 def read_hudi_rs(path: str) -> list[dict]:
-    import hudi
-
-    batches = hudi.HudiTableBuilder.from_base_uri(path).build().read()
-    if not batches:
-        return []
-    return canon(pa.Table.from_batches(batches))
+    table = hudi_rs_table(path)
+    return canon(table) if table is not None else []
 
 
 def log_block_counts(path: str) -> dict[tuple[str, str], int]:

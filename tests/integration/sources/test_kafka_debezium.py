@@ -16,6 +16,7 @@ from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.sources.kafka.avro import confluent_frame
 from tests.support.cdc import PLACEHOLDER, RowModel, pg_event
+from tests.support.readers import hudi_rs_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -199,7 +200,7 @@ def test_a_batch_never_ends_between_a_key_changes_delete_and_its_create(kafka, s
     assert (first.written, first.errored, json.loads(first.position)["partitions"]) == (2, 0, {"0": 2})
     reports = runner.run_available_now()
     assert sum(r.errored for r in reports) == 0
-    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    rows = _notes(config.target.path)
     assert rows == KEY_CHANGED
     assert json.loads(reports[-1].position)["partitions"] == {"0": 6}
     # one partition: no delete is committed on its own (its create follows it there)
@@ -218,11 +219,11 @@ def test_a_once_run_applies_the_delete_its_batch_held_back(kafka, spark, tmp_pat
     reports = runner.run_trigger_once()
     assert [json.loads(r.position)["partitions"] for r in reports] == [{"0": 2}, {"0": 4}]
     assert [(r.written, r.errored) for r in reports] == [(2, 0), (1, 0)]
-    assert {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()} == {1: "one"}
+    assert _notes(config.target.path) == {1: "one"}
     kafka.produce(config.source.topic, [json.dumps(e) for e in KEY_CHANGE[4:]])
     later = PipelineRunner(config, spark=spark).run_trigger_once()
     assert [(r.written, r.errored) for r in later] == [(2, 0)]
-    assert {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()} == KEY_CHANGED
+    assert _notes(config.target.path) == KEY_CHANGED
 
 
 def test_a_streamed_micro_batch_reads_the_records_the_last_one_held_back(kafka, spark, tmp_path):
@@ -233,7 +234,7 @@ def test_a_streamed_micro_batch_reads_the_records_the_last_one_held_back(kafka, 
     runner.run_continuous(max_batches=2, timeout_s=120)
     assert [json.loads(r.position)["partitions"] for r in runner.reports] == [{"0": 2}, {"0": 6}]
     assert sum(r.errored for r in runner.reports) == 0
-    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    rows = _notes(config.target.path)
     assert rows == KEY_CHANGED
 
 
@@ -257,6 +258,15 @@ def test_a_postgres_topic_of_several_partitions_is_warned_about(kafka, tmp_path,
             KafkaSource(config.source).preflight()
     warned = [r.getMessage() for r in caplog.records if "partitions" in r.getMessage()]
     assert len(warned) == 1 and several in warned[0] and "of 3 partitions" in warned[0], warned
+
+
+def _notes(path: str) -> dict:
+    """Each row's note by id as our reader reads the table, checked equal to hudi-rs's
+    read (the caller checks it against what the database has)."""
+    ours = {r["id"]: r["note"] for r in Table.open(path).read().to_pylist()}
+    theirs = hudi_rs_table(path)
+    assert {r["id"]: r["note"] for r in (theirs.to_pylist() if theirs is not None else [])} == ours, "hudi-rs"
+    return ours
 
 
 def _sent(op: str, before: dict | None, after: dict | None, lsn: int) -> dict:
@@ -303,7 +313,7 @@ def test_a_key_changes_create_read_before_its_delete_waits_for_it(kafka, spark, 
     assert json.loads(reports[-1].position)["partitions"] == {"0": 6, "1": 2}
     model = RowModel()
     model.apply([*OLD_KEY_SIDE, *NEW_KEY_SIDE])  # the database's rows, from the events alone
-    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    rows = _notes(config.target.path)
     assert rows == {r["id"]: r["note"] for r in model.snapshot()}
     assert rows[1_000_007] == "seven, edited"
 
@@ -317,7 +327,7 @@ def test_a_once_run_leaves_a_create_waiting_for_its_delete_to_the_next_run(kafka
     assert [(r.errored, json.loads(r.position)["partitions"]) for r in first] == [(0, {"0": 3, "1": 0})]
     for _ in range(3):
         PipelineRunner(config, spark=spark).run_trigger_once()
-    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    rows = _notes(config.target.path)
     assert rows[1_000_007] == "seven, edited" and 7 not in rows
 
 
@@ -358,7 +368,7 @@ def test_a_key_changes_delete_read_before_its_create_keeps_the_old_keys_last_val
     reports = PipelineRunner(config, spark=spark).run_available_now()
     assert json.loads(reports[0].position)["partitions"] == {"0": 6, "1": 7}  # the delete read, not the create
     assert sum(r.errored for r in reports) == 0
-    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    rows = _notes(config.target.path)
     assert rows == expected and rows[1_000_007] == "seven, edited"
     # the first run's commit, then the batch's two (its delete on its own), then the rest's
     writes = Table.open(config.target.path).timeline.completed_writes()
@@ -384,10 +394,10 @@ def test_a_crash_between_a_batchs_two_commits_reads_the_delete_again(kafka, spar
     with pytest.raises(RuntimeError, match="between the two commits"):
         PipelineRunner(config, spark=spark).run_once()
     monkeypatch.setattr(PipelineRunner, "_commit", real)
-    kept = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    kept = _notes(config.target.path)
     assert kept[7] == "seven, edited"  # the first commit: the edit, without its delete
     reports = PipelineRunner(config, spark=spark).run_available_now()
     assert json.loads(reports[0].start_position)["partitions"] == {"0": 2, "1": 7}  # from the delete
     assert sum(r.errored for r in reports) == 0
-    rows = {r["id"]: r["note"] for r in Table.open(config.target.path).read().to_pylist()}
+    rows = _notes(config.target.path)
     assert rows == expected
