@@ -223,10 +223,17 @@ def _order_columns(rows: pa.Table) -> pa.Table:
     return rows.select(meta + [c for c in rows.column_names if c not in META_COLUMNS])
 
 
+def go_on() -> None:
+    """The check of a run that keeps no heartbeat: it always goes on."""
+
+
 def compact_slice(table: Table, instant: str, fslice: FileSlice, spec: SliceReadSpec, task: int,
-                  accept_damage: frozenset[Damage] = frozenset()) -> WriteStat:
+                  accept_damage: frozenset[Damage] = frozenset(), check: Callable[[], None] = go_on) -> WriteStat:
     """Merge one slice (reader's merge) and write its new base file (refused when a file
-    of the slice is damaged, unless that damage is in ``accept_damage``)."""
+    of the slice is damaged, unless that damage is in ``accept_damage``). ``check`` runs
+    first and raises to stop the run: once its heartbeat lapsed, Apache Hudi may be rolling
+    it back or running the plan, and every file it wrote after that would be left over."""
+    check()
     started = time.monotonic()
     rows, stats = read_file_slice(table.fs, fslice, spec)
     refuse_damage(table, fslice, instant, "compaction", stats.corrupt_blocks, accept=accept_damage)
@@ -275,10 +282,10 @@ def _seen(table: Table, fslice: FileSlice, completed: Container[str | None]) -> 
 
 def _compact_all(table: Table, instant: str, slices: list[FileSlice], spec: SliceReadSpec,
                  workers: int, task_offset: int = 0,
-                 accept_damage: frozenset[Damage] = frozenset()) -> list[WriteStat]:
+                 accept_damage: frozenset[Damage] = frozenset(), check: Callable[[], None] = go_on) -> list[WriteStat]:
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(slices)))) as pool:
         return list(pool.map(lambda a: compact_slice(table, instant, a[1], spec, task_offset + a[0],
-                                                     accept_damage),
+                                                     accept_damage, check),
                              enumerate(slices)))
 
 
@@ -293,6 +300,8 @@ class CompactionRun:
     workers: int
     lock_timeout_s: float
     accept_damage: frozenset[Damage] = frozenset()
+    #: Raises to stop the run (:func:`compact_slice`).
+    check: Callable[[], None] = go_on
 
     def finish(self, table: Table, complete: Callable[[CommitMetadata], None]) -> CommitMetadata:
         """Catch up with writes that landed in old slices during the merge, then
@@ -311,7 +320,7 @@ class CompactionRun:
             if redo:
                 spec = SliceReadSpec(merge=table.merge_spec(), completed=now)
                 again = _compact_all(table, ts, fresh, spec, self.workers, task_offset=len(self.slices),
-                                     accept_damage=self.accept_damage)
+                                     accept_damage=self.accept_damage, check=self.check)
                 for i, st in zip(redo, again, strict=True):
                     old = self.stats[i]
                     table.fs.delete_file(abs_path(table.base_path, old.partition_path or "",
@@ -330,14 +339,16 @@ class CompactionRun:
 
 def execute_compaction(table: Table, inst: Instant, *, lock_timeout_s: float = 120.0,
                        workers: int = defaults.LOCAL_THREADS,
-                       accept_damage: frozenset[Damage] = frozenset()) -> CompactionRun:
+                       accept_damage: frozenset[Damage] = frozenset(),
+                       check: Callable[[], None] = go_on) -> CompactionRun:
     """Write every slice's new base file without blocking writers; the caller holds the
-    plan lock, set the plan inflight, and completes through :meth:`CompactionRun.finish`."""
+    plan lock, set the plan inflight, and completes through :meth:`CompactionRun.finish`.
+    ``check`` runs before each slice and raises to stop the run (:func:`compact_slice`)."""
     plan = read_plan(table, inst)
     table.refresh()
     completed = table.timeline.committed()
     spec = SliceReadSpec(merge=table.merge_spec(), completed=completed)
     slices = [old_slice(table, op, inst.timestamp) for op in plan.operations]
     seen = [_seen(table, s, completed) for s in slices]
-    stats = _compact_all(table, inst.timestamp, slices, spec, workers, accept_damage=accept_damage)
-    return CompactionRun(inst, slices, stats, seen, workers, lock_timeout_s, accept_damage)
+    stats = _compact_all(table, inst.timestamp, slices, spec, workers, accept_damage=accept_damage, check=check)
+    return CompactionRun(inst, slices, stats, seen, workers, lock_timeout_s, accept_damage, check)

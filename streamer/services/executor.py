@@ -170,16 +170,21 @@ class _Run:
     accepted: frozenset[Damage]
     accept_damage: frozenset[Damage]
 
+    def check_heartbeat(self) -> None:
+        """Stop the run once its heartbeat lapsed: Apache Hudi may have taken the plan over."""
+        inst = self.inflight
+        if (lapse := self.tx.heartbeat_lapse()) is not None:
+            raise ServiceError(f"the heartbeat of {inst.action} {inst.timestamp} went unrefreshed for {lapse:.0f}s "
+                               "(the process stalled, or storage refused or held its writes), so Apache Hudi "
+                               "may be rolling the run back or running the plan; not completed: the next run "
+                               "finds out which")
+
     def publish(self, meta: CommitMetadata) -> None:
         inst = self.inflight
         if not self.tx.still_owner():
             raise ServiceError(f"lost the lock of {inst.action} {inst.timestamp} while running it; "
                                "its new owner will redo it")
-        if (lapse := self.tx.heartbeat_lapse()) is not None:  # Hudi may have taken the plan over
-            raise ServiceError(f"the heartbeat of {inst.action} {inst.timestamp} went unrefreshed for {lapse:.0f}s "
-                               "(the process stalled, or storage refused or held its writes), so Apache Hudi "
-                               "may be rolling the run back or running the plan; not completed: the next run "
-                               "finds out which")
+        self.check_heartbeat()
         faults.step(f"{inst.action} before complete")  # the completed instant's write is next
         self.tx.publish(self.table.timeline, inst, self.table.timeline.commit_bytes(meta))
         faults.step(f"{inst.action} completed")
@@ -198,13 +203,14 @@ class _Run:
             # first marker), which fails inside it (streamer.faults)
             faults.step(f"{inflight.action} inflight")
             if inflight.action == Action.LOG_COMPACTION:
-                meta = execute_log_compaction(table, inflight, log_policy, accept_damage=self.accepted).metadata
+                meta = execute_log_compaction(table, inflight, log_policy, accept_damage=self.accepted,
+                                              check=self.check_heartbeat).metadata
                 _record_dropped(meta, self.accept_damage)
                 self.publish(meta)
                 return meta
             if inflight.action == Action.COMPACTION:
                 run = execute_compaction(table, inflight, lock_timeout_s=self.lock_timeout_s,
-                                         accept_damage=self.accepted)
+                                         accept_damage=self.accepted, check=self.check_heartbeat)
                 return run.finish(table, self._complete)
             raise ServiceError(f"{inflight} is not a compaction or log compaction")
         except (DamageRefusedError, MissingFileError, CorruptDataError) as e:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
 from streamer.config.policies import LogCompactionPolicy
@@ -35,7 +35,7 @@ from streamer.integrity import Damage
 from streamer.read.table import Table
 from streamer.services import runs as run_exec
 from streamer.services.common import GroupId, busy_groups, latest_schema, read_plan, refuse_damage
-from streamer.services.compaction import CompactionConflict, service_transaction
+from streamer.services.compaction import CompactionConflict, go_on, service_transaction
 from streamer.services.slices import Unit, effective_units, read_slice_blocks
 from streamer.table.fsview import FileSlice, slice_named
 from streamer.table.instant import Action, Instant
@@ -181,10 +181,13 @@ class LogCompactionResult:
 
 
 def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPolicy, *,
-                           accept_damage: frozenset[Damage] = frozenset()) -> LogCompactionResult:
+                           accept_damage: frozenset[Damage] = frozenset(),
+                           check: Callable[[], None] = go_on) -> LogCompactionResult:
     """Stitch every run of the plan; the caller holds the plan's lock and set it inflight.
 
-    A slice with a damaged file is refused (unless the damage is in ``accept_damage``)."""
+    A slice with a damaged file is refused (unless the damage is in ``accept_damage``).
+    ``check`` runs before each slice's stitch and raises to stop the run
+    (:func:`~streamer.services.compaction.compact_slice`)."""
     plan = read_plan(table, inst)
     runs = json.loads(plan.extra_metadata.get(RUNS_KEY, "{}"))
     params = (plan.strategy or {}).get("strategyParams") or {}
@@ -220,6 +223,7 @@ def execute_log_compaction(table: Table, inst: Instant, policy: LogCompactionPol
             groups.append((planned, present))
         if not groups:
             continue
+        check()
         stitch_started = time.monotonic()
         stat = run_exec.write_stitched(table, inst.timestamp, fslice, groups, max_bytes)
         if stat.runtime_stats is None:  # Hudi's RuntimeStats: the stitch is its "upsert"

@@ -205,6 +205,8 @@ def test_a_run_whose_heartbeat_lapsed_leaves_the_plan_to_hudi(tmp_path, version,
         assert taken == [beat]
         assert stalled == "held" or beat.read_bytes() == b"", "the heartbeat of Hudi's run was overwritten"
         assert Table.open(path).timeline.get(comp.timestamp).is_inflight  # not completed, nor undone
+        merged = [p for p in Path(path).rglob(f"*_{comp.timestamp}.parquet") if METAFOLDER not in p.parts]
+        assert not merged, f"the run went on merging after its heartbeat lapsed: {merged}"
         stopped = beat.stat().st_mtime - 121  # Hudi's run died too: ours undoes both, reruns
         os.utime(beat, (stopped, stopped))
         assert execute(Table.open(path), comp).status == "completed"
