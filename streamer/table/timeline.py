@@ -50,8 +50,12 @@ HUDI_HEARTBEAT_EXPIRY_S = 120.0
 def hudi_run(instant: Instant, age: float) -> str:
     """What Apache Hudi is doing with ``instant``, whose heartbeat is ``age`` seconds old,
     in the words every message about it uses."""
-    what = (f"an Apache Hudi writer is writing instant {instant.timestamp}" if instant.action in Action.WRITE_ACTIONS
-            else f"Apache Hudi is running {instant.action} {instant.timestamp}")
+    if instant.action == Action.REPLACE_COMMIT:  # version 6 clusters as a replacecommit too
+        what = f"an Apache Hudi writer is writing or clustering instant {instant.timestamp} (replacecommit)"
+    elif instant.action in Action.WRITE_ACTIONS:
+        what = f"an Apache Hudi writer is writing instant {instant.timestamp}"
+    else:
+        what = f"Apache Hudi is running {instant.action} {instant.timestamp}"
     return f"{what} (its heartbeat {HEARTBEAT_FOLDER}/{instant.timestamp} was refreshed {age:.0f}s ago)"
 
 

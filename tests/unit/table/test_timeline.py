@@ -6,10 +6,10 @@ import pytest
 
 from streamer.errors import CommitError
 from streamer.fs import FileSystem
-from streamer.table.instant import Action, State, new_instant_time, parse_timeline_file
+from streamer.table.instant import Action, Instant, State, new_instant_time, parse_timeline_file
 from streamer.table.metadata import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat
 from streamer.table.properties import load_properties, new_table_properties, write_properties
-from streamer.table.timeline import Timeline
+from streamer.table.timeline import Timeline, hudi_run
 from tests.support.fixture_tables import fixture_table_path
 
 
@@ -136,3 +136,13 @@ def test_revert_to_requested_keeps_the_plan(tmp_path):
     done = tl.complete(tl.transition_to_inflight(back), b"{}")  # and it can run again
     with pytest.raises(CommitError):
         tl.revert_to_requested(done)
+
+
+@pytest.mark.parametrize(("action", "words"), [
+    (Action.DELTA_COMMIT, "an Apache Hudi writer is writing instant 20260101000000000 (its heartbeat"),
+    (Action.REPLACE_COMMIT, "an Apache Hudi writer is writing or clustering instant 20260101000000000 (replacecommit)"),
+    (Action.COMPACTION, "Apache Hudi is running compaction 20260101000000000 (its heartbeat"),
+])
+def test_a_live_hudi_run_is_named_by_what_its_action_may_be(action, words):
+    """A pending replacecommit of table version 6 is a write or a clustering: the words say both."""
+    assert words in hudi_run(Instant("20260101000000000", action, State.INFLIGHT), 12.0)
