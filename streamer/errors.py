@@ -84,6 +84,14 @@ class CommitConflictError(CommitError):
     retryable = True
 
 
+class PositionConflictError(CommitConflictError):
+    """Another run of the same pipeline committed a newer position than the one this run
+    read from: the pipeline runs twice. Trying the commit again cannot help (the table's
+    position stays newer); a new run resumes from it."""
+
+    retryable = False
+
+
 class SourceError(StreamerError):
     """A source cannot be read or its stored position is unusable."""
 

@@ -264,6 +264,15 @@ class TargetConfig(StrictModel):
     table_version: Literal[6, 8, 9] = 6
     #: Keep a catalog (Hive metastore) current after each commit; none by default.
     catalog: CatalogConfig | None = None
+    #: How long a commit waits for the table's writer lock, held by another writer of the
+    #: table or by a table service between two commits (Hudi ``hoodie.write.lock.wait_time_ms``).
+    lock_timeout: Duration = timedelta(seconds=30)
+    #: How many times a batch's commit is tried again after a conflict with another writer
+    #: (the lock still held after ``lock_timeout``, an Apache Hudi writer writing the table, a
+    #: clustering pending on the batch's file groups), after 1, 2, 4... seconds, before the run
+    #: fails (Hudi ``hoodie.write.num.retries.on.conflict.failures``). A try that conflicted
+    #: committed nothing.
+    conflict_retries: int = Field(default=3, ge=0, le=20)
 
     @field_validator("table_name")
     @classmethod

@@ -23,7 +23,7 @@ from streamer.catalog.hook import catalog_hook
 from streamer.config.base import reveal
 from streamer.config.pipeline import PipelineConfig
 from streamer.data import arrow_schema
-from streamer.errors import ConfigError, SourceError
+from streamer.errors import CommitConflictError, ConfigError, SourceError, one_line
 from streamer.pipeline.batch import PreparedBatch, prepare
 from streamer.pipeline.checkpoint import (
     BATCH_ID_KEY,
@@ -458,13 +458,32 @@ class PipelineRunner:
         # position since ours was read (its batch would overlap ours).
         expect = ExpectCheckpoint(self._committed_instant, CHECKPOINT_KEYS, owner=self.config.name,
                                   owner_key=PIPELINE_KEY)
-        result = getattr(writer, self.config.target.operation)(
+        result = self._retrying(lambda: getattr(writer, self.config.target.operation)(
             good, extra_metadata=meta, expect_checkpoint=expect,
             engine=self.sink.engine_for(good),  # decided once, by the batch step
-        )
+        ))
         self._committed_instant = result.instant
         self._snapshot = result.snapshot
         return result
+
+    def _retrying(self, commit: Callable[[], CommitResult]) -> CommitResult:
+        """``commit``, tried again after a conflict with another writer, up to
+        ``target.conflict_retries`` times with a doubling wait: a long commit of another
+        pipeline or of Apache Hudi on a shared table should delay a batch, not end the run.
+        A try that conflicted committed nothing (a write it began is rolled back by the
+        next try's transaction); another run of this pipeline is no conflict to wait out."""
+        retries = self.config.target.conflict_retries
+        for attempt in range(retries + 1):
+            try:
+                return commit()
+            except CommitConflictError as e:
+                if not e.retryable or attempt == retries:
+                    raise
+                wait = min(30.0, 2.0 ** attempt)
+                log.warning("[%s] commit conflict (try %d of %d), trying again in %.0fs: %s", self.config.name,
+                            attempt + 1, retries + 1, wait, one_line(e), extra={"pipeline": self.config.name})
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # the last try returns or raises
 
     def _no_rows(self) -> pa.Table:
         """No rows, in the table's data columns (an existing table's: see :meth:`_commit`)."""

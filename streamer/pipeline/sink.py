@@ -83,6 +83,7 @@ def write_options(target: TargetConfig, engine: EngineConfig) -> WriteOptions:
         engine=engine.mode,
         auto_local_max_rows=engine.local_max_records,
         parallelism=engine.local_threads,
+        lock_timeout_s=target.lock_timeout.total_seconds(),
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from streamer.errors import CommitConflictError
+from streamer.errors import PositionConflictError
 from streamer.table.identity import IndexConfig, table_index
 from streamer.table.instant import Action
 from streamer.table.snapshot import TableSnapshot
@@ -38,7 +38,7 @@ class ExpectCheckpoint:
     owner_key: str | None = None
 
     def check(self, snapshot: TableSnapshot) -> None:
-        """Raise :class:`CommitConflictError` when another checkpoint commit came after ours.
+        """Raise :class:`~streamer.errors.PositionConflictError` when another checkpoint commit came after ours.
 
         The steady path reads nothing: the newest write is the caller's own last commit.
         Table-service commits carry no checkpoint and are skipped by their action alone.
@@ -53,7 +53,7 @@ class ExpectCheckpoint:
                 continue
             if any(extra.get(k) for k in self.keys):
                 who = f"pipeline {self.owner}: " if self.owner else ""
-                raise CommitConflictError(
+                raise PositionConflictError(
                     f"{who}{snapshot.base_path} has a newer checkpoint (commit {inst.timestamp}) than "
                     f"the one this run started from ({self.instant}); is the pipeline running twice? "
                     "Nothing was committed; restart to resume from the table's position"

@@ -40,13 +40,15 @@ MAPPED = {
     "log_block_max_size": ("1MiB", lambda tc, wo: wo.log_block_max_size == 1024**2),
     "url_encode_partitions": (True, lambda tc, wo: tc.url_encode_partitions),
     "index": ({"type": "bucket", "num_buckets": 4}, lambda tc, wo: tc.index.num_buckets == 4),
+    "lock_timeout": ("2s", lambda tc, wo: wo.lock_timeout_s == 2.0),
 }
 #: keys refused when set (the reason is in the model's validator)
 REFUSED = {"log_file_max_size": "1GiB"}
 #: keys used outside the mapping: the sink opens ``path``; the runner calls ``operation``;
 #: ``catalog`` is the runner's after-commit sync (streamer.catalog.hook, tests/integration/catalog);
-#: ``filter_dupes`` is the batch step's (streamer.pipeline.dupes, tests/unit/pipeline/test_dupes.py)
-ELSEWHERE = {"path", "operation", "catalog", "filter_dupes"}
+#: ``filter_dupes`` is the batch step's (streamer.pipeline.dupes, tests/unit/pipeline/test_dupes.py);
+#: ``conflict_retries`` the runner's (tests/integration/pipeline/test_commit_conflicts.py)
+ELSEWHERE = {"path", "operation", "catalog", "filter_dupes", "conflict_retries"}
 
 
 def test_every_target_key_is_mapped_used_or_refused():
