@@ -39,6 +39,7 @@ from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.incremental import ArchivedReach, archived_reach, has_archive
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.archived_commits import moved_to_archive
+from streamer.table.avro_schema import is_promotion
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
@@ -199,7 +200,9 @@ class Table:
         columns that the last write's schema (its commit metadata, as Hudi's
         ``TableSchemaResolver`` reads it) adds: a column added by a later upsert lives in
         log blocks only until the next compaction, and a schema read from the base file
-        alone would hide it from projections, filters and the Spark source.
+        alone would hide it from projections, filters and the Spark source. A number the
+        last write widened (int to long, long to double) takes the committed type: the base
+        file's narrower one cannot hold the newer values.
         """
         committed = self._committed_schema()
         for s in self.fsview.latest_merged_slices():
@@ -207,7 +210,8 @@ class Table:
                 with self.fs.open_input_file(s.base_file.path) as f:
                     schema = pq.read_schema(f).remove_metadata()
                 if committed is not None:
-                    schema = pa.schema([*schema, *[f for f in committed if f.name not in schema.names]])
+                    schema = pa.schema([*[widened(f, committed) for f in schema],
+                                        *[f for f in committed if f.name not in schema.names]])
                 if not self.properties.populate_meta_fields:
                     schema = pa.schema([f for f in schema if f.name not in META_COLUMNS])
                 return schema
@@ -529,6 +533,13 @@ class Table:
         if columns:
             schema = pa.schema([schema.field(c) for c in columns if c in schema.names])
         return schema.empty_table()
+
+
+def widened(f: pa.Field, committed: pa.Schema) -> pa.Field:
+    """``f`` as a base file stores it, or the committed schema's field of that name when
+    the last write widened its type (Avro's promotions)."""
+    i = committed.get_field_index(f.name)
+    return committed.field(i) if i >= 0 and is_promotion(f.type, committed.field(i).type) else f
 
 
 def _formatted_fields(props: TableProperties) -> frozenset[str]:

@@ -249,16 +249,17 @@ def align_tables(tables: Sequence[pa.Table], schema: pa.Schema | None = None) ->
     if schema is None:
         schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
     target = schema.remove_metadata()
-    return [pa.Table.from_arrays([column_as(t, f, lenient=True) for f in schema], schema=target)
+    return [pa.Table.from_arrays([column_as(t, f) for f in schema], schema=target)
             for t in tables]
 
 
-def column_as(table: pa.Table, f: pa.Field, *, lenient: bool) -> pa.Array | pa.ChunkedArray:
+def column_as(table: pa.Table, f: pa.Field) -> pa.Array | pa.ChunkedArray:
     """Column ``f.name`` of ``table`` as ``f.type``; nulls where the table has no such column.
 
-    A cast Arrow refuses is nulls when ``lenient`` (reading files written under other
-    schemas), else a :class:`SchemaError` naming the field (a batch a writer must not
-    half-write).
+    A cast Arrow refuses is a :class:`SchemaError` naming the field: a batch a writer must
+    not half-write, or a file whose values the table's schema cannot hold. Never nulls in
+    their place: a read would lose the column's values silently, and a compaction would
+    write the nulls into the table for good.
     """
     if f.name not in table.column_names:
         return pa.nulls(table.num_rows, f.type)
@@ -266,11 +267,17 @@ def column_as(table: pa.Table, f: pa.Field, *, lenient: bool) -> pa.Array | pa.C
     if col.type.equals(f.type):
         return col
     try:
-        return col.cast(f.type)
+        # Avro's promotions of int and long to float and double round, as Java's conversion
+        # does: Arrow's safe cast refuses a value it cannot hold exactly (a long above 2**53)
+        return col.cast(f.type, safe=not _rounding_promotion(col.type, f.type))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        if lenient:
-            return pa.nulls(table.num_rows, f.type)
         raise SchemaError(f"field {f.name!r}: cannot cast {col.type} to {f.type}: {e}") from e
+
+
+def _rounding_promotion(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether ``source`` -> ``target`` is an integer's promotion to a floating point type,
+    which keeps every value but may round it (the schema evolution Avro and Hudi allow)."""
+    return pa.types.is_integer(source) and pa.types.is_floating(target)
 
 
 def concat_aligned(tables: Sequence[pa.Table], schema: pa.Schema | None = None) -> pa.Table | None:

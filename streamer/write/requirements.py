@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from streamer.errors import PositionConflictError
+from streamer.errors import PositionConflictError, SchemaError
 from streamer.table.identity import IndexConfig, table_index
 from streamer.table.instant import Action
 from streamer.table.snapshot import TableSnapshot
@@ -86,8 +86,12 @@ class ExpectSchema:
     delete: bool = False
 
     def check(self, snapshot: TableSnapshot) -> None:
-        """Raise :class:`~streamer.errors.SchemaError` when the schemas are incompatible."""
-        self.decide(snapshot.latest_schema())
+        """Raise :class:`~streamer.errors.SchemaError`, naming the table and the field, when
+        the schemas are incompatible."""
+        try:
+            self.decide(snapshot.latest_schema())
+        except SchemaError as e:
+            raise SchemaError(f"{snapshot.base_path}: {e}; nothing was written") from e
 
     def decide(self, table_schema: pa.Schema | None) -> pa.Schema:
         """The schema the commit writes in, given the table's latest one."""

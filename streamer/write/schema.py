@@ -5,10 +5,14 @@ may *evolve* it only in ways every reader of older files can follow:
 
 * a new column is accepted when nullable (old files simply lack it → null);
 * a type may widen along Avro's promotions (int→long→float→double, float→double);
+* a batch of a narrower type than the table's (an ``int`` in a ``long`` column) is cast up
+  to the table's type, which holds every value of it (Hudi's
+  ``AvroSchemaEvolutionUtils.reconcileSchemaRequirements``): a topic whose producers moved
+  to a wider schema still carries records of the older one;
 * a column the batch lacks is filled with nulls if the table allows nulls there,
   except record key, partition and ordering fields, which must always be present.
 
-Anything else — narrowing a type, changing it, dropping a key field — is refused with
+Anything else — changing a type, dropping a key field — is refused with
 a :class:`SchemaError` naming the field, because a half-written commit with an
 unreadable schema would be far harder to undo than a refused batch.
 """
@@ -21,22 +25,10 @@ import pyarrow as pa
 
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
-from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow
+from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow, is_promotion
 from streamer.table.merge import column_as
 
 META_COLUMNS = meta_fields.META_COLUMNS
-
-# Avro's promotions: the writer's type (key) may be read as any of these reader types.
-_PROMOTIONS: dict[pa.DataType, tuple[pa.DataType, ...]] = {
-    pa.int8(): (pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()),
-    pa.int16(): (pa.int32(), pa.int64(), pa.float32(), pa.float64()),
-    pa.int32(): (pa.int64(), pa.float32(), pa.float64()),
-    pa.int64(): (pa.float32(), pa.float64()),
-    pa.float32(): (pa.float64(),),
-    pa.string(): (pa.large_string(),),
-    pa.binary(): (pa.large_binary(),),
-}
-
 
 @dataclass(frozen=True)
 class SchemaDecision:
@@ -67,10 +59,6 @@ def _nullable(f: pa.Field) -> pa.Field:
     return pa.field(f.name, t, nullable=True)
 
 
-def _is_promotion(old: pa.DataType, new: pa.DataType) -> bool:
-    return new in _PROMOTIONS.get(old, ())
-
-
 def _merge_type(path: str, old: pa.DataType, new: pa.DataType) -> pa.DataType:
     if old.equals(new):
         return old
@@ -80,22 +68,26 @@ def _merge_type(path: str, old: pa.DataType, new: pa.DataType) -> pa.DataType:
         return _merge_type(path, old, new.value_type)
     if pa.types.is_large_string(new) and pa.types.is_string(old):
         return old
-    if _is_promotion(old, new):
+    if is_promotion(old, new):
         return new
-    if _is_promotion(new, old):
-        raise SchemaError(
-            f"field {path!r}: narrowing {old} to {new} is not allowed (readers of existing "
-            "files would lose data); cast the column to the table's type"
-        )
+    if is_promotion(new, old):
+        return old  # the batch's values are cast up to the table's type (module doc)
     if (pa.types.is_list(old) or pa.types.is_large_list(old)) and (
         pa.types.is_list(new) or pa.types.is_large_list(new)
     ):
-        _merge_type(f"{path}.element", old.value_type, new.value_type)
-        return old
+        # elements evolve as columns do: a widened number or a struct's new field is kept,
+        # not cast away to the table's older element type
+        element = _merge_type(f"{path}.element", old.value_type, new.value_type)
+        if element.equals(old.value_type):
+            return old
+        field = pa.field(old.value_field.name, element, nullable=True)
+        return pa.large_list(field) if pa.types.is_large_list(old) else pa.list_(field)
     if pa.types.is_map(old) and pa.types.is_map(new):
         _merge_type(f"{path}.key", old.key_type, new.key_type)
-        _merge_type(f"{path}.value", old.item_type, new.item_type)
-        return old
+        item = _merge_type(f"{path}.value", old.item_type, new.item_type)
+        if item.equals(old.item_type):
+            return old
+        return pa.map_(old.key_field, pa.field(old.item_field.name, item, nullable=True))
     if pa.types.is_timestamp(old) and pa.types.is_timestamp(new) and old.unit == new.unit:
         return old
     raise SchemaError(f"field {path!r}: type change from {old} to {new} is not allowed")
@@ -153,7 +145,7 @@ def conform(batch: pa.Table, schema: pa.Schema, keep: tuple[str, ...] = ()) -> p
 
     Columns named in ``keep`` (our key columns) are carried along after the data.
     """
-    cols = [column_as(batch, f, lenient=False) for f in schema]
+    cols = [column_as(batch, f) for f in schema]
     names = list(schema.names)
     for k in keep:
         if k in batch.column_names and k not in names:

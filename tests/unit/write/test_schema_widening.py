@@ -1,0 +1,83 @@
+"""A number widened by a later batch (Avro's promotions) reads back as the wider type,
+every value of it, in our reader and hudi-rs, before and after a compaction rewrote the
+older file: no value becomes null because its older type cannot be cast exactly."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streamer.config.policies import CompactionPolicy
+from streamer.errors import SchemaError
+from streamer.read import Table
+from streamer.services.compaction import schedule_compaction
+from streamer.services.executor import execute
+from streamer.table.merge import concat_aligned
+from streamer.write import HudiWriter, TableConfig, WriteOptions
+from tests.support.readers import hudi_rs_table
+
+BIG = 2**62  # above 2**53: no double holds it exactly, so Arrow's safe cast refuses it
+
+
+def _values(table: pa.Table | None) -> dict[int, object]:
+    assert table is not None
+    return dict(zip(table.column("id").to_pylist(), table.column("j").to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("wider", [pa.float64(), pa.float32()])
+def test_a_long_widened_to_a_floating_type_keeps_every_older_value(tmp_path, wider):
+    path = str(tmp_path / "t")
+    cfg = TableConfig(name="t", record_key_fields=("id",), partition_fields=("p",), ordering_field="ts")
+    w = HudiWriter.create(path, cfg, options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1, 2], "p": ["a", "a"], "ts": [1, 1], "j": pa.array([BIG, 7], pa.int64())}))
+    w.upsert(pa.table({"id": [3], "p": ["a"], "ts": [2], "j": pa.array([0.25], wider)}))
+    expected = {1: float(pa.scalar(float(BIG), wider).as_py()), 2: 7.0, 3: 0.25}
+    assert Table.open(path).schema().field("j").type == wider  # the committed type, not the base file's
+    assert _values(Table.open(path).read()) == expected
+    assert _values(hudi_rs_table(path)) == expected
+    plan = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+    assert plan is not None and execute(Table.open(path), plan).status == "completed"
+    assert _values(Table.open(path).read()) == expected
+    assert _values(hudi_rs_table(path)) == expected
+    [base] = [s.base_file for s in Table.open(path).fsview.latest_merged_slices()]
+    assert _values(pq.read_table(base.path)) == expected  # the compacted file holds the values
+
+
+def test_a_column_whose_values_the_table_type_cannot_hold_is_an_error_not_nulls():
+    older = pa.table({"j": pa.array(["seven"], pa.string())})
+    with pytest.raises(SchemaError, match="field 'j': cannot cast string to int64"):
+        concat_aligned([older], pa.schema([pa.field("j", pa.int64())]))
+
+
+def test_a_batch_of_a_narrower_type_is_cast_up_to_the_tables(tmp_path):
+    """A topic whose producers moved to a wider schema still carries records of the older
+    one: an ``int`` batch into the ``long`` column the newer records made is written as
+    ``long`` (Hudi reconciles the batch the same way), not refused."""
+    path = str(tmp_path / "t")
+    cfg = TableConfig(name="t", record_key_fields=("id",), partition_fields=("p",), ordering_field="ts")
+    w = HudiWriter.create(path, cfg, options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1], "p": ["a"], "ts": [1], "j": pa.array([BIG], pa.int64())}))
+    w.upsert(pa.table({"id": [2], "p": ["a"], "ts": [1], "j": pa.array([7], pa.int32())}))
+    assert Table.open(path).schema().field("j").type == pa.int64()
+    assert _values(Table.open(path).read()) == {1: BIG, 2: 7}
+    assert _values(hudi_rs_table(path)) == {1: BIG, 2: 7}
+
+
+def test_a_lists_elements_evolve_as_columns_do(tmp_path):
+    """A list's widened elements and a new field of its struct elements are kept, in the
+    table's schema and its values, where they were cast away to the older element type."""
+    path = str(tmp_path / "t")
+    cfg = TableConfig(name="t", record_key_fields=("id",), partition_fields=("p",), ordering_field="ts")
+    w = HudiWriter.create(path, cfg, options=WriteOptions(engine="local"))
+    old_items = pa.list_(pa.struct([("a", pa.int64())]))
+    w.upsert(pa.table({"id": [1], "p": ["a"], "ts": [1], "xs": pa.array([[1.5]], pa.list_(pa.float32())),
+                       "items": pa.array([[{"a": 1}]], old_items)}))
+    new_items = pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))
+    w.upsert(pa.table({"id": [2], "p": ["a"], "ts": [2], "xs": pa.array([[0.1, 1e300]], pa.list_(pa.float64())),
+                       "items": pa.array([[{"a": 2, "b": "kept"}]], new_items)}))
+    expected = [{"id": 1, "xs": [1.5], "items": [{"a": 1, "b": None}]},
+                {"id": 2, "xs": [0.1, 1e300], "items": [{"a": 2, "b": "kept"}]}]
+    for rows in (Table.open(path).read(), hudi_rs_table(path)):
+        assert rows is not None
+        assert sorted(rows.select(["id", "xs", "items"]).to_pylist(), key=lambda r: r["id"]) == expected
