@@ -30,6 +30,7 @@ from streamer.errors import (  # noqa: F401 - QueryError re-exported
     CorruptDataError,
     MissingFileError,
     QueryError,
+    SchemaError,
     StreamerError,
     UnsupportedMergeError,
     VersionsCleanedError,
@@ -39,7 +40,7 @@ from streamer.integrity import CommittedRegions, read_damage, short_files
 from streamer.read.incremental import ArchivedReach, archived_reach, has_archive
 from streamer.read.slice_reader import SliceReadSpec, read_file_slice
 from streamer.table.archived_commits import moved_to_archive
-from streamer.table.avro_schema import is_promotion
+from streamer.table.evolution import merge_type
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
@@ -500,8 +501,8 @@ class Table:
             if t is not None:
                 tables.append(t)
         table = concat_aligned(tables)
-        if table is None:
-            table = self._empty(options.get("columns"))
+        table = self._empty(options.get("columns")) if table is None else self._in_table_types(
+            table, options.get("columns"))
         if stats.corrupt_blocks:
             damage = read_damage(self.fsview, self.timeline, None, stats.corrupt_blocks)
             if damage and not allow_corrupt:
@@ -528,6 +529,24 @@ class Table:
         for ``allow_corrupt``)."""
         return self.scan(query, **options).table
 
+    def _in_table_types(self, table: pa.Table, columns: list[str] | None) -> pa.Table:
+        """``table`` in the table's types, whichever slices the read took its rows from (one
+        written before a column widened holds the narrower type), and with every asked-for
+        column the table has (nulls where no slice read holds it: a column added later)."""
+        schema = self.schema()
+        if schema is None:
+            return table
+        fields = [schema.field(f.name) if f.name in schema.names else f for f in table.schema]
+        if columns:
+            have = {f.name: f for f in fields}
+            fields = [have.get(c) or schema.field(c) for c in columns if c in have or c in schema.names]
+        target = pa.schema(fields)
+        if target.equals(table.schema.remove_metadata()):
+            return table
+        aligned = concat_aligned([table], target)
+        assert aligned is not None  # one table in, one out
+        return aligned
+
     def _empty(self, columns: list[str] | None) -> pa.Table:
         schema = self.schema() or pa.schema([])
         if columns:
@@ -536,10 +555,15 @@ class Table:
 
 
 def widened(f: pa.Field, committed: pa.Schema) -> pa.Field:
-    """``f`` as a base file stores it, or the committed schema's field of that name when
-    the last write widened its type (Avro's promotions)."""
+    """``f`` as a base file stores it, evolved as the committed schema's field of that name
+    evolved it since (a wider number, a struct's new field, in lists and maps too)."""
     i = committed.get_field_index(f.name)
-    return committed.field(i) if i >= 0 and is_promotion(f.type, committed.field(i).type) else f
+    if i < 0:
+        return f
+    try:
+        return pa.field(f.name, merge_type(f.name, f.type, committed.field(i).type), f.nullable)
+    except SchemaError:  # not an evolution the writer makes: the file's own type
+        return f
 
 
 def _formatted_fields(props: TableProperties) -> frozenset[str]:

@@ -299,23 +299,6 @@ def _arrow_type(t: pa.DataType, name: str, ns: str, null_first: bool) -> Any:
     raise SchemaError(f"field {name!r}: Arrow type {t} has no Avro equivalent")
 
 
-#: Avro's promotions: the writer's type (key) may be read as any of these reader types.
-PROMOTIONS: dict[pa.DataType, tuple[pa.DataType, ...]] = {
-    pa.int8(): (pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()),
-    pa.int16(): (pa.int32(), pa.int64(), pa.float32(), pa.float64()),
-    pa.int32(): (pa.int64(), pa.float32(), pa.float64()),
-    pa.int64(): (pa.float32(), pa.float64()),
-    pa.float32(): (pa.float64(),),
-    pa.string(): (pa.large_string(),),
-    pa.binary(): (pa.large_binary(),),
-}
-
-
-def is_promotion(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether values written as ``old`` may be read as ``new`` (Avro's promotions)."""
-    return new in PROMOTIONS.get(old, ())
-
-
 def min_bytes_for_precision(precision: int) -> int:
     """Smallest two's-complement byte count holding ``10**precision - 1`` (Spark's rule)."""
     n = 1

@@ -25,7 +25,8 @@ import pyarrow as pa
 
 from streamer.errors import SchemaError
 from streamer.table import meta_fields
-from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow, is_promotion
+from streamer.table.avro_schema import arrow_to_avro, avro_to_arrow
+from streamer.table.evolution import merge_type, nullable
 from streamer.table.merge import column_as
 
 META_COLUMNS = meta_fields.META_COLUMNS
@@ -49,61 +50,7 @@ def data_schema(schema: pa.Schema) -> pa.Schema:
     if not fields:
         return pa.schema([])
     avro = arrow_to_avro(pa.schema(fields), "record", "ns")
-    return pa.schema([_nullable(f) for f in avro_to_arrow(avro)])
-
-
-def _nullable(f: pa.Field) -> pa.Field:
-    t = f.type
-    if pa.types.is_struct(t):
-        t = pa.struct([_nullable(c) for c in t])
-    return pa.field(f.name, t, nullable=True)
-
-
-def _merge_type(path: str, old: pa.DataType, new: pa.DataType) -> pa.DataType:
-    if old.equals(new):
-        return old
-    if pa.types.is_struct(old) and pa.types.is_struct(new):
-        return _merge_struct(path, old, new)
-    if pa.types.is_dictionary(new):
-        return _merge_type(path, old, new.value_type)
-    if pa.types.is_large_string(new) and pa.types.is_string(old):
-        return old
-    if is_promotion(old, new):
-        return new
-    if is_promotion(new, old):
-        return old  # the batch's values are cast up to the table's type (module doc)
-    if (pa.types.is_list(old) or pa.types.is_large_list(old)) and (
-        pa.types.is_list(new) or pa.types.is_large_list(new)
-    ):
-        # elements evolve as columns do: a widened number or a struct's new field is kept,
-        # not cast away to the table's older element type
-        element = _merge_type(f"{path}.element", old.value_type, new.value_type)
-        if element.equals(old.value_type):
-            return old
-        field = pa.field(old.value_field.name, element, nullable=True)
-        return pa.large_list(field) if pa.types.is_large_list(old) else pa.list_(field)
-    if pa.types.is_map(old) and pa.types.is_map(new):
-        _merge_type(f"{path}.key", old.key_type, new.key_type)
-        item = _merge_type(f"{path}.value", old.item_type, new.item_type)
-        if item.equals(old.item_type):
-            return old
-        return pa.map_(old.key_field, pa.field(old.item_field.name, item, nullable=True))
-    if pa.types.is_timestamp(old) and pa.types.is_timestamp(new) and old.unit == new.unit:
-        return old
-    raise SchemaError(f"field {path!r}: type change from {old} to {new} is not allowed")
-
-
-def _merge_struct(path: str, old: pa.StructType, new: pa.StructType) -> pa.StructType:
-    new_by_name = {f.name: f for f in new}
-    fields = []
-    for f in old:
-        if f.name in new_by_name:
-            fields.append(pa.field(f.name, _merge_type(f"{path}.{f.name}", f.type, new_by_name[f.name].type)))
-        else:
-            fields.append(f)
-    old_names = {f.name for f in old}
-    fields.extend(_nullable(f) for f in new if f.name not in old_names)
-    return pa.struct(fields)
+    return pa.schema([nullable(f) for f in avro_to_arrow(avro)])
 
 
 def reconcile(
@@ -129,13 +76,13 @@ def reconcile(
         if new is None:
             fields.append(f)  # missing → filled with nulls by conform()
             continue
-        merged = _merge_type(f.name, f.type, new.type)
+        merged = merge_type(f.name, f.type, new.type)
         evolved |= not merged.equals(f.type)
         fields.append(pa.field(f.name, merged, nullable=True))
     known = set(table_schema.names)
     for f in incoming:
         if f.name not in known:
-            fields.append(_nullable(f))
+            fields.append(nullable(f))
             evolved = True
     return SchemaDecision(pa.schema(fields), evolved)
 

@@ -81,3 +81,21 @@ def test_a_lists_elements_evolve_as_columns_do(tmp_path):
     for rows in (Table.open(path).read(), hudi_rs_table(path)):
         assert rows is not None
         assert sorted(rows.select(["id", "xs", "items"]).to_pylist(), key=lambda r: r["id"]) == expected
+
+
+def test_a_read_of_older_slices_only_has_the_tables_types_and_the_columns_asked_for(tmp_path):
+    """A read that touches only slices written before a column widened, or before a column
+    was added, returns the table's type and the asked-for column (nulls), whichever slices
+    it read."""
+    import pyarrow.compute as pc
+
+    path = str(tmp_path / "t")
+    cfg = TableConfig(name="t", record_key_fields=("id",), partition_fields=("p",), ordering_field="ts")
+    w = HudiWriter.create(path, cfg, options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1, 2], "p": ["a", "b"], "ts": [1, 1], "i": pa.array([1, 2], pa.int32())}))
+    w.upsert(pa.table({"id": [3], "p": ["b"], "ts": [2], "i": pa.array([2**40], pa.int64()), "n": ["new"]}))
+    older = Table.open(path).read(filter=pc.field("p") == "a")
+    assert older.schema.field("i").type == pa.int64()
+    asked = Table.open(path).read(columns=["id", "i", "n"], filter=pc.field("p") == "a")
+    assert asked.schema.names == ["id", "i", "n"]
+    assert asked.to_pylist() == [{"id": 1, "i": 1, "n": None}]
