@@ -66,6 +66,7 @@ def reconcile(
                 f"field {name!r} (record key/partition/ordering field) is missing from the batch"
             )
     if table_schema is None:
+        _refuse_case_twins(pa.schema([]), list(incoming))
         return SchemaDecision(incoming, evolved=False)
     table_schema = data_schema(table_schema)
     by_name = {f.name: f for f in incoming}
@@ -80,11 +81,23 @@ def reconcile(
         evolved |= not merged.equals(f.type)
         fields.append(pa.field(f.name, merged, nullable=True))
     known = set(table_schema.names)
-    for f in incoming:
-        if f.name not in known:
-            fields.append(nullable(f))
-            evolved = True
-    return SchemaDecision(pa.schema(fields), evolved)
+    added = [f for f in incoming if f.name not in known]
+    _refuse_case_twins(pa.schema(fields), added)
+    fields += [nullable(f) for f in added]
+    return SchemaDecision(pa.schema(fields), evolved or bool(added))
+
+
+def _refuse_case_twins(schema: pa.Schema, added: list[pa.Field]) -> None:
+    """Refuse a column ``added`` to ``schema`` whose name differs only in case from another
+    (``v`` and ``V``): Spark and Hive resolve names case-insensitively, so they would read
+    one ambiguous column, and hudi-rs and our reader would disagree on which holds a row's
+    value. Twins a table already has are left alone: refusing them would lock it."""
+    seen = {name.lower(): name for name in schema.names}
+    for name in (f.name for f in added):
+        twin = seen.setdefault(name.lower(), name)
+        if twin != name:
+            raise SchemaError(f"field {name!r}: its name and {twin!r} differ only in case, and Spark and Hive "
+                              "read names case-insensitively - rename one of them")
 
 
 def conform(batch: pa.Table, schema: pa.Schema, keep: tuple[str, ...] = ()) -> pa.Table:

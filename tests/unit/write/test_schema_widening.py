@@ -99,3 +99,15 @@ def test_a_read_of_older_slices_only_has_the_tables_types_and_the_columns_asked_
     asked = Table.open(path).read(columns=["id", "i", "n"], filter=pc.field("p") == "a")
     assert asked.schema.names == ["id", "i", "n"]
     assert asked.to_pylist() == [{"id": 1, "i": 1, "n": None}]
+
+
+def test_a_column_named_as_another_but_for_case_is_refused(tmp_path):
+    """Spark and Hive resolve ``V`` and ``v`` as one column: a batch adding ``V`` to a table
+    with ``v`` is refused, naming both, and nothing is written."""
+    path = str(tmp_path / "t")
+    cfg = TableConfig(name="t", record_key_fields=("id",), partition_fields=("p",), ordering_field="ts")
+    w = HudiWriter.create(path, cfg, options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1], "p": ["a"], "ts": [1], "v": ["x"]}))
+    with pytest.raises(SchemaError, match="field 'V': its name and 'v' differ only in case"):
+        w.upsert(pa.table({"id": [2], "p": ["a"], "ts": [2], "V": ["y"]}))
+    assert Table.open(path).read().select(["id", "v"]).to_pylist() == [{"id": 1, "v": "x"}]
