@@ -135,6 +135,7 @@ def test_one_pipeline_takes_a_whole_database(kafka, kafka_connect, postgres, spa
     assert sorted(error.failures) == ["shop-audit", "shop-orders"]
     assert error.total == 4, "the run's tables: customers, orders, audit (refused), returns (found mid-run)"
     assert "no primary key" in str(error) and "tables.audit.record_key" in str(error)
-    assert "pipeline shop-orders failed: field 'total': type change from int64 to string" in str(error)
-    total = {r["id"]: r["total"] for r in Table.open(str(tmp_path / "orders")).read().to_pylist()}
+    orders = str(tmp_path / "orders")  # the refusal names the table, the column and both types
+    assert f"pipeline shop-orders failed: {orders}: field 'total': type change from int64 to string" in str(error)
+    total = {r["id"]: r["total"] for r in Table.open(orders).read().to_pylist()}
     assert total[2] == 20, "the refused change was written"
