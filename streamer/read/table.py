@@ -201,9 +201,9 @@ class Table:
         columns that the last write's schema (its commit metadata, as Hudi's
         ``TableSchemaResolver`` reads it) adds: a column added by a later upsert lives in
         log blocks only until the next compaction, and a schema read from the base file
-        alone would hide it from projections, filters and the Spark source. A number the
-        last write widened (int to long, long to double) takes the committed type: the base
-        file's narrower one cannot hold the newer values.
+        alone would hide it from projections, filters and the Spark source. A base file's
+        column evolves as the committed schema evolved it since (a wider number, a struct's
+        new field, in lists and maps too): its older type cannot hold the newer values.
         """
         committed = self._committed_schema()
         for s in self.fsview.latest_merged_slices():
@@ -211,7 +211,7 @@ class Table:
                 with self.fs.open_input_file(s.base_file.path) as f:
                     schema = pq.read_schema(f).remove_metadata()
                 if committed is not None:
-                    schema = pa.schema([*[widened(f, committed) for f in schema],
+                    schema = pa.schema([*[_evolved(f, committed) for f in schema],
                                         *[f for f in committed if f.name not in schema.names]])
                 if not self.properties.populate_meta_fields:
                     schema = pa.schema([f for f in schema if f.name not in META_COLUMNS])
@@ -554,7 +554,7 @@ class Table:
         return schema.empty_table()
 
 
-def widened(f: pa.Field, committed: pa.Schema) -> pa.Field:
+def _evolved(f: pa.Field, committed: pa.Schema) -> pa.Field:
     """``f`` as a base file stores it, evolved as the committed schema's field of that name
     evolved it since (a wider number, a struct's new field, in lists and maps too)."""
     i = committed.get_field_index(f.name)
