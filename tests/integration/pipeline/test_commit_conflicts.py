@@ -19,6 +19,7 @@ from streamer.pipeline.multi import PipelinesFailedError, run_pipelines
 from streamer.pipeline.runner import PipelineRunner
 from streamer.read import Table
 from streamer.write.lock import WriterLock
+from tests.support.readers import hudi_rs_table
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,12 @@ def _second_batch_under_another_writer(tmp_path: Path, spark, retries: int):
 
 
 def _ids(table: str) -> list[str]:
-    return sorted(Table.open(table).read().column("id").to_pylist())
+    """The table's ids as our reader reads them, checked equal to hudi-rs's read (the
+    caller checks them against the files the pipeline read)."""
+    ours = sorted(Table.open(table).read().column("id").to_pylist())
+    theirs = hudi_rs_table(table)
+    assert sorted(theirs.column("id").to_pylist() if theirs is not None else []) == ours, "hudi-rs"
+    return ours
 
 
 class _OnConflict(logging.Handler):
