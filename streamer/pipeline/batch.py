@@ -460,7 +460,7 @@ def _deferred_local(config: PipelineConfig, good: pa.Table, columns: tuple[str, 
     rows = good.filter(later)
     at = rows.group_by(columns[0]).aggregate([(columns[1], "min")])
     deferred = held_back.Deferred(rows.drop_columns([c for c in hidden if c in rows.column_names]), rows.num_rows,
-                        dict(zip(at.column(0).to_pylist(), at.column(1).to_pylist(), strict=True)))
+                                  dict(zip(at.column(0).to_pylist(), at.column(1).to_pylist(), strict=True)))
     return good.filter(pc.invert(later)), deferred
 
 
