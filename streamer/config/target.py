@@ -271,7 +271,7 @@ class TargetConfig(StrictModel):
     #: (the lock still held after ``lock_timeout``, an Apache Hudi writer writing the table, a
     #: clustering pending on the batch's file groups), after 1, 2, 4... seconds, before the run
     #: fails (Hudi ``hoodie.write.num.retries.on.conflict.failures``). A try that conflicted
-    #: committed nothing.
+    #: committed nothing; a stop (Ctrl-C) during a wait ends the run at once.
     conflict_retries: int = Field(default=3, ge=0, le=20)
 
     @field_validator("table_name")

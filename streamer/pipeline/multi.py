@@ -138,7 +138,7 @@ def run_pipelines(
         made = []
         for c in new_configs:
             try:
-                runner = PipelineRunner(c, spark=spark, on_report=on_report)
+                runner = PipelineRunner(c, spark=spark, on_report=on_report, stop=stop)
                 runner.collect_layout = collect_layout
                 made.append(runner)
             except Exception as e:

@@ -80,8 +80,11 @@ class PipelineRunner:
         config: PipelineConfig,
         spark: SparkSession | None = None,
         on_report: Callable[[BatchReport], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.config = config
+        #: The run's stop request: it also cuts short a wait to try a commit again.
+        self._stop = stop or threading.Event()
         #: How rows name their input record (stable error ids); its source may read
         #: identity columns the YAML did not ask for (hidden from the table).
         self.identity: RecordIdentity = record_identity(build_source(config.source))
@@ -471,7 +474,8 @@ class PipelineRunner:
         ``target.conflict_retries`` times with a doubling wait: a long commit of another
         pipeline or of Apache Hudi on a shared table should delay a batch, not end the run.
         A try that conflicted committed nothing (a write it began is rolled back by the
-        next try's transaction); another run of this pipeline is no conflict to wait out."""
+        next try's transaction); another run of this pipeline is no conflict to wait out.
+        A stop request ends the wait: a graceful stop should not sit out minutes of retries."""
         retries = self.config.target.conflict_retries
         for attempt in range(retries + 1):
             try:
@@ -482,7 +486,9 @@ class PipelineRunner:
                 wait = min(30.0, 2.0 ** attempt)
                 log.warning("[%s] commit conflict (try %d of %d), trying again in %.0fs: %s", self.config.name,
                             attempt + 1, retries + 1, wait, one_line(e), extra={"pipeline": self.config.name})
-                time.sleep(wait)
+                if self._stop.wait(wait):
+                    raise CommitConflictError(f"{one_line(e)}; stopped while waiting to try again: nothing of "
+                                              "the batch was committed, the next run reads it again") from e
         raise AssertionError("unreachable")  # the last try returns or raises
 
     def _no_rows(self) -> pa.Table:

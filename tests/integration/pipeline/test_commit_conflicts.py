@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -115,4 +116,23 @@ def test_another_run_of_the_same_pipeline_is_not_waited_out(tmp_path, spark, cap
     with caplog.at_level(logging.WARNING), pytest.raises(PositionConflictError, match="running twice"):
         second.run_once()
     assert not [r for r in caplog.records if "commit conflict" in r.getMessage()]
+    assert _ids(table) == sorted(f"r{i}" for i in range(10))
+
+
+def test_a_stop_ends_the_wait_to_try_again(tmp_path, spark):
+    """A graceful stop (Ctrl-C) during the wait between tries ends the run at once, with
+    nothing of the batch committed, instead of sitting out every retry."""
+    table, config, other = _second_batch_under_another_writer(tmp_path, spark, retries=5)
+    stop = threading.Event()
+    handler = _OnConflict(stop.set)
+    logging.getLogger("streamer.pipeline.runner").addHandler(handler)
+    try:
+        with pytest.raises(PipelinesFailedError, match="stopped while waiting to try again"):
+            run_pipelines([config], once=False, spark=spark, stop=stop)
+    finally:
+        logging.getLogger("streamer.pipeline.runner").removeHandler(handler)
+        other.release()
+    assert handler.seen == 1  # no second try
+    assert _ids(table) == sorted(f"r{i}" for i in range(5))
+    run_pipelines([config], once=False, spark=spark)
     assert _ids(table) == sorted(f"r{i}" for i in range(10))
