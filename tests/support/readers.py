@@ -5,10 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 
 
-def hudi_rs_table(path: str) -> pa.Table | None:
-    """hudi-rs's snapshot read of the table at ``path``; None when it returns no batch
-    (hudi-rs returns no schema for a table without rows)."""
+def hudi_rs_table(path: str, *, read_optimized: bool = False) -> pa.Table | None:
+    """hudi-rs's snapshot read (or read-optimized: base files only) of the table at ``path``;
+    None when it returns no batch (hudi-rs returns no schema for a table without rows)."""
     import hudi
 
-    batches = hudi.HudiTableBuilder.from_base_uri(path).build().read()
+    table = hudi.HudiTableBuilder.from_base_uri(path).build()
+    if read_optimized:
+        batches = table.read(hudi.HudiReadOptions().with_hudi_option("hoodie.read.use.read_optimized.mode", "true"))
+    else:
+        batches = table.read()
     return pa.Table.from_batches(batches) if batches else None

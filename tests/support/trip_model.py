@@ -20,6 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tests.support.readers import hudi_rs_table
+
 CITIES = ("sf", "nyc", "ams", "chennai")
 SCHEMA_DDL = "uuid STRING, ts BIGINT, city STRING, fare DOUBLE, _hoodie_is_deleted BOOLEAN"
 #: Fast-starting driver JVM for short test runs (C1 only, serial GC) plus our log config.
@@ -100,12 +102,9 @@ def read_ours(path: str) -> pa.Table:
 
 
 def read_hudi_rs(path: str) -> pa.Table:
-    import hudi
-
-    table = hudi.HudiTableBuilder.from_base_uri(path).build()
-    read = getattr(table, "read_snapshot", None) or table.read
-    batches = read()
-    return pa.Table.from_batches(batches) if batches else pa.table({c: [] for c in ("uuid", "ts", "fare", "city")})
+    """hudi-rs's read, the model's columns when the table has no rows."""
+    table = hudi_rs_table(path)
+    return pa.table({c: [] for c in ("uuid", "ts", "fare", "city")}) if table is None else table
 
 
 def assert_matches_model(path: str, expected: dict[str, tuple[int, float, str]]) -> None:

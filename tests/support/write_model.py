@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.support.readers import hudi_rs_table
+
 COLUMNS = ["id", "city", "ts", "value", "amount"]
 CITIES = ["sf", "nyc", "chennai", "oslo"]
 
@@ -113,17 +115,9 @@ def read_ours(path: str, query: str = "snapshot") -> pa.Table:
 
 
 def read_hudi_rs(path: str, read_optimized: bool = False) -> pa.Table:
-    import hudi
-
-    table = hudi.HudiTableBuilder.from_base_uri(path).build()
-    if read_optimized:
-        opts = hudi.HudiReadOptions().with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
-        batches = table.read(opts)
-    else:
-        batches = table.read()
-    if not batches:
-        return pa.table({c: [] for c in COLUMNS})
-    return pa.Table.from_batches(batches)
+    """hudi-rs's read, the model's columns when the table has no rows."""
+    table = hudi_rs_table(path, read_optimized=read_optimized)
+    return pa.table({c: [] for c in COLUMNS}) if table is None else table
 
 
 _BASE = re.compile(r"^(?P<fid>.+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
