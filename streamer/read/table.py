@@ -501,8 +501,9 @@ class Table:
             if t is not None:
                 tables.append(t)
         table = concat_aligned(tables)
+        as_of = options.get("as_of") if query != "incremental" else None
         table = self._empty(options.get("columns")) if table is None else self._in_table_types(
-            table, options.get("columns"))
+            table, options.get("columns"), as_of)
         if stats.corrupt_blocks:
             damage = read_damage(self.fsview, self.timeline, None, stats.corrupt_blocks)
             if damage and not allow_corrupt:
@@ -529,23 +530,44 @@ class Table:
         for ``allow_corrupt``)."""
         return self.scan(query, **options).table
 
-    def _in_table_types(self, table: pa.Table, columns: list[str] | None) -> pa.Table:
+    def _in_table_types(self, table: pa.Table, columns: list[str] | None, as_of: str | None) -> pa.Table:
         """``table`` in the table's types, whichever slices the read took its rows from (one
-        written before a column widened holds the narrower type), and with every asked-for
-        column the table has (nulls where no slice read holds it: a column added later)."""
+        written before a column widened holds the narrower type), and with every column
+        the query returns (nulls where no slice read holds it: a column added later).
+
+        Those are the asked-for ``columns`` the table has, else every column of the table's
+        schema (as of ``as_of`` for a time travel), as Hudi's readers return the latest
+        schema whichever files a filter left: a read of partitions written before a column
+        was added has the column too, so a query's columns do not depend on its filter."""
         schema = self.schema()
         if schema is None:
             return table
         fields = [schema.field(f.name) if f.name in schema.names else f for f in table.schema]
+        have = {f.name: f for f in fields}
         if columns:
-            have = {f.name: f for f in fields}
             fields = [have.get(c) or schema.field(c) for c in columns if c in have or c in schema.names]
+        else:
+            known = self._names_as_of(as_of) if as_of else frozenset(schema.names)
+            fields += [f for f in schema if f.name not in have and f.name in known]
         target = pa.schema(fields)
         if target.equals(table.schema.remove_metadata()):
             return table
         aligned = concat_aligned([table], target)
         assert aligned is not None  # one table in, one out
         return aligned
+
+    def _names_as_of(self, as_of: str) -> frozenset[str]:
+        """The columns of the last write completed at ``as_of`` (its commit's schema), and
+        the meta columns: what a time travel to then returns."""
+        last = self.timeline.as_of(as_of).last_completed_write()
+        avro = self.fsview.commit_metadata(last).schema if last is not None else None
+        avro = avro or self.properties.create_schema
+        if not avro:
+            return frozenset()
+        from streamer.table.avro_schema import avro_to_arrow
+
+        meta = META_COLUMNS if self.properties.populate_meta_fields else ()
+        return frozenset([*meta, *avro_to_arrow(json.loads(avro)).names])
 
     def _empty(self, columns: list[str] | None) -> pa.Table:
         schema = self.schema() or pa.schema([])

@@ -48,3 +48,24 @@ def test_a_filter_on_the_new_column_reads_nulls_in_files_older_than_it(tmp_path)
     both = table.read(filter=(pc.field("tip") > 1) | (pc.field("fare") > 30))
     assert sorted(both.column("id").to_pylist()) == [2, 4]
     assert table.read(filter=pc.field("tip") > 100).num_rows == 0
+
+
+def test_a_read_has_every_column_whichever_files_its_filter_left(tmp_path):
+    """A partition written before a column was added, read alone (filter) or from its base
+    files (read-optimized), still has the column (null), as Hudi's readers return the
+    latest schema; a time travel to before the column has the columns of then."""
+    path = str(tmp_path / "evo")
+    w = HudiWriter.create(path, TableConfig("evo", ("id",), ("city",), "ts"), schema=SCHEMA)
+    first = w.bulk_insert(pa.table({"id": [1, 2], "city": ["sf", "ny"], "ts": [1, 1], "fare": [1.0, 2.0]},
+                                   schema=SCHEMA))
+    w.upsert(pa.table({"id": [3], "city": ["ny"], "ts": [2], "fare": [3.0], "tip": [0.5]}))
+    table = Table.open(path)
+    data = [*SCHEMA.names, "tip"]
+    sf = table.read(filter=pc.field("city") == "sf")
+    assert [c for c in sf.column_names if not c.startswith("_hoodie")] == data
+    assert sf.select(data).to_pylist() == [{"id": 1, "city": "sf", "ts": 1, "fare": 1.0, "tip": None}]
+    ro = table.read("read_optimized").sort_by("id")  # "tip" lives in a log block only
+    assert ro.select(data).to_pylist() == [{"id": 1, "city": "sf", "ts": 1, "fare": 1.0, "tip": None},
+                                           {"id": 2, "city": "ny", "ts": 1, "fare": 2.0, "tip": None}]
+    before = table.read(as_of=first.instant)
+    assert [c for c in before.column_names if not c.startswith("_hoodie")] == SCHEMA.names
