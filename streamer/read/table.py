@@ -204,7 +204,17 @@ class Table:
         alone would hide it from projections, filters and the Spark source. A base file's
         column evolves as the committed schema evolved it since (a wider number, a struct's
         new field, in lists and maps too): its older type cannot hold the newer values.
+        Worked out once per state of the handle (a footer read on object storage is a request).
         """
+        view = self.fsview
+        cached = self.__dict__.get("_schema_of")
+        if cached is not None and cached[0] is view:
+            return cached[1]
+        schema = self._latest_schema()
+        self.__dict__["_schema_of"] = (view, schema)
+        return schema
+
+    def _latest_schema(self) -> pa.Schema | None:
         committed = self._committed_schema()
         for s in self.fsview.latest_merged_slices():
             if s.base_file is not None:

@@ -69,3 +69,23 @@ def test_a_read_has_every_column_whichever_files_its_filter_left(tmp_path):
                                            {"id": 2, "city": "ny", "ts": 1, "fare": 2.0, "tip": None}]
     before = table.read(as_of=first.instant)
     assert [c for c in before.column_names if not c.startswith("_hoodie")] == SCHEMA.names
+
+
+def test_the_schema_is_worked_out_once_per_state_of_the_handle(tmp_path, monkeypatch):
+    """Repeated reads of one handle read no base-file footer again for the schema; a
+    refresh that sees a new column does (the cache follows the handle's state)."""
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "evo")
+    w = HudiWriter.create(path, TableConfig("evo", ("id",), ("city",), "ts"), schema=SCHEMA)
+    w.bulk_insert(pa.table({"id": [1], "city": ["sf"], "ts": [1], "fare": [1.0]}, schema=SCHEMA))
+    footers = []
+    read_schema = pq.read_schema
+    monkeypatch.setattr(pq, "read_schema", lambda *a, **k: footers.append(a) or read_schema(*a, **k))
+    table = Table.open(path)
+    for _ in range(3):
+        table.read(filter=pc.field("fare") > 0)
+    assert len(footers) == 1
+    w.upsert(pa.table({"id": [2], "city": ["sf"], "ts": [2], "fare": [2.0], "tip": [0.5]}))
+    table.refresh()
+    assert table.schema().names[-1] == "tip" and "tip" in table.read().column_names
