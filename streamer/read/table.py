@@ -416,13 +416,19 @@ class Table:
         self.fsview.check_committed_files(None, allow_short=allow_corrupt, instants=commit_times)
         reach = archived_reach(self.fs, self.base_path, self.properties, self.timeline, begin, end)
         if reach is None:
-            return _written_in(slices, [self.fsview.commit_metadata(i) for i in selected]), commit_times, None
+            # a compaction completed in the range rewrote its writes into the latest slice's
+            # base file: that file is read too (its rows keep their commit times, which
+            # ``commit_times`` filters), as Hudi's range view holds the compaction's files
+            files_of = self._incremental_instants(tl, begin, end, compactions=True)
+            return _written_in(slices, [self.fsview.commit_metadata(i) for i in files_of]), commit_times, None
         # archived writes name no files any more (and a clean may have removed the slices of
         # the range's end): today's latest slices, kept by commit time, as Hudi 1.x does
         return self.fsview.latest_merged_slices(), commit_times | reach.commit_times, reach
 
-    def _incremental_instants(self, tl: Timeline, begin: str | None, end: str | None) -> list[Instant]:
-        """Completed writes in ``(begin, end]``, compactions excluded (they change no record).
+    def _incremental_instants(self, tl: Timeline, begin: str | None, end: str | None, *,
+                              compactions: bool = False) -> list[Instant]:
+        """Completed writes in ``(begin, end]``, compactions excluded unless asked for (they
+        change no record, but hold the rows of the writes they compacted).
 
         Layout 1 compares requested instant times; layout 2 (Hudi 1.x) compares
         completion times, so a commit that finished after ``end`` waits for the next
@@ -430,7 +436,7 @@ class Table:
         """
         out = []
         for inst in tl.completed_writes():
-            if inst.pending_action == Action.COMPACTION:
+            if inst.pending_action == Action.COMPACTION and not compactions:
                 continue
             t = (inst.completion_time or inst.timestamp) if tl.layout_version >= 2 else inst.timestamp
             if (begin is None or t > begin) and (end is None or t <= end):
