@@ -184,7 +184,8 @@ class Table:
         unsupported = p.unsupported_merge
         if unsupported:
             raise UnsupportedMergeError(
-                f"{unsupported}: this project merges records by event time or commit time only", self.base_path)
+                f"{unsupported}: this project merges records by event time (one ordering field) or commit time only",
+                self.base_path)
         return MergeSpec(
             record_key_fields=p.record_key_fields,
             ordering_field=p.precombine_field,

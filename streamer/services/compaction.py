@@ -150,6 +150,7 @@ def schedule_compaction(table: Table, policy: CompactionPolicy, *, force: bool =
         with service_transaction(table, lock_timeout_s) as own:
             return schedule_compaction(table, policy, force=force, tx=own)
     table.refresh()
+    table.merge_spec()  # a merge rule we cannot honour is refused before a plan names it
     if len(table.timeline.pending_compactions()) >= policy.max_pending:
         return None
     if not force and not trigger_fires(table, policy.trigger):
@@ -169,6 +170,7 @@ def schedule_compaction_of(table: Table, groups: set[GroupId], *, lock_timeout_s
     none qualifies. What ``streamer repair --drop-damaged`` compacts."""
     with service_transaction(table, lock_timeout_s) as tx:
         table.refresh()
+        table.merge_spec()  # refuses a merge rule we cannot honour
         busy = busy_groups(table)
         cands = [Candidate(s) for s in table.fsview.latest_file_slices()
                  if (s.partition_path, s.file_id) in groups and not s.is_empty

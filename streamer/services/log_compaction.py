@@ -157,6 +157,7 @@ def schedule_log_compaction(table: Table, policy: LogCompactionPolicy, *,
     try:
         with service_transaction(table, lock_timeout_s) as tx:
             table.refresh()
+            table.merge_spec()  # a merge rule we cannot honour is refused before a plan names it
             plan = plan_log_compaction(table, policy)
             if plan is None:
                 return None

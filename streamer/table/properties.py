@@ -444,8 +444,12 @@ class TableProperties:
         ``OverwriteWithLatest``, ``EventTime``) and Hudi 1.x's two built-in modes define
         them. A custom merge mode or merger, another payload class (partial updates,
         Debezium's, DMS's) or a partial-update mode would be misread, so the table is
-        refused naming the setting instead.
+        refused naming the setting instead. So is more than one ordering field (Hudi 1.x
+        compares them in turn; a merge by the first alone keeps the wrong version, and a
+        compaction would make that permanent), as hudi-rs refuses it.
         """
+        if len(self.ordering_fields) > 1:
+            return f"{ORDERING_FIELDS}={','.join(self.ordering_fields)} (more than one ordering field)"
         mode = (self.raw.get(RECORD_MERGE_MODE) or "").strip().upper()
         if mode and mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
             return f"{RECORD_MERGE_MODE}={mode}"

@@ -9,8 +9,11 @@ import os
 import pytest
 
 from streamer.cli import main as cli
+from streamer.config.policies import CompactionPolicy, LogCompactionPolicy
 from streamer.read import Table
+from streamer.services.compaction import schedule_compaction
 from streamer.services.handover import handover_to_hudi, version_advice
+from streamer.services.log_compaction import schedule_log_compaction
 from streamer.table.naming import parse_log_file_name
 from tests.support import block_tables as tg
 from tests.support.failed_write import fail_before_complete
@@ -72,6 +75,7 @@ def test_show_and_handover_say_which_hudi_writers_keep_the_version(tmp_path, cap
     ("hoodie.compaction.payload.class", "org.apache.hudi.common.model.PartialUpdateAvroPayload"),
     ("hoodie.record.merge.strategy.id", "00000000-0000-0000-0000-000000000001"),
     ("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+    ("hoodie.table.ordering.fields", "ts,seq"),  # Hudi 1.x compares them in turn
 ])
 def test_a_merge_rule_we_cannot_honour_is_refused_by_name(tmp_path, key, value):
     from streamer.errors import ConfigError, UnsupportedMergeError
@@ -87,6 +91,11 @@ def test_a_merge_rule_we_cannot_honour_is_refused_by_name(tmp_path, key, value):
         HudiWriter.open(path, options=tg.SMALL)
     with pytest.raises(UnsupportedMergeError, match=f"{key}={value}"):
         Table.open(path).read()
+    for schedule in (lambda: schedule_compaction(Table.open(path), CompactionPolicy(), force=True),
+                     lambda: schedule_log_compaction(Table.open(path), LogCompactionPolicy())):
+        with pytest.raises(UnsupportedMergeError, match=f"{key}={value}"):
+            schedule()  # no plan a merge could not run
+    assert not [i for i in Table.open(path).timeline.instants if not i.is_completed]
 
 
 def test_timeline_shows_completion_times_and_archive_keeps_a_short_v9_timeline(tmp_path, capsys):
