@@ -224,6 +224,13 @@ class TableConfig:
     #: Hudi table version a new table is created at (6, 8 or 9); an existing table's own.
     #: What each means and why 6 is the default: docs/table-versions.md.
     table_version: int = WRITE_VERSION
+    #: The table merges by commit time although it names an ordering field
+    #: (``COMMIT_TIME_ORDERING`` at version 8 or later: a Hudi 1.x table, or a version-6
+    #: ``OverwriteWithLatestAvroPayload`` table upgraded). Hudi 1.x then keeps a key's last
+    #: row of a batch too, not its highest ordering value; the field stays for Hudi. Read
+    #: from an existing table's properties only (a table this writer creates with an
+    #: ordering field merges by it).
+    latest_write_wins: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "record_key_fields", tuple(self.record_key_fields))
@@ -245,6 +252,11 @@ class TableConfig:
             raise ConfigError(
                 f"table {self.name}: table version {self.table_version} is not one this writer "
                 f"writes ({', '.join(map(str, WRITABLE_VERSIONS))})"
+            )
+        if self.latest_write_wins and (self.table_version < 8 or not self.ordering_field):
+            raise ConfigError(
+                f"table {self.name}: commit-time merging beside an ordering field needs table "
+                f"version 8 or later (got {self.table_version}, ordering field {self.ordering_field!r})"
             )
         kg = self.keygen
         if kg is KeyGenType.SIMPLE and (
@@ -274,6 +286,11 @@ class TableConfig:
                 f"table {self.name}: bucket index hash fields {unknown} are not record key fields "
                 f"{self.record_key_fields} (Hudi hashes the record key's values)"
             )
+
+    @property
+    def combine_field(self) -> str | None:
+        """The field that picks a key's row among a batch's rows (None: the last row)."""
+        return None if self.latest_write_wins else self.ordering_field
 
     @property
     def is_partitioned(self) -> bool:
@@ -335,6 +352,8 @@ class TableConfig:
             database=props.database,
             url_encode_partitions=props.url_encode_partitioning,
             table_version=props.version or WRITE_VERSION,  # absent: a v6-era file
+            latest_write_wins=(props.version >= 8 and props.merge_mode == "COMMIT_TIME_ORDERING"
+                               and props.precombine_field is not None),
         )
 
 

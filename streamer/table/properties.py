@@ -664,6 +664,7 @@ def new_table_properties(
     create_schema: str | None = None,
     extra: Mapping[str, str] | None = None,
     version: int = WRITE_VERSION,
+    event_time: bool | None = None,
 ) -> TableProperties:
     """Properties for a new table of ``version``: the keys Hudi's Spark writer of that
     version writes (0.15 for 6, 1.0 for 8, 1.2 for 9; see :func:`version_keys`).
@@ -675,7 +676,8 @@ def new_table_properties(
     them); ``hoodie.database.name`` defaults to ``default`` (Hudi leaves it empty unless
     the table is made through a catalog; only the checksum depends on it); the payload
     class follows the ordering field (see below). ``hoodie.table.log.file.format`` is
-    never written: see :func:`format_problems`.
+    never written: see :func:`format_problems`. ``event_time``: at version 8 or later, the
+    merge mode (default: event time with an ordering field).
     """
     raw: dict[str, str] = {
         TABLE_TYPE: table_type,
@@ -712,7 +714,7 @@ def new_table_properties(
             raw.setdefault(PAYLOAD_CLASS, DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD)
             raw.setdefault(MERGER_STRATEGY, DEFAULT_MERGER_STRATEGY)
     else:
-        raw.update(version_keys(version, precombine_field, keygen_class))
+        raw.update(version_keys(version, precombine_field, keygen_class, event_time=event_time))
     raw.update(extra or {})
     props = TableProperties(raw)
     props.raw[CHECKSUM] = str(props.expected_checksum())

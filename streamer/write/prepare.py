@@ -162,7 +162,7 @@ def prepare_batch(
     n = table.num_rows
     keyed = with_keys(table, cfg)
     if combine:
-        keyed = latest_per_key(keyed, cfg.ordering_field, key_fields=cfg.record_key_fields,
+        keyed = latest_per_key(keyed, cfg.combine_field, key_fields=cfg.record_key_fields,
                                by_partition=not cfg.index.is_global)
     if all_deletes:
         return PreparedBatch(keyed.slice(0, 0), delete_rows(keyed, cfg.ordering_field), n)

@@ -145,6 +145,7 @@ class HudiWriter:
             create_schema=create_schema,
             extra=config.extra_properties(),
             version=config.table_version,
+            event_time=False if config.latest_write_wins else None,
         )
         fs.mkdirs(f"{path}/.hoodie/.temp")
         # layout 1 archives into .hoodie/archived; layout 2 keeps an LSM history in the

@@ -122,7 +122,7 @@ class LocalEngine(Engine):
         table = to_arrow(data)
         rows = prepare_rows(table, spec)
         if combine:
-            rows = latest_per_key(rows, spec.cfg.ordering_field, key_fields=spec.cfg.record_key_fields,
+            rows = latest_per_key(rows, spec.cfg.combine_field, key_fields=spec.cfg.record_key_fields,
                                   by_partition=not spec.cfg.index.is_global)
         return Prepared(rows.select(list(KEY_COLUMNS)), table.num_rows, rows)
 

@@ -308,7 +308,7 @@ class SparkEngine(Engine):
     def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
         df = self._df(data)
         out_schema = prepared_schema(spec)
-        self._ordering = spec.cfg.ordering_field
+        self._ordering = spec.cfg.combine_field
         self._combine = combine
         if not self.tag_on_executors:
             return self._prepare_collect(df, spec, out_schema, combine)
@@ -357,7 +357,7 @@ class SparkEngine(Engine):
         rows = df.mapInArrow(_per_batch(lambda t: prepare_rows(t, spec)), _spark_schema(out_schema))
         if combine:
             n = self._tasks(df)
-            ordering = spec.cfg.ordering_field
+            ordering = spec.cfg.combine_field
             bucket = "_mor_bucket"
 
             def combine_fn(t: pa.Table) -> pa.Table:
