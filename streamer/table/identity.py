@@ -228,8 +228,8 @@ class TableConfig:
     #: (``COMMIT_TIME_ORDERING`` at version 8 or later: a Hudi 1.x table, or a version-6
     #: ``OverwriteWithLatestAvroPayload`` table upgraded). Hudi 1.x then keeps a key's last
     #: row of a batch too, not its highest ordering value; the field stays for Hudi. Read
-    #: from an existing table's properties only (a table this writer creates with an
-    #: ordering field merges by it).
+    #: from an existing table's properties; a table created with it says so in its merge
+    #: mode (by default a table created with an ordering field merges by it).
     latest_write_wins: bool = False
 
     def __post_init__(self) -> None:
