@@ -138,6 +138,8 @@ class DatabaseTables:
         self.waits = frozenset(p.name for p in self.parents if p.trigger.mode == "continuous") if waits is None else waits
         #: (parent, topic) pairs settled: a child made, skipped or refused
         self._settled: set[tuple[str, str]] = set()
+        #: (parent, table) -> the topic whose child writes that table
+        self._claimed: dict[tuple[str, str], str] = {}
         #: named children still looked for, by parent (reported once when missing)
         self._looked_for: dict[str, set[str]] = {}
         for name in only or ():
@@ -183,11 +185,36 @@ class DatabaseTables:
                     self._settled.add((parent.name, topic))  # not asked for by --pipeline
                     continue
                 self._looked_for.get(parent.name, set()).discard(name)
+                if self._clashes(parent, topic, topics, refused):
+                    continue
                 child = self._child(parent, topic, refused)
                 if child is not None:
+                    self._claimed[(parent.name, table_of(topic))] = topic
                     new.append(child)
             self._missing(parent, topics, refused)
         return new, refused
+
+    def _clashes(self, parent: PipelineConfig, topic: str, topics: list[str],
+                 refused: dict[str, BaseException]) -> bool:
+        """Whether another topic holds the same table name as ``topic`` (``a.b`` and ``b``,
+        ``order-items`` and ``order_items``, one table in two schemas): then it is refused,
+        naming both, rather than two tables written into one (the second's rows would be
+        upserted into the first's, or its run refused as the first's twin). A table whose
+        child runs already keeps it."""
+        table = table_of(topic)
+        override = parent.tables.get(table)
+        if override is not None and override.skip:
+            return False  # left out either way (_child logs it)
+        claimed = self._claimed.get((parent.name, table))
+        others = [t for t in topics if t != topic and table_of(t) == table] if claimed is None else [claimed]
+        if not others or claimed == topic:
+            return False
+        self._settled.add((parent.name, topic))
+        named = ", ".join(sorted({topic, *others}))
+        refused[f"{parent.name}-{table}"] = ConfigError(
+            f"topics {named} all hold table {table} (a table is named by its topic's last segment, "
+            f"as a Hudi table name): narrow {parent.name}'s source.topic_pattern so that one of them matches")
+        return True
 
     def _missing(self, parent: PipelineConfig, topics: list[str], refused: dict[str, BaseException]) -> None:
         """Named children of ``parent`` with no topic: refused unless ``parent`` waits."""

@@ -69,3 +69,23 @@ def test_a_child_by_name_runs_that_table_alone(kafka, spark, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no topic matching shop's topic_pattern holds table c (its tables: a, b)" in err
     assert not os.path.exists(tmp_path / "lake" / "b")
+
+
+@pytest.mark.timeout(120)
+def test_two_topics_holding_one_table_name_are_refused_naming_both(kafka, spark, tmp_path, capsys):
+    """``x.a.b`` and ``x.b`` (a dotted table name, or one table in two schemas) would both
+    be table ``b``: the second's rows upserted into the first's. Both are refused by name;
+    the other tables run."""
+    prefix = f"sel{uuid.uuid4().hex[:6]}"
+    produced = {f"{prefix}.a": ROWS["a"], f"{prefix}.b": ROWS["b"], f"{prefix}.x.b": [{"id": "1", "v": -1}]}
+    for topic, records in produced.items():
+        kafka.create_topic(topic)
+        kafka.produce(topic, [json.dumps(r) for r in records], keys=[r["id"] for r in records])
+    path = tmp_path / "p.yaml"
+    path.write_text(YAML.format(bootstrap=kafka.bootstrap_servers, prefix=prefix, lake=tmp_path / "lake"))
+
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"topics {prefix}.b, {prefix}.x.b all hold table b" in err
+    assert _rows(tmp_path / "lake" / "a") == ROWS["a"]
+    assert not os.path.exists(tmp_path / "lake" / "b"), "a table two topics claim was written"
