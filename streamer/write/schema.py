@@ -19,6 +19,7 @@ unreadable schema would be far harder to undo than a refused batch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -30,6 +31,8 @@ from streamer.table.evolution import merge_type, nullable
 from streamer.table.merge import column_as
 
 META_COLUMNS = meta_fields.META_COLUMNS
+#: An Avro name (the Avro specification's ``[A-Za-z_][A-Za-z0-9_]*``).
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class SchemaDecision:
@@ -66,7 +69,7 @@ def reconcile(
                 f"field {name!r} (record key/partition/ordering field) is missing from the batch"
             )
     if table_schema is None:
-        _refuse_case_twins(pa.schema([]), list(incoming))
+        _refuse_new_names(pa.schema([]), list(incoming))
         return SchemaDecision(incoming, evolved=False)
     table_schema = data_schema(table_schema)
     by_name = {f.name: f for f in incoming}
@@ -82,9 +85,40 @@ def reconcile(
         fields.append(pa.field(f.name, merged, nullable=True))
     known = set(table_schema.names)
     added = [f for f in incoming if f.name not in known]
-    _refuse_case_twins(pa.schema(fields), added)
+    _refuse_new_names(pa.schema(fields), added)
     fields += [nullable(f) for f in added]
     return SchemaDecision(pa.schema(fields), evolved or bool(added))
+
+
+def _refuse_new_names(schema: pa.Schema, added: list[pa.Field]) -> None:
+    """Refuse the names of columns ``added`` to ``schema`` that no Hudi reader could read
+    (an invalid Avro name, a case twin). Names a table already has are left alone:
+    refusing them would lock it."""
+    for f in added:
+        _refuse_unnamable(f, f.name)
+    _refuse_case_twins(schema, added)
+
+
+def _refuse_unnamable(f: pa.Field, where: str) -> None:
+    """Refuse a field (or one nested in it) whose name is not an Avro name (``my col``,
+    ``user.id``): the table's schema is Avro in every commit, and Apache Hudi's and
+    hudi-rs's Avro parsers refuse such a name, so neither could read the table."""
+    if not _AVRO_NAME.fullmatch(f.name):
+        raise SchemaError(f"field {where!r}: not an Avro name (letters, digits and _, not starting with a digit), "
+                          "so Hudi's readers could not read the table - rename it (a transform's select; for "
+                          "Debezium, the connector's field.name.adjustment.mode=avro)")
+    t = f.type
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            _refuse_unnamable(t.field(i), f"{where}.{t.field(i).name}")
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        _refuse_unnamable(pa.field(_ITEM, t.value_type), where)
+    elif pa.types.is_map(t):
+        _refuse_unnamable(pa.field(_ITEM, t.item_type), where)
+
+
+#: The stand-in name of a list's or map's values (not a name Avro stores).
+_ITEM = "item"
 
 
 def _refuse_case_twins(schema: pa.Schema, added: list[pa.Field]) -> None:

@@ -4,6 +4,8 @@ older file: no value becomes null because its older type cannot be cast exactly.
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -111,3 +113,24 @@ def test_a_column_named_as_another_but_for_case_is_refused(tmp_path):
     with pytest.raises(SchemaError, match="field 'V': its name and 'v' differ only in case"):
         w.upsert(pa.table({"id": [2], "p": ["a"], "ts": [2], "V": ["y"]}))
     assert Table.open(path).read().select(["id", "v"]).to_pylist() == [{"id": 1, "v": "x"}]
+
+
+@pytest.mark.parametrize(("column", "named"), [
+    ("my col", "my col"), ("user.id", "user.id"), ("1st", "1st"),
+    (pa.array([{"a.b": 1}]), "s.a.b"), (pa.array([[{"x-y": 1}]]), "s.x-y"),
+])
+def test_a_column_hudi_could_not_read_is_refused_by_name(tmp_path, column, named):
+    """A name that is not an Avro name (the schema in every commit is Avro) would make the
+    table unreadable to Apache Hudi and hudi-rs, whose Avro parsers refuse it: a new table
+    or a new column with one is refused naming it, and nothing is written."""
+    path = str(tmp_path / "t")
+    w = HudiWriter.create(path, TableConfig(name="t", record_key_fields=("id",)), options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1], "v": ["x"]}))
+    batch = pa.table({"id": [2], "v": ["y"], **({named: ["z"]} if isinstance(column, str) else {"s": column})})
+    with pytest.raises(SchemaError, match=f"field '{re.escape(named)}': not an Avro name"):
+        w.upsert(batch)
+    with pytest.raises(SchemaError, match="not an Avro name"):
+        HudiWriter.create(str(tmp_path / "new"), TableConfig(name="t", record_key_fields=("id",)),
+                          options=WriteOptions(engine="local")).upsert(batch)
+    assert Table.open(path).read().select(["id", "v"]).to_pylist() == [{"id": 1, "v": "x"}]
+    assert hudi_rs_table(path).select(["id", "v"]).to_pylist() == [{"id": 1, "v": "x"}]
