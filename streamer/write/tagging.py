@@ -56,7 +56,9 @@ class PlanRequest:
     instant: str
     sizing: SizingPolicy
     parallelism: int = 1
-    #: the table's ordering field (the global index compares a moving row's with the stored one's)
+    #: the field that decides between two rows of a key (the global index compares a moving
+    #: row's with the stored one's; routed deletes are combined by it): the table's
+    #: ordering field, None when the latest write wins (TableConfig.combine_field)
     ordering_field: str | None = None
     #: groups a pending clustering will rewrite (:attr:`PlanTarget.clustering`)
     clustering: frozenset[tuple[str, str]] = frozenset()

@@ -376,7 +376,7 @@ class _DeltaCommit:
             slices=state.slices, log_versions=state.log_versions,
             append_to=state.append_slices, is_committed=state.is_committed(),
             on_corrupt=_refuse_corrupt(state), instant=instant, sizing=sizing,
-            parallelism=o.parallelism, ordering_field=w.config.ordering_field,
+            parallelism=o.parallelism, ordering_field=w.config.combine_field,
             clustering=frozenset(state.fsview.pending_clustering_file_groups()),
         )
         return self.engine.plan(self.prepared, request)
