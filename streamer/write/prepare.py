@@ -197,7 +197,7 @@ def prepare_rows(table: pa.Table, spec: PrepareSpec) -> pa.Table:
     """
     from streamer.write.schema import conform
 
-    keyed = with_keys(table, spec.cfg)
+    keyed = with_keys(key_fields_typed(table, spec), spec.cfg)
     if spec.all_deletes:
         flag = pc.fill_null(pa.nulls(keyed.num_rows, pa.bool_()), True)
     else:
@@ -212,6 +212,23 @@ def prepare_rows(table: pa.Table, spec: PrepareSpec) -> pa.Table:
         out.column(RECORD_KEY_COL).cast(pa.string()),
     )
     return out.append_column(IS_DELETE_COL, flag)
+
+
+def key_fields_typed(table: pa.Table, spec: PrepareSpec) -> pa.Table:
+    """``table`` with its record key and partition fields in the commit schema's types, so
+    a key is made of the value the table stores, as Hudi makes it from the Avro record,
+    whichever engine carried the batch (a Spark DataFrame holds a millisecond timestamp
+    as microseconds: the same row would get another key and partition on Spark)."""
+    from streamer.table.merge import column_as
+
+    for name in dict.fromkeys((*spec.cfg.record_key_fields, *spec.cfg.partition_fields)):
+        i = table.schema.get_field_index(name)
+        if i < 0 or spec.schema.get_field_index(name) < 0:
+            continue  # a nested path, or a field the batch lacks (refused elsewhere)
+        want = spec.schema.field(name)
+        if not table.schema.field(i).type.equals(want.type):
+            table = table.set_column(i, name, column_as(table, want))
+    return table
 
 
 def prepared_schema(spec: PrepareSpec) -> pa.Schema:

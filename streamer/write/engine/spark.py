@@ -287,14 +287,29 @@ class SparkEngine(Engine):
         self._packer: Packer | None = None
         self._planned: Planned | None = None
 
-    def _df(self, data: Any) -> DataFrame:
+    def _df(self, data: Any, schema: pa.Schema) -> DataFrame:
+        """``data`` as a Spark DataFrame; Arrow input first in the commit ``schema``'s types
+        (as the local engine writes them), so Spark neither refuses a type it has no
+        counterpart of (``uint32``, ``date64``, ``time32``) nor cuts a value short (a
+        nanosecond timestamp): a value the table's type cannot hold is the local engine's
+        :class:`~streamer.errors.SchemaError`, naming the field."""
         if is_spark_dataframe(data):
             return data
         # the caller's session (the pipeline's, or one already started); the engine does
         # not configure sessions: that is streamer.spark's, a layer above the writer
         from pyspark.sql import SparkSession
 
-        return SparkSession.builder.getOrCreate().createDataFrame(to_arrow(data))
+        from streamer.table.merge import column_as
+
+        table = to_arrow(data)
+        for f in schema:
+            i = table.schema.get_field_index(f.name)
+            if i >= 0 and not table.schema.field(i).type.equals(f.type):
+                table = table.set_column(i, f.name, column_as(table, f))
+            if i >= 0 and (pa.types.is_time(f.type) or pa.types.is_decimal(f.type) and f.type.precision > 38):
+                raise errors.SchemaError(f"field {f.name!r}: {f.type} has no Spark type (a time of day, or a "
+                                         "decimal of more than 38 digits): write this table with the local engine")
+        return SparkSession.builder.getOrCreate().createDataFrame(table)
 
     def _tasks(self, df: DataFrame) -> int:
         """Spark tasks per step: ``buckets``, else the session's shuffle partitions."""
@@ -306,7 +321,7 @@ class SparkEngine(Engine):
         return int(partitions)
 
     def prepare(self, data: Any, spec: PrepareSpec, combine: bool) -> Prepared:
-        df = self._df(data)
+        df = self._df(data, spec.schema)
         out_schema = prepared_schema(spec)
         self._ordering = spec.cfg.combine_field
         self._combine = combine
