@@ -144,12 +144,15 @@ def route_orphan_deletes(rows: pa.Table, req: PlanRequest) -> OrphanDeletes | No
     holders, _ = index.holders(rows.column(RECORD_KEY_COL).take(pa.array(orphans)))
     if not holders:
         return None
-    # each sent delete is replaced, where it stood, by one copy per partition holding its
-    # key: the batch's order stays, so ties of the ordering value still go to the later row
+    # each sent delete gets, where it stood, one copy per partition holding its key: the
+    # batch's order stays, so ties of the ordering value still go to the later row
     sent = np.zeros(len(orphans), dtype=bool)
     for _, at in holders:
         sent[at] = True
-    kept = np.flatnonzero(~np.isin(np.arange(rows.num_rows), orphans[sent]))
+    # the delete also stays where it stood: there it deletes nothing stored, but it still
+    # supersedes a row of its key the batch has in the default partition (an upsert before
+    # it), which an engine that combines after routing (Spark's tasks) would write otherwise
+    kept = np.arange(rows.num_rows)
     index_parts = [kept] + [orphans[at] for _, at in holders]
     new_parts = [pa.nulls(len(kept), pa.string())] + [pa.array([p] * len(at), pa.string()) for p, at in holders]
     order = np.argsort(np.concatenate(index_parts), kind="stable")

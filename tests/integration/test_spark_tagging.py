@@ -201,6 +201,23 @@ def test_a_delete_without_its_partition_value_reaches_its_key_on_the_spark_engin
     assert sorted(read_ours(path).column("id").to_pylist()) == ["2"]
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_an_update_then_a_delete_both_without_a_partition_value_delete_the_key(spark, tmp_path, engine):
+    """The batch's last row of key K deletes it; both rows lack the partition value. The
+    delete goes to the partition holding K and also stays in the default one, where it
+    supersedes the update: K is gone on both engines (Spark's tasks combine after the
+    delete was routed, and wrote the update into the default partition)."""
+    path = str(tmp_path / "t")
+    w = _table(path, "bloom")
+    w.upsert(pa.table({"id": ["K", "2"], "city": ["sf", "la"], "ts": [1, 1]}), engine="local")
+    batch = pa.table({"id": ["K", "K"], "city": pa.array([None, None], pa.string()), "ts": [2, 2],
+                      "_hoodie_is_deleted": [False, True]})
+    w.upsert(spark.createDataFrame(batch, schema="id string, city string, ts long, _hoodie_is_deleted boolean")
+             if engine == "spark" else batch, engine=engine)
+    assert sorted(read_hudi_rs(path).column("id").to_pylist()) == ["2"]
+    assert sorted(read_ours(path).column("id").to_pylist()) == ["2"]
+
+
 @pytest.mark.parametrize("index", ["bloom", "bucket"])
 def test_the_keys_collected_path_refuses_a_delete_it_cannot_route(spark, tmp_path, index, monkeypatch):
     """``tag_on_executors=False`` (kept for the benchmarks' comparison) joins its plan back
