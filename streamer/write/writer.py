@@ -394,7 +394,9 @@ class _DeltaCommit:
             ctx = dataclasses.replace(ctx, slice_seeds=planned.seeds)
         # a plan decided where the rows are (Spark) has no tasks on the driver yet
         deferred = plan.assignment is None and plan.rows is not None
-        return self.engine.write(self.prepared, plan, ctx) if plan.tasks or deferred else []
+        stats = self.engine.write(self.prepared, plan, ctx) if plan.tasks or deferred else []
+        self.input_rows = self.prepared.input_rows  # the Spark engine counts them while it writes
+        return stats
 
     def metadata(self, stats: list[WriteStat]) -> CommitMetadata:
         """Hudi's commit metadata: write stats in a stable order, extra metadata and schema."""

@@ -27,8 +27,8 @@ def _batch(v: str) -> pa.Table:
 def test_a_millisecond_timestamp_keys_a_row_alike_on_both_engines(tmp_path, spark):
     path = str(tmp_path / "t")
     w = HudiWriter.create(path, TableConfig("t", ("at",), ("day",), None), options=WriteOptions(engine="local"))
-    w.upsert(_batch("local"))
-    w.upsert(_batch("spark"), engine="spark")
+    assert w.upsert(_batch("local")).input_rows == 1
+    assert w.upsert(_batch("spark"), engine="spark").input_rows == 1  # counted while Spark wrote
     rows = Table.open(path).read().to_pylist()
     assert [(r["_hoodie_record_key"], r["_hoodie_partition_path"], r["v"]) for r in rows] == [
         (str(MS), str(MS), "spark")]  # one row: the Spark write updated the local one
