@@ -5,7 +5,7 @@ A Debezium connector publishes each table's changes to its own topic
 42}``, or ``{"schema": ..., "payload": {"id": 42}}`` when Kafka Connect's JSON converter
 embeds schemas, or an Avro record whose schema is registered under ``<topic>-key``. So
 the topics of a whole database are found by listing the broker's topics, and each
-table's record key by reading its first keyed message. A table without a primary key
+table's record key by reading its newest keyed message. A table without a primary key
 has null message keys (Debezium has nothing to key it by): :func:`key_fields` says so
 with None, and the caller refuses that table by name.
 """
@@ -55,12 +55,17 @@ def matching_topics(config: KafkaSourceConfig) -> list[str]:
 
 def key_fields(config: KafkaSourceConfig, topic: str, timeout_s: float = 10.0) -> list[str] | None:
     """The field names of ``topic``'s message keys (its table's primary key), from its
-    first records; None when they have no key (a table without a primary key).
+    newest records; None when they have no key (a table without a primary key).
+
+    The newest, not the first: a primary key changed in the database (``(id)`` to
+    ``(id, region)``) keys every later message by the new fields, and a table keyed by the
+    old ones would merge rows the database keeps apart. An existing table keyed otherwise
+    is then refused by name when its pipeline opens it (``target.record_key``).
 
     Raises :class:`SourceError` when the topic has no record yet, or a key that is
     neither a JSON object nor a registered Avro record.
     """
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka import TopicPartition
 
     consumer, sink = _consumer(config)
     try:
@@ -68,21 +73,39 @@ def key_fields(config: KafkaSourceConfig, topic: str, timeout_s: float = 10.0) -
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             raise SourceError(f"topic {topic!r}: not readable ({meta.error if meta else 'no such topic'})")
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)])
-        deadline = time.monotonic() + timeout_s
-        seen = 0
-        while seen < KEY_SAMPLE and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            seen += 1
-            if msg.key() is not None:
-                return _fields(config, topic, msg.key())
-        if seen == 0:
+        wait = config.metadata_timeout.total_seconds()
+        starts, ends = {}, {}
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=wait)
+            if high > low:
+                starts[p], ends[p] = max(low, high - KEY_SAMPLE), high
+        if not starts:
             raise SourceError(f"topic {topic!r}: no record yet to learn its key from")
-        return None
+        newest = _newest_key(consumer, topic, starts, ends, time.monotonic() + timeout_s)
+        return None if newest is None else _fields(config, topic, newest)
     finally:
         consumer.close()
+
+
+def _newest_key(consumer: Any, topic: str, starts: dict[int, int], ends: dict[int, int],
+                deadline: float) -> bytes | None:
+    """The key of the newest keyed message among each partition's last ``KEY_SAMPLE``
+    (by message timestamp, then offset), or None when none of them has a key."""
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+    left = set(starts)
+    newest: tuple[int, int, bytes] | None = None
+    while left and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error() is not None:
+            continue
+        if msg.offset() >= ends[msg.partition()] - 1:
+            left.discard(msg.partition())
+        if msg.key() is not None:
+            seen = (msg.timestamp()[1], msg.offset(), msg.key())
+            newest = seen if newest is None or seen[:2] > newest[:2] else newest
+    return None if newest is None else newest[2]
 
 
 def _fields(config: KafkaSourceConfig, topic: str, key: bytes) -> list[str]:

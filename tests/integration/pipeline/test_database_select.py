@@ -89,3 +89,47 @@ def test_two_topics_holding_one_table_name_are_refused_naming_both(kafka, spark,
     assert f"topics {prefix}.b, {prefix}.x.b all hold table b" in err
     assert _rows(tmp_path / "lake" / "a") == ROWS["a"]
     assert not os.path.exists(tmp_path / "lake" / "b"), "a table two topics claim was written"
+
+
+KEYED_YAML = r"""
+pipelines:
+  - name: shop
+    source: {{type: kafka, bootstrap_servers: "{bootstrap}", topic_pattern: '{prefix}\..*', format: json,
+              schema: "id STRING, region STRING, v INT", starting_offsets: earliest}}
+    target: {{path: "{lake}/{{table}}"}}
+    trigger: {{mode: once}}
+    engine: local
+"""
+
+
+def _produce_keyed(kafka, topic: str, rows: list[dict], key: tuple[str, ...]) -> None:
+    kafka.produce(topic, [json.dumps(r) for r in rows], keys=[json.dumps({k: r[k] for k in key}) for r in rows])
+
+
+@pytest.mark.timeout(180)
+def test_a_changed_primary_key_is_learned_from_the_newest_messages(kafka, spark, tmp_path, capsys):
+    """A table's primary key changed from (id) to (id, region): later messages are keyed by
+    both. A new table is keyed by the newest messages' fields (the first message's would
+    merge rows the database keeps apart); a table created before the change is refused by
+    name when its pipeline opens it, rather than merging them."""
+    prefix = f"pk{uuid.uuid4().hex[:6]}"
+    topic = f"{prefix}.orders"
+    kafka.create_topic(topic)
+    _produce_keyed(kafka, topic, [{"id": "1", "region": "us", "v": 1}], ("id",))
+    early = tmp_path / "early.yaml"
+    early.write_text(KEYED_YAML.format(bootstrap=kafka.bootstrap_servers, prefix=prefix, lake=tmp_path / "early"))
+    assert main(["run", str(early)]) == 0  # keyed by (id): the only key there is yet
+    _produce_keyed(kafka, topic, [{"id": "1", "region": "eu", "v": 2}], ("id", "region"))
+
+    fresh = tmp_path / "fresh.yaml"
+    fresh.write_text(KEYED_YAML.format(bootstrap=kafka.bootstrap_servers, prefix=prefix, lake=tmp_path / "fresh"))
+    assert main(["run", str(fresh)]) == 0
+    rows = read_hudi_rs(str(tmp_path / "fresh" / "orders")).select(["id", "region", "v"]).to_pylist()
+    assert sorted(rows, key=lambda r: r["region"]) == [{"id": "1", "region": "eu", "v": 2},
+                                                       {"id": "1", "region": "us", "v": 1}]
+
+    capsys.readouterr()
+    assert main(["run", str(early)]) == 1
+    assert "target.record_key is ('id', 'region') but the table" in capsys.readouterr().err
+    rows = read_hudi_rs(str(tmp_path / "early" / "orders")).select(["id", "region", "v"]).to_pylist()
+    assert rows == [{"id": "1", "region": "us", "v": 1}]  # nothing merged into the old key
