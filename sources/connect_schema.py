@@ -30,6 +30,9 @@ without a precision: ``{scale, value}``)                      fixed scale to giv
 array, map with string keys, struct                           the same of the above
 ============================================================  ==============================
 
+A ZonedTimestamp outside Spark's timestamps (``infinity``, years past 9999 or BC) is no
+column value: :func:`value_errors` gives its record's reason to be an error row.
+
 Times of day (``Time``, ``MicroTime``, ``NanoTime``, ``ZonedTime``), intervals, and the
 other named types (``Json``, ``Uuid``, ``Enum``...) keep their physical type: Spark and
 Hudi's readers have no time-of-day type. A ``timestamp`` without a time zone becomes a
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamer.errors import SourceError
@@ -72,6 +75,11 @@ EPOCH_TIMESTAMPS: Mapping[str, int] = {
 _CONVERTED = frozenset({DECIMAL, VARIABLE_DECIMAL, ZONED_TIMESTAMP, *DATES, *EPOCH_TIMESTAMPS})
 #: What Avro needs converted: the named types its converters give no Avro logical type.
 _AVRO_CONVERTED = _CONVERTED - {DECIMAL}
+#: Spark's and Hudi's timestamps, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z, as
+#: microseconds since the epoch (Spark's documented range; Python's datetime, which
+#: reads them back, has the same).
+TIMESTAMP_MICROS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+TIMESTAMP_RANGE = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z"
 #: Spark's (and Hudi's, through Avro's fixed decimals) widest decimal.
 MAX_PRECISION = 38
 #: Connect's primitive types as the JsonConverter spells them (``float`` and ``double`` for
@@ -324,18 +332,26 @@ def needs_conversion(field: StructField) -> bool:
 
 
 def _needs(data_type: DataType, connect: Mapping[str, Any] | None) -> bool:
+    return _anywhere(data_type, connect, lambda c: c.get("name") in _CONVERTED
+                     or (c.get("type") == "bytes" and not c.get("binary")))
+
+
+def _anywhere(data_type: DataType, connect: Mapping[str, Any] | None,
+              here: Callable[[Mapping[str, Any]], bool]) -> bool:
+    """Whether ``here`` holds for the Connect schema ``connect`` of a value of ``data_type``
+    or of one inside it (a struct's fields, unless the struct is itself a named type
+    converted whole; an array's items; a map's values)."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
-    if isinstance(data_type, StructType) and (connect or {}).get("name") not in _CONVERTED:
-        return any(needs_conversion(f) for f in data_type.fields)
-    if not connect:
-        return False
-    if connect.get("name") in _CONVERTED or (connect.get("type") == "bytes" and not connect.get("binary")):
+    connect = connect or {}
+    if isinstance(data_type, StructType) and connect.get("name") not in _CONVERTED:
+        return any(_anywhere(f.dataType, f.metadata.get(METADATA_KEY), here) for f in data_type.fields)
+    if here(connect):
         return True
     if isinstance(data_type, ArrayType):
-        return _needs(data_type.elementType, connect.get("items"))
+        return _anywhere(data_type.elementType, connect.get("items"), here)
     if isinstance(data_type, MapType):
-        return _needs(data_type.valueType, connect.get("values"))
+        return _anywhere(data_type.valueType, connect.get("values"), here)
     return False
 
 
@@ -356,13 +372,13 @@ def _convert(col: Column, data_type: DataType, connect: Mapping[str, Any] | None
         return _decimal(F.unbase64(col), _decimal_parameters(connect, where))
     if name == VARIABLE_DECIMAL:
         value = col.getField("value")
-        return _decimal_text(_unscaled(value if connect.get("binary") else F.unbase64(value)), col.getField("scale"))
+        return _decimal_text(_digits(value if connect.get("binary") else F.unbase64(value)), col.getField("scale"))
     if name in DATES:
         return F.date_from_unix_date(col.cast("int"))
     if name in EPOCH_TIMESTAMPS:
         return _epoch_timestamp(col, EPOCH_TIMESTAMPS[name])
     if name == ZONED_TIMESTAMP:
-        return col.cast("timestamp")
+        return _zoned_timestamp(col, where)
     if connect.get("type") == "bytes":
         return F.unbase64(col)
     if isinstance(data_type, StructType):
@@ -379,7 +395,7 @@ def _convert(col: Column, data_type: DataType, connect: Mapping[str, Any] | None
 
 def _decimal_parameters(connect: Mapping[str, Any], where: str) -> tuple[int, int]:
     params = connect.get("parameters") or {}
-    where = where.removeprefix("payload.before.").removeprefix("payload.after.")
+    where = _column_name(where)
     try:
         scale = int(params.get("scale", 0))
         precision = int(params.get("connect.decimal.precision", MAX_PRECISION))
@@ -390,6 +406,92 @@ def _decimal_parameters(connect: Mapping[str, Any], where: str) -> tuple[int, in
             f"field {where!r}: decimal({precision}, {scale}) does not fit Spark's and Hudi's decimals (at most "
             f"{MAX_PRECISION} digits); set the connector's decimal.handling.mode to string for this column's table")
     return precision, scale
+
+
+def _column_name(where: str) -> str:
+    """The table's name of the field at ``where`` (``payload.after.at`` → ``at``)."""
+    return where.removeprefix("payload.").removeprefix("before.").removeprefix("after.")
+
+
+def _in_before(where: str) -> bool:
+    """Whether ``where`` is inside a change event's ``before`` image: only a delete takes
+    its row from it, and a delete needs no more of it than the key."""
+    return where.removeprefix("payload.").partition(".")[0].partition("[")[0] == "before"
+
+
+def _held_timestamp(text: Column) -> Column:
+    """The instant ISO-8601 ``text`` names (an offset in it), or null if it names none
+    Spark's and Hudi's timestamps hold (Debezium's ``infinity``, years past 9999 or BC)."""
+    from pyspark.sql import functions as F
+
+    low, high = TIMESTAMP_MICROS
+    return _let(text.try_cast("timestamp"), lambda t: F.when(F.unix_micros(t).between(low, high), t))
+
+
+def _unheld(text: Column, where: str) -> Column:
+    """The reason a record whose ``where`` holds ZonedTimestamp ``text`` is an error row:
+    the field and its value (see :func:`value_errors`)."""
+    from pyspark.sql import functions as F
+
+    value = F.when(F.length(text) > F.lit(100), F.concat(F.substring(text, 1, 100), F.lit("..."))).otherwise(text)
+    return F.format_string(f"field '{_column_name(where)}': value %s is not a timestamp Spark and Hudi hold "
+                           f"({TIMESTAMP_RANGE})", value)
+
+
+def _zoned_timestamp(text: Column, where: str) -> Column:
+    """A ZonedTimestamp as its instant. One no timestamp holds stops the query, naming it
+    (:func:`value_errors` makes its record an error row before: this is never reached),
+    but in a ``before`` image, where it is null (the row is not written, or deleted)."""
+    from pyspark.sql import functions as F
+
+    if _in_before(where):
+        return _held_timestamp(text)
+    return _let(_held_timestamp(text), lambda t: F.when(text.isNull() | t.isNotNull(), t).otherwise(
+        F.raise_error(_unheld(text, where)).cast("timestamp")))
+
+
+def value_errors(parsed: Column, schema: StructType) -> Column | None:
+    """Why a record parsed as ``schema`` (:func:`envelope_type`'s) holds a value its column's
+    type cannot: a ZonedTimestamp (``timestamptz``) of ``infinity``, or of a year before 1 or
+    after 9999, which Postgres takes and Spark's and Hudi's timestamps do not. Each such
+    field with its value, ``; ``-separated, or null; None if no field of ``schema`` may have
+    one. A decode makes such a record an error row with this reason, never a null; values
+    in a ``before`` image are left out (see :func:`_zoned_timestamp`)."""
+    reasons = _value_errors(parsed, schema, None, "")
+    return _joined(reasons) if reasons else None
+
+
+def _joined(reasons: list[Column]) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.nullif(F.concat_ws("; ", *reasons), F.lit(""))
+
+
+def _value_errors(col: Column, data_type: DataType, connect: Mapping[str, Any] | None, where: str) -> list[Column]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if not _may_be_unheld(data_type, connect) or _in_before(where):
+        return []
+    connect = connect or {}
+    if connect.get("name") == ZONED_TIMESTAMP:
+        return [F.when(col.isNotNull() & _held_timestamp(col).isNull(), _unheld(col, where))]
+    if isinstance(data_type, StructType):
+        return [r for f in data_type.fields for r in _value_errors(
+            col.getField(f.name), f.dataType, f.metadata.get(METADATA_KEY), f"{where}.{f.name}" if where else f.name)]
+    if isinstance(data_type, ArrayType):
+        items, item_type = connect.get("items"), data_type.elementType
+    else:
+        assert isinstance(data_type, MapType)
+        col, items, item_type = F.map_values(col), connect.get("values"), data_type.valueType
+    # the first element's reason (an array of them would name each)
+    reasons = F.transform(col, lambda x: _joined(_value_errors(x, item_type, items, f"{where}[]")))
+    return [F.try_element_at(F.filter(reasons, lambda r: r.isNotNull()), F.lit(1))]
+
+
+def _may_be_unheld(data_type: DataType, connect: Mapping[str, Any] | None) -> bool:
+    """Whether a value of ``data_type`` may hold one :func:`value_errors` refuses."""
+    return _anywhere(data_type, connect, lambda c: c.get("name") == ZONED_TIMESTAMP)
 
 
 def _epoch_timestamp(col: Column, per_second: int) -> Column:
@@ -405,43 +507,100 @@ def _epoch_timestamp(col: Column, per_second: int) -> Column:
     return F.timestamp_micros(micros)
 
 
-def _unscaled(b: Column) -> Column:
-    """A big-endian two's-complement integer (Connect's decimal value, Java's
-    ``BigInteger.toByteArray``) as ``decimal(38,0)``: a fold over its bytes, the first one
-    signed. Every partial value is the number's leading bytes, so none is larger than the
-    number itself (an unsigned fold of a negative 16-byte value would overflow 38 digits)."""
+#: :func:`_digits` reads a number 7 bytes at a time (56 bits: one ``bigint`` from ``conv``)
+#: into limbs of 18 decimal digits (a limb times 2^56 plus a carry fits ``decimal(38,0)``).
+_CHUNK_HEX = 14
+_LIMB_DIGITS = 18
+
+
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` evaluated once: the argument of a lambda (an
+    expression used twice in ``body`` would otherwise be written, and run, twice)."""
     from pyspark.sql import functions as F
 
-    def byte(i: Column) -> Column:
-        value = F.conv(F.hex(F.substring(b, i, F.lit(1))), 16, 10).cast("int")
-        return F.when((i == F.lit(1)) & (value >= F.lit(128)), value - F.lit(256)).otherwise(value)
-
-    zero = F.lit(0).cast("decimal(38,0)")
-    return F.when(F.octet_length(b) > F.lit(0), F.aggregate(
-        F.sequence(F.lit(1), F.octet_length(b)), zero,
-        lambda acc, i: (acc * F.lit(256) + byte(i)).cast("decimal(38,0)")))
+    return F.transform(F.array(value), body)[0]
 
 
-def _decimal_text(unscaled: Column, scale: Column) -> Column:
-    """The decimal text of ``unscaled`` × 10^-``scale`` (``-12345``, 2 → ``-123.45``);
-    ``unscaled`` is read once (a lambda's argument: the expression does not repeat it)."""
+def _digits(b: Column) -> Column:
+    """A big-endian two's-complement integer of any length (Connect's decimal value, Java's
+    ``BigInteger.toByteArray``) as ``struct(negative, digits)``: its sign and the decimal
+    digits of its size, exact (null for no bytes). A negative number's size is its bits
+    inverted plus one: its hex digits are inverted and the one added to the last chunk."""
     from pyspark.sql import functions as F
 
-    def text(u: Column) -> Column:
-        # the text without its sign, not ``abs``: Spark's abs of a decimal(38,0) rounds to
-        # 34 digits (Java's DECIMAL128 context)
-        digits = F.ltrim(u.cast("string"), F.lit("-"))
-        padded = F.lpad(digits, F.greatest(F.length(digits), scale + F.lit(1)), "0")
+    def signed(h: Column) -> Column:
+        negative = F.substring(h, 1, 1) >= F.lit("8")  # in hex's own order: 0-7 < 8-9 < A-F
+        bits = F.when(negative, F.translate(h, "0123456789ABCDEF", "FEDCBA9876543210")).otherwise(h)
+        return _let(F.struct(negative.alias("negative"), bits.alias("bits")), lambda n: F.struct(
+            n["negative"].alias("negative"), _limb_text(_limbs(n["bits"], n["negative"])).alias("digits")))
+
+    return _let(F.hex(b), lambda h: F.when(F.length(h) > F.lit(0), signed(h)))
+
+
+def _limbs(bits: Column, plus_one: Column) -> Column:
+    """The unsigned value of hex digits ``bits`` (plus one if ``plus_one``) as base-10^18
+    limbs, least significant first: folded 56 bits at a time, each step multiplying the
+    limbs by 2^56 and carrying through them (no partial value exceeds a limb × 2^56)."""
+    from pyspark.sql import functions as F
+
+    width = F.lit(_CHUNK_HEX)
+    count = F.call_function("div", F.length(bits) + width - F.lit(1), width).cast("int")
+    base = F.lit(10**_LIMB_DIGITS).cast(f"decimal({_LIMB_DIGITS + 1},0)")
+
+    def chunks(padded: Column) -> Column:
+        def chunk(j: Column) -> Column:
+            value = F.conv(F.substring(padded, j * width + F.lit(1), width), 16, 10).cast("bigint")
+            return value + F.when(plus_one & (j == count - F.lit(1)), F.lit(1)).otherwise(F.lit(0)).cast("bigint")
+
+        return F.transform(F.sequence(F.lit(0), count - F.lit(1)), chunk)
+
+    def shifted(limbs: Column, c: Column) -> Column:  # limbs × 2^56 + c
+        def carry_through(acc: Column, limb: Column) -> Column:
+            v = limb.cast("decimal(38,0)") * F.lit(1 << (4 * _CHUNK_HEX)) + acc["carry"]
+            return F.struct(F.array_append(acc["out"], F.pmod(v, base).cast("bigint")).alias("out"),
+                            F.call_function("div", v, base).cast("bigint").alias("carry"))
+
+        start = F.struct(F.array().cast("array<bigint>").alias("out"), c.alias("carry"))
+        return F.aggregate(limbs, start, carry_through, lambda done: F.when(
+            done["carry"] > F.lit(0), F.array_append(done["out"], done["carry"])).otherwise(done["out"]))
+
+    return F.aggregate(_let(F.lpad(bits, count * width, "0"), chunks), F.array().cast("array<bigint>"), shifted)
+
+
+def _limb_text(limbs: Column) -> Column:
+    """The decimal digits of :func:`_limbs`' value (``0`` for none)."""
+    from pyspark.sql import functions as F
+
+    def text(ls: Column) -> Column:
+        parts = F.transform(F.reverse(ls), lambda limb, i: F.when(i == F.lit(0), limb.cast("string")).otherwise(
+            F.lpad(limb.cast("string"), _LIMB_DIGITS, "0")))
+        return F.when(F.size(ls) == F.lit(0), F.lit("0")).otherwise(F.array_join(parts, ""))
+
+    return _let(limbs, text)
+
+
+def _decimal_text(number: Column, scale: Column) -> Column:
+    """The decimal text of ``number`` (:func:`_digits`) × 10^-``scale`` (``-12345``, 2 →
+    ``-123.45``; 5, -2 → ``500``); ``number`` is read once (a lambda's argument)."""
+    from pyspark.sql import functions as F
+
+    def text(n: Column) -> Column:
+        digits = n["digits"]
+        padded = F.lpad(digits, F.greatest(F.length(digits), scale + F.lit(1)).cast("int"), "0")
         whole = F.substring(padded, F.lit(1), F.length(padded) - scale)
         fraction = F.substring(padded, F.length(padded) - scale + F.lit(1), scale)
-        sign = F.when(u < F.lit(0), F.lit("-")).otherwise(F.lit(""))
-        return F.when(scale > F.lit(0), F.concat(sign, whole, F.lit("."), fraction)).otherwise(F.concat(sign, whole))
+        sign = F.when(n["negative"], F.lit("-")).otherwise(F.lit(""))
+        zeros = F.when(digits == F.lit("0"), F.lit("")).otherwise(F.repeat(F.lit("0"), -scale))
+        return (F.when(n.isNull(), F.lit(None).cast("string"))
+                .when(scale > F.lit(0), F.concat(sign, whole, F.lit("."), fraction))
+                .when(scale < F.lit(0), F.concat(sign, digits, zeros))
+                .otherwise(F.concat(sign, digits)))
 
-    return F.transform(F.array(unscaled), text)[0]
+    return F.transform(F.array(number), text)[0]
 
 
 def _decimal(b: Column, parameters: tuple[int, int]) -> Column:
     from pyspark.sql import functions as F
 
     precision, scale = parameters
-    return _decimal_text(_unscaled(b), F.lit(scale)).cast(f"decimal({precision},{scale})")
+    return _decimal_text(_digits(b), F.lit(scale)).cast(f"decimal({precision},{scale})")

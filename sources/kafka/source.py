@@ -605,6 +605,10 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
         unwrapped = F.col("_p.payload").isNull()
         reason = reason.when(unwrapped, F.lit(NOT_WRAPPED))
         is_bad_record = is_bad_record | unwrapped
+        unheld = connect_schema.value_errors(F.col("_p"), schema)
+        if unheld is not None:  # a value its column's type cannot hold (a timestamptz 'infinity')
+            reason = reason.when(unheld.isNotNull(), unheld)
+            is_bad_record = is_bad_record | unheld.isNotNull()
     good = (*[connect_schema.to_logical(F.col("_p").getField(f.name), f).alias(f.name) if typed
               else F.col("_p").getField(f.name).alias(f.name) for f in schema.fields],
             *_metadata_columns(config))

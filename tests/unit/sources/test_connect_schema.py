@@ -196,3 +196,142 @@ def test_avro_named_types_are_found_through_name_references(spark):
         assert born.metadata[METADATA_KEY]["name"] == "io.debezium.time.Date"
         assert METADATA_KEY not in side.dataType["day"].metadata  # a logical type already: decoded as a date
     assert needs_conversion(before) and needs_conversion(after) and not needs_conversion(op)
+
+
+def two_complement(n: int) -> str:
+    """base64 of ``n`` as Java's ``BigInteger.toByteArray`` writes it (any size)."""
+    return base64.b64encode(n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True)).decode()
+
+
+def test_a_numeric_without_precision_of_any_size_is_its_exact_text(spark):
+    """VariableScaleDecimal beyond decimal(38,0)'s 38 digits (Postgres' numeric takes 131072
+    before the point): the text Python's decimal module writes of the same value."""
+    loose = COLUMNS[13]
+    cases = [(123456789012345678901234567890123456789012_5, 1), (-123456789012345678901234567890123456789012_5, 1),
+             (10**38, 0), (-(10**38), 0), (2**127, 0), (-(2**127), 0), (10**38 - 1, 0), (-(10**38) + 1, 3),
+             (10**300 + 7, 0), (-(7 * 10**299) - 1, 250), (1, 60), (-5, 60), (0, 0), (0, 4), (-1, 0), (255, 0),
+             (-256, 0), (2**56, 2), (-(2**56), 2), (2**56 - 1, 0), (10**18, 0), (-(10**18) - 1, 18)]
+    events = [connect_envelope(pg_event("c", None, {"id": i, "loose": {"scale": s, "value": two_complement(n)}}, 10 + i),
+                               [col("id", "int32"), loose]) for i, (n, s) in enumerate(cases)]
+    rows, bad = decode(spark, [json.dumps(e) for e in events])
+    assert bad.count() == 0
+    exact = Context(prec=1000)
+    assert {r.id: r.loose for r in rows.collect()} == {
+        i: format(Decimal(n).scaleb(-s, exact), "f") for i, (n, s) in enumerate(cases)}
+
+
+def test_leading_sign_bytes_and_fixed_decimals_keep_their_value(spark):
+    """A value with redundant leading 0x00/0xFF bytes (still two's complement), and the
+    fixed-precision decimal path, which reads its bytes the same way."""
+    loose = COLUMNS[13]
+    padded = {1: b"\x00\x00\x00\x05", 2: b"\xff\xff\xff\xfb", 3: b"\xff" * 30 + b"\x01", 4: b"\x00" * 20}
+    huge = {i: Context(prec=60).multiply(HUGE, 2 - i) for i in padded}  # 38 digits, both signs, zero
+    events = [connect_envelope(pg_event("c", None, {"id": i, "loose": {"scale": 2, "value": base64.b64encode(b).decode()},
+                                                    "huge": unscaled(huge[i], 4)}, 10 + i),
+                               [col("id", "int32"), loose, COLUMNS[5]]) for i, b in padded.items()]
+    rows, _ = decode(spark, [json.dumps(e) for e in events])
+    got = {r.id: (r.loose, r.huge) for r in rows.collect()}
+    expected = {i: format(Decimal(int.from_bytes(b, "big", signed=True)).scaleb(-2), "f") for i, b in padded.items()}
+    assert got == {i: (expected[i], huge[i]) for i in padded}
+
+
+ZONED = "io.debezium.time.ZonedTimestamp"
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(t: dt.datetime) -> int:
+    return (t - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def zoned_events(values: dict[int, str | None]) -> list[dict]:
+    columns = [col("id", "int32"), col("at", "string", ZONED),
+               col("ats", "array", items={"type": "string", "optional": True, "name": ZONED})]
+    return [connect_envelope(pg_event("c", None, {"id": i, "at": v, "ats": [v]}, 10 + i), columns)
+            for i, v in values.items()]
+
+
+def parsed_envelopes(spark, events: list[dict]):
+    """The events parsed by their schemas, as the JSON decode parses a batch (``_p``)."""
+    from pyspark.sql import functions as F
+
+    from streamer.sources.connect_schema import envelope_type
+
+    schema = envelope_type(sorted({json.dumps(e["schema"]) for e in events}))
+    frame = spark.createDataFrame([(json.dumps(e),) for e in events], "raw string")
+    return frame.select(F.from_json("raw", schema).alias("p")), schema
+
+
+def test_a_timestamptz_no_timestamp_holds_is_a_reason_naming_it_not_a_failure_nor_a_null(spark):
+    """Postgres' timestamptz 'infinity'/'-infinity' (Debezium's ZonedTimestamp sends the
+    words) and years after 9999 or BC (``+12000-...``, ``-0099-...``): each record is given a
+    reason naming the field and its value; one inside Spark's range converts exactly."""
+    from pyspark.sql import functions as F
+
+    from streamer.sources.connect_schema import to_logical, value_errors
+
+    held = {1: ("2024-03-01T10:00:00.250000Z", dt.datetime(2024, 3, 1, 10, 0, 0, 250_000, tzinfo=UTC)),
+            2: ("0001-01-01T00:00:00Z", dt.datetime(1, 1, 1, tzinfo=UTC)),
+            3: ("9999-12-31T23:59:59.999999Z", dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)),
+            4: ("2024-06-30T23:30:00-02:00", dt.datetime(2024, 7, 1, 1, 30, tzinfo=UTC)),
+            5: (None, None)}
+    unheld = {11: "infinity", 12: "-infinity", 13: "+12000-01-01T00:00:00.000000Z", 14: "-0099-01-01T00:00:00.000000Z",
+              15: "0001-01-01T00:30:00+01:00", 16: "9999-12-31T23:59:59.999999-01:00"}
+    events = zoned_events({**{i: v for i, (v, _) in held.items()}, **unheld})
+    parsed, schema = parsed_envelopes(spark, events)
+    reason = value_errors(F.col("p"), schema)
+    assert reason is not None
+    flagged = parsed.select(F.col("p.payload.after.id").alias("id"), reason.alias("reason"), "p").cache()
+    reasons = {r.id: r.reason for r in flagged.collect()}
+    assert {i: reasons[i] for i in held} == dict.fromkeys(held)
+    for i, v in unheld.items():
+        assert reasons[i] == (f"field 'at': value {v} is not a timestamp Spark and Hudi hold "
+                              f"(0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z); field 'ats[]': value {v} is "
+                              "not a timestamp Spark and Hudi hold (0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z)")
+    after = to_logical(F.col("p.payload"), schema["payload"]).getField("after")
+    good = flagged.where(F.col("reason").isNull()).select(
+        "id", F.unix_micros(after.getField("at")).alias("at"), F.transform(after.getField("ats"), F.unix_micros).alias("ats"))
+    assert {r.id: (r.at, r.ats) for r in good.collect()} == {
+        i: (None, [None]) if t is None else (micros(t), [micros(t)]) for i, (_, t) in held.items()}
+    # reached without the reason's test, the conversion stops naming the value: never a null
+    with pytest.raises(Exception, match="field 'at': value infinity is not a timestamp"):
+        flagged.where(F.col("id") == 11).select(after.getField("at").cast("string")).collect()
+
+
+def test_an_unheld_timestamptz_in_a_before_image_is_no_reason_and_reads_as_null(spark):
+    """A delete's (or a REPLICA IDENTITY FULL update's) ``before`` holding 'infinity': the row
+    of a delete is only its key, so the delete goes through; ``after`` alone decides."""
+    from pyspark.sql import functions as F
+
+    from streamer.sources.connect_schema import to_logical, value_errors
+
+    columns = [col("id", "int32"), col("at", "string", ZONED)]
+    events = [connect_envelope(pg_event("d", {"id": 1, "at": "infinity"}, None, 10), columns),
+              connect_envelope(pg_event("u", {"id": 2, "at": "-infinity"}, {"id": 2, "at": "2024-01-01T00:00:00Z"}, 20),
+                               columns)]
+    parsed, schema = parsed_envelopes(spark, events)
+    reason = value_errors(F.col("p"), schema)
+    assert reason is not None
+    payload = to_logical(F.col("p.payload"), schema["payload"])
+    got = parsed.select(reason.alias("reason"), payload.getField("before").getField("id").alias("id"),
+                        payload.getField("before").getField("at").alias("before_at"),
+                        F.unix_micros(payload.getField("after").getField("at")).alias("after_at")).collect()
+    assert sorted(tuple(r) for r in got) == [(None, 1, None, None),
+                                             (None, 2, None, micros(dt.datetime(2024, 1, 1, tzinfo=UTC)))]
+
+
+def test_a_record_with_a_timestamptz_no_timestamp_holds_is_an_error_row_with_the_reason(spark):
+    """The decode (sources/kafka/source.py) makes :func:`value_errors`' records error rows:
+    the batch's other rows land, none fails the batch, none becomes a null."""
+    events = zoned_events({1: "2024-01-01T00:00:00.000000Z", 2: "infinity", 3: "+12000-01-01T00:00:00.000000Z",
+                           4: "0001-01-01T00:00:00.000000Z"})
+    events.append(connect_envelope(pg_event("d", {"id": 5, "at": "-infinity", "ats": None}, None, 50),
+                                   events[0]["schema"]["fields"][1]["fields"]))
+    from pyspark.sql import functions as F
+
+    rows, bad = decode(spark, [json.dumps(e) for e in events])
+    assert sorted(tuple(r) for r in rows.select("id", "_hoodie_is_deleted", F.unix_micros("at")).collect()) == [(1, False, micros(dt.datetime(2024, 1, 1, tzinfo=UTC))),
+                                               (4, False, micros(dt.datetime(1, 1, 1, tzinfo=UTC))), (5, True, None)]
+    errors = {json.loads(r.raw_payload)["payload"]["after"]["id"]: r.reason for r in bad.collect()}
+    assert sorted(errors) == [2, 3]
+    assert errors[2].startswith("field 'at': value infinity is not a timestamp Spark and Hudi hold")
+    assert "field 'at': value +12000-01-01T00:00:00.000000Z" in errors[3]
