@@ -79,7 +79,12 @@ def value_to_string(arr: pa.Array, field_name: str) -> pa.Array:
     ):
         return arr.cast(pa.string())
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return arr.cast(pa.string())
+        try:
+            return arr.cast(pa.string())
+        except pa.ArrowInvalid as e:  # Hudi's keys are text: bytes that are none have no key
+            raise SchemaError(
+                f"field {field_name!r}: a binary value that is not UTF-8 text cannot be a record key or partition "
+                "value (key by another field; for Debezium, binary.handling.mode=hex or base64 sends text)") from e
     raise SchemaError(f"field {field_name!r} of type {t} cannot be a record key or partition field")
 
 

@@ -50,6 +50,16 @@ def test_null_key_is_refused_with_field_name():
         TableConfig("t", ("a", "b"), ("p",), None, keygen="simple")
 
 
+def test_a_binary_key_that_is_not_text_is_refused_with_field_name():
+    """Hudi's keys are text: UTF-8 bytes key their row as that text, other bytes (a
+    Postgres bytea key) are refused naming the field, not failed on Arrow's cast."""
+    cfg = TableConfig("t", ("id",), ("p",), None)
+    keys = build_keys(pa.table({"id": pa.array([b"abc"], pa.binary()), "p": [1]}), cfg)
+    assert keys.record_keys.to_pylist() == ["abc"]
+    with pytest.raises(SchemaError, match="field 'id': a binary value that is not UTF-8 text"):
+        build_keys(pa.table({"id": pa.array([b"\xff\xfe"], pa.binary()), "p": [1]}), cfg)
+
+
 def test_combine_keeps_latest_ordering_and_splits_deletes():
     t = pa.table({"id": [1, 1, 2, 2, 3], "p": ["a"] * 5, "ts": [5, 3, 1, 1, 9], "v": list("vwxyz"),
                   "_hoodie_is_deleted": [False, False, False, False, True]})
