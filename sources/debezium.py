@@ -110,6 +110,9 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     meta = [_source_field(types, path).alias(name) if name not in _BIGINT
             else _source_field(types, path).cast("bigint").alias(name)
             for name, path in (*_COMMON, *_BY_DATABASE[database])]
+    if database == "postgres":
+        meta = [_snapshot_lsn(c, op) if name == "_event_lsn" else c
+                for c, (name, _) in zip(meta, (*_COMMON, *_BY_DATABASE[database]), strict=True)]
     if database == "mysql":
         meta.append(_binlog_sequence(types).alias("_event_seq"))
     ordering = DEBEZIUM_ORDERING[database]
@@ -121,6 +124,18 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     rows = events.select(*meta, *data, is_delete.alias(IS_DELETED), *extra)
     assert ordering in rows.columns
     return rows
+
+
+def _snapshot_lsn(lsn: Column, op: Column) -> Column:
+    """``_event_lsn``, 0 for a snapshot read that has none. Debezium's incremental snapshot
+    (the ``execute-snapshot`` signal) sends its rows with a null ``source.lsn``; its read of
+    a row is not ordered against the changes streamed beside it by any LSN, so it ranks
+    below all of them: it inserts a key the table lacks (a lost key change's create, the
+    backfill's purpose) and never overwrites a row a change wrote. Without it, every such
+    row went to the error table (a null ordering value)."""
+    from pyspark.sql import functions as F
+
+    return F.when(lsn.isNull() & (op == F.lit("r")), F.lit(0).cast("bigint")).otherwise(lsn).alias("_event_lsn")
 
 
 def _only_tombstones(events: DataFrame) -> bool:

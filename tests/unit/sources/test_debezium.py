@@ -159,3 +159,15 @@ def test_a_batch_of_tombstones_only_changes_no_row(spark):
     assert dict(change_rows(nulls, "mysql").dtypes)["_event_seq"] == "bigint"
     with pytest.raises(ValueError, match="not Debezium change events"):
         change_rows(spark.createDataFrame([("x",)], schema), "postgres")
+
+
+def test_an_incremental_snapshot_read_without_an_lsn_ranks_below_every_change(spark):
+    """Debezium's incremental snapshot sends its reads with a null ``source.lsn``: they get
+    ``_event_lsn`` 0 (below any streamed change), not a null ordering value, which sent
+    every backfilled row to the error table. A change's null LSN stays null."""
+    read = pg_event("r", None, {"id": 1, "name": "a"}, 10)
+    read["source"]["lsn"] = None
+    change = pg_event("u", None, {"id": 2, "name": "b"}, 20)
+    change["source"]["lsn"] = None
+    rows = change_rows(frame(spark, [read, change, pg_event("c", None, {"id": 3, "name": "c"}, 30)]), "postgres")
+    assert sorted((r.id, r._event_lsn) for r in rows.collect()) == [(1, 0), (2, None), (3, 30)]
