@@ -108,11 +108,9 @@ def change_rows(events: DataFrame, database: str) -> DataFrame:
     events = events.where(op.isin(*ROW_OPERATIONS))
     is_delete = op == F.lit(DELETE_OP)
     meta = [_source_field(types, path).alias(name) if name not in _BIGINT
+            else _snapshot_lsn(_source_field(types, path).cast("bigint"), op) if name == "_event_lsn"
             else _source_field(types, path).cast("bigint").alias(name)
             for name, path in (*_COMMON, *_BY_DATABASE[database])]
-    if database == "postgres":
-        meta = [_snapshot_lsn(c, op) if name == "_event_lsn" else c
-                for c, (name, _) in zip(meta, (*_COMMON, *_BY_DATABASE[database]), strict=True)]
     if database == "mysql":
         meta.append(_binlog_sequence(types).alias("_event_seq"))
     ordering = DEBEZIUM_ORDERING[database]

@@ -235,10 +235,11 @@ class Table:
             schema = pa.schema(meta + list(schema))
         return schema
 
-    def _committed_schema(self) -> pa.Schema | None:
-        """The last completed write's schema (else the table's create schema), as Arrow."""
+    def _committed_schema(self, as_of: str | None = None) -> pa.Schema | None:
+        """The schema of the last write completed (at ``as_of``; else the table's create
+        schema), as Arrow."""
         avro = None
-        last = self.timeline.last_completed_write()
+        last = (self.timeline.as_of(as_of) if as_of else self.timeline).last_completed_write()
         if last is not None:
             avro = self.fsview.commit_metadata(last).schema
         avro = avro or self.properties.create_schema
@@ -576,15 +577,11 @@ class Table:
     def _names_as_of(self, as_of: str) -> frozenset[str]:
         """The columns of the last write completed at ``as_of`` (its commit's schema), and
         the meta columns: what a time travel to then returns."""
-        last = self.timeline.as_of(as_of).last_completed_write()
-        avro = self.fsview.commit_metadata(last).schema if last is not None else None
-        avro = avro or self.properties.create_schema
-        if not avro:
+        schema = self._committed_schema(as_of)
+        if schema is None:
             return frozenset()
-        from streamer.table.avro_schema import avro_to_arrow
-
         meta = META_COLUMNS if self.properties.populate_meta_fields else ()
-        return frozenset([*meta, *avro_to_arrow(json.loads(avro)).names])
+        return frozenset([*meta, *schema.names])
 
     def _empty(self, columns: list[str] | None) -> pa.Table:
         schema = self.schema() or pa.schema([])

@@ -219,15 +219,21 @@ def key_fields_typed(table: pa.Table, spec: PrepareSpec) -> pa.Table:
     a key is made of the value the table stores, as Hudi makes it from the Avro record,
     whichever engine carried the batch (a Spark DataFrame holds a millisecond timestamp
     as microseconds: the same row would get another key and partition on Spark)."""
+    names = dict.fromkeys((*spec.cfg.record_key_fields, *spec.cfg.partition_fields))
+    # a nested path, or a field the batch lacks (refused elsewhere), is left as it is
+    return in_types(table, [f for f in spec.schema if f.name in names])
+
+
+def in_types(table: pa.Table, fields: list[pa.Field]) -> pa.Table:
+    """``table`` with each of its columns named in ``fields`` cast to that field's type (a
+    :class:`SchemaError` naming the field where a value does not fit); other columns as
+    they are."""
     from streamer.table.merge import column_as
 
-    for name in dict.fromkeys((*spec.cfg.record_key_fields, *spec.cfg.partition_fields)):
-        i = table.schema.get_field_index(name)
-        if i < 0 or spec.schema.get_field_index(name) < 0:
-            continue  # a nested path, or a field the batch lacks (refused elsewhere)
-        want = spec.schema.field(name)
-        if not table.schema.field(i).type.equals(want.type):
-            table = table.set_column(i, name, column_as(table, want))
+    for f in fields:
+        i = table.schema.get_field_index(f.name)
+        if i >= 0 and not table.schema.field(i).type.equals(f.type):
+            table = table.set_column(i, f.name, column_as(table, f))
     return table
 
 

@@ -60,6 +60,7 @@ from streamer.write.plan import OP_DROP, TASK_COL, WritePlan
 from streamer.write.prepare import (
     KEY_COLUMNS,
     PrepareSpec,
+    in_types,
     latest_per_key,
     prepare_rows,
     prepared_schema,
@@ -299,14 +300,10 @@ class SparkEngine(Engine):
         # not configure sessions: that is streamer.spark's, a layer above the writer
         from pyspark.sql import SparkSession
 
-        from streamer.table.merge import column_as
-
-        table = to_arrow(data)
+        table = in_types(to_arrow(data), list(schema))
         for f in schema:
-            i = table.schema.get_field_index(f.name)
-            if i >= 0 and not table.schema.field(i).type.equals(f.type):
-                table = table.set_column(i, f.name, column_as(table, f))
-            if i >= 0 and (pa.types.is_time(f.type) or pa.types.is_decimal(f.type) and f.type.precision > 38):
+            if f.name in table.column_names and (
+                    pa.types.is_time(f.type) or pa.types.is_decimal(f.type) and f.type.precision > 38):
                 raise errors.SchemaError(f"field {f.name!r}: {f.type} has no Spark type (a time of day, or a "
                                          "decimal of more than 38 digits): write this table with the local engine")
         return SparkSession.builder.getOrCreate().createDataFrame(table)
