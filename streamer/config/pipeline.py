@@ -151,34 +151,17 @@ class S3StorageConfig(StrictModel):
     references: they are masked in every log, summary, error and dump (docs/object-storage.md).
     """
 
+    # Where the store answers, beside the check of its URL.
     #: The S3 API's URL for an S3-compatible store, ``http(s)://host[:port]``; unset =
     #: ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, else AWS S3 itself (Hadoop's ``fs.s3a.endpoint``).
     endpoint: str | None = None
     #: Region; unset = ``AWS_REGION``/``AWS_DEFAULT_REGION``, else the ``profile``'s, else the bucket's
     #: (asked once; a custom endpoint defaults to ``us-east-1``).
     region: str | None = None
-    #: Access key id, given with ``secret_access_key``; unset = the AWS credential chain
-    #: (Hadoop's ``fs.s3a.access.key``).
-    access_key_id: str | None = None
-    #: Secret access key of ``access_key_id`` (a secret: masked in logs and dumps; Hadoop's
-    #: ``fs.s3a.secret.key``).
-    secret_access_key: SecretStr | None = None
-    #: Session token of temporary credentials, with ``access_key_id`` (a secret: masked).
-    session_token: SecretStr | None = None
-    #: A named profile of ``~/.aws/config``/``credentials`` instead of keys (its credentials are
-    #: read once per location at start: temporary ones are not renewed for data files).
-    profile: str | None = None
     #: ``true``: path-style URLs (``endpoint/bucket/key``); ``false``: virtual-hosted
     #: (``bucket.endpoint/key``); unset = path-style for a custom ``endpoint``, virtual-hosted on AWS
     #: (Hadoop's ``fs.s3a.path.style.access``).
     path_style: bool | None = None
-
-    @field_validator("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile",
-                     mode="before")
-    @classmethod
-    def _blank_is_unset(cls, v: object) -> object:
-        """``${VAR:-}`` of an unset variable means "not given", so the AWS chain decides."""
-        return None if isinstance(v, str) and not v.strip() else v
 
     @field_validator("endpoint")
     @classmethod
@@ -191,6 +174,26 @@ class S3StorageConfig(StrictModel):
             raise ValueError(f"endpoint {v!r} must be a URL without a path, "
                              "e.g. http://127.0.0.1:9000 or https://s3.example.com")
         return v.rstrip("/") if v else v
+
+    # With which credentials; then the checks of blank values and of the credentials as a whole.
+    #: Access key id, given with ``secret_access_key``; unset = the AWS credential chain
+    #: (Hadoop's ``fs.s3a.access.key``).
+    access_key_id: str | None = None
+    #: Secret access key of ``access_key_id`` (a secret: masked in logs and dumps; Hadoop's
+    #: ``fs.s3a.secret.key``).
+    secret_access_key: SecretStr | None = None
+    #: Session token of temporary credentials, with ``access_key_id`` (a secret: masked).
+    session_token: SecretStr | None = None
+    #: A named profile of ``~/.aws/config``/``credentials`` instead of keys (its credentials are
+    #: read once per location at start: temporary ones are not renewed for data files).
+    profile: str | None = None
+
+    @field_validator("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile",
+                     mode="before")
+    @classmethod
+    def _blank_is_unset(cls, v: object) -> object:
+        """``${VAR:-}`` of an unset variable means "not given", so the AWS chain decides."""
+        return None if isinstance(v, str) and not v.strip() else v
 
     @model_validator(mode="after")
     def _credentials(self) -> S3StorageConfig:

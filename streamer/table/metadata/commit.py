@@ -29,32 +29,38 @@ CHECKPOINT_KEY_V2 = "streamer.checkpoint.key.v2"
 class WriteStat:
     """One file written by a commit (``HoodieWriteStat`` / ``HoodieDeltaWriteStat``)."""
 
+    # Declared by what they describe, not in Jackson's order: JSON readers take keys in any order.
+    # The file: its group, partition and path, and the instant of the base it follows.
     file_id: str = ""
+    partition_path: str | None = None
     path: str | None = None
     prev_commit: str | None = "null"
+    # The records written: all, new, updated, deleted, failed; their event-time range.
     num_writes: int = 0
-    num_deletes: int = 0
-    num_update_writes: int = 0
     num_inserts: int = 0
-    total_write_bytes: int = 0
+    num_update_writes: int = 0
+    num_deletes: int = 0
     total_write_errors: int = 0
-    partition_path: str | None = None
-    total_log_records: int = 0
-    total_log_files_compacted: int = 0
-    total_log_size_compacted: int = 0
-    total_updated_records_compacted: int = 0
-    total_log_blocks: int = 0
-    total_corrupt_log_block: int = 0
-    total_rollback_blocks: int = 0
-    file_size_in_bytes: int = 0
     min_event_time: int | None = None
     max_event_time: int | None = None
-    runtime_stats: dict[str, int] | None = None
-    # Delta write stats (log files) only:
+    # The bytes written, and the file's size after the write.
+    total_write_bytes: int = 0
+    file_size_in_bytes: int = 0
+    # A log file's only (``HoodieDeltaWriteStat``): its version, where the write began, its slice.
     log_version: int | None = None
     log_offset: int | None = None
     base_file: str | None = None
     log_files: list[str] | None = None
+    # A compaction's or log compaction's: the logs it read, the records in them, its times.
+    total_log_files_compacted: int = 0
+    total_log_size_compacted: int = 0
+    total_log_records: int = 0
+    total_updated_records_compacted: int = 0
+    runtime_stats: dict[str, int] | None = None
+    # Log blocks: those a log write wrote or a compaction read; the corrupt and rolled-back ones read.
+    total_log_blocks: int = 0
+    total_corrupt_log_block: int = 0
+    total_rollback_blocks: int = 0
     #: Keys we do not model, written back as they came (not a key of its own).
     extra: dict[str, Any] = field(default_factory=dict, metadata=hudi_key(None))
 
