@@ -196,15 +196,22 @@ class AvroDecoder:
                           self.max_record_bytes, self.tombstones_ok)
         decoded = raw.mapInArrow(fn, from_arrow_schema(out_schema)).cache()
         columns = [F.col(f"`{f.name}`").alias(f.name) for f in value_schema]
+        reason = F.col(ERROR_FIELD)
         if self.connect_types:  # Debezium's named dates and timestamps, as the JSON decode has them
             spark_fields = connect_schema.annotate_avro(from_arrow_schema(value_schema), parse_avro_schema(reader))
             columns = [connect_schema.to_logical(c, f).alias(f.name) if connect_schema.needs_conversion(f) else c
                        for c, f in zip(columns, spark_fields.fields, strict=True)]
-        good = decoded.where(F.col(ERROR_FIELD).isNull()).select(
+            # a value its column's type cannot hold (a timestamptz 'infinity') makes its record
+            # an error row, as in the JSON decode: converted, it would stop the batch
+            record = F.struct(*[F.col(f"`{f.name}`").alias(f.name) for f in value_schema])
+            unheld = connect_schema.value_errors(record, spark_fields)
+            if unheld is not None:
+                reason = F.coalesce(reason, unheld)
+        good = decoded.where(reason.isNull()).select(
             *columns,
             *([F.col(src).alias(name) for name, src in METADATA_COLUMNS.items()] if self.include_metadata else []),
         )
-        bad = kafka_errors(decoded.where(F.col(ERROR_FIELD).isNotNull()), F.base64("value"), "base64", F.col(ERROR_FIELD))
+        bad = kafka_errors(decoded.where(reason.isNotNull()), F.base64("value"), "base64", reason)
         return good, bad, (raw, decoded)
 
 

@@ -335,3 +335,45 @@ def test_a_record_with_a_timestamptz_no_timestamp_holds_is_an_error_row_with_the
     assert sorted(errors) == [2, 3]
     assert errors[2].startswith("field 'at': value infinity is not a timestamp Spark and Hudi hold")
     assert "field 'at': value +12000-01-01T00:00:00.000000Z" in errors[3]
+
+
+def test_an_avro_record_with_a_timestamptz_no_timestamp_holds_is_an_error_row_with_the_reason(spark):
+    """The same through Avro (sources/kafka/avro.py): Debezium's Avro converter sends a
+    ZonedTimestamp as a string named by ``connect.name``. Before, 'infinity' stopped the batch."""
+    import io
+
+    import fastavro
+    from pyspark.sql import functions as F
+
+    from streamer.sources.kafka.avro import AvroDecoder
+
+    zoned = {"type": "string", "connect.name": "io.debezium.time.ZonedTimestamp"}
+    value = {"type": "record", "name": "Value", "namespace": "pg.public.t", "fields": [
+        {"name": "id", "type": "int"}, {"name": "at", "type": ["null", zoned], "default": None}]}
+    envelope = {"type": "record", "name": "Envelope", "namespace": "pg.public.t", "fields": [
+        {"name": "before", "type": ["null", value], "default": None},
+        {"name": "after", "type": ["null", "pg.public.t.Value"], "default": None},
+        {"name": "op", "type": "string"}, {"name": "source", "type": {"type": "record", "name": "Source", "fields": [
+            {"name": "lsn", "type": ["null", "long"], "default": None}]}}]}
+    events = [(1, "c", None, {"id": 1, "at": "2024-01-01T00:00:00.000000Z"}),
+              (2, "c", None, {"id": 2, "at": "infinity"}),
+              (3, "u", None, {"id": 3, "at": "+12000-01-01T00:00:00.000000Z"}),
+              (4, "d", {"id": 4, "at": "-infinity"}, None)]
+    parsed = fastavro.parse_schema(envelope)
+    values = []
+    for lsn, op, before, after in events:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, {"before": before, "after": after, "op": op, "source": {"lsn": lsn}})
+        values.append(buf.getvalue())
+    rows = [("t", 0, i, dt.datetime(2024, 1, 1, tzinfo=UTC), v) for i, v in enumerate(values)]
+    raw = spark.createDataFrame(rows, "topic string, partition int, offset bigint, timestamp timestamp, value binary")
+    decoder = AvroDecoder("t", fixed_schema=json.dumps(envelope), wire_format="raw", tombstones_ok=True,
+                          connect_types=True)
+    good, bad, _ = decoder.decode(spark, raw)
+    got = change_rows(good, "postgres").select("id", "_hoodie_is_deleted", F.unix_micros("at").alias("at"))
+    assert sorted(tuple(r) for r in got.collect()) == [(1, False, micros(dt.datetime(2024, 1, 1, tzinfo=UTC))),
+                                                      (4, True, None)]
+    errors = {r.offset: r.reason for r in bad.collect()}
+    assert sorted(errors) == [1, 2]
+    assert errors[1].startswith("field 'at': value infinity is not a timestamp Spark and Hudi hold")
+    assert errors[2].startswith("field 'at': value +12000-01-01T00:00:00.000000Z is not a timestamp")
