@@ -14,7 +14,9 @@ names a write of the range, those merge, and every committed delete applies: a k
 range wrote and a later write updated keeps the range's value, a key deleted since is
 gone (tests/hudi_jvm/test_lsm_history.py). Today's slices, not those as of the range's
 end: a clean may have removed those (the usual reason the writes were archived), and a
-slice missing there would drop its rows unseen. The range's writes are:
+slice missing there would drop its rows unseen. A range of active writes whose files a
+clean removed (the slices a later compaction superseded) is read the same way. The range's
+writes are:
 
 - layout 1 (Hudi 0.x: requested times order the range): any commit time in
   ``(begin, end]`` - a row's commit time is a committed write's requested time, so the

@@ -422,9 +422,18 @@ class Table:
             # base file: that file is read too (its rows keep their commit times, which
             # ``commit_times`` filters), as Hudi's range view holds the compaction's files
             files_of = self._incremental_instants(tl, begin, end, compactions=True)
-            return _written_in(slices, [self.fsview.commit_metadata(i) for i in files_of]), commit_times, None
+            metas = [self.fsview.commit_metadata(i) for i in files_of]
+            gone = self.fsview.gone(metas)
+            if not gone:
+                return _written_in(slices, metas), commit_times, None
+            # a clean removed files of the range (slices a later compaction superseded; the
+            # check above refuses one missing from a live slice): read by commit time, as below
+            log.info("%s: incremental (%s, %s] reads today's slices: %d file(s) it wrote were cleaned, e.g. %s",
+                     self.base_path, begin, end, len(gone), gone[0])
+            return self.fsview.latest_merged_slices(), commit_times, ArchivedReach()
         # archived writes name no files any more (and a clean may have removed the slices of
         # the range's end): today's latest slices, kept by commit time, as Hudi 1.x does
+        # (``hoodie.datasource.read.incr.fallback.fulltablescan.enable``)
         return self.fsview.latest_merged_slices(), commit_times | reach.commit_times, reach
 
     def _incremental_instants(self, tl: Timeline, begin: str | None, end: str | None, *,

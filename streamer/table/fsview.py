@@ -227,6 +227,14 @@ class FileSystemView:
             else:
                 yield st
 
+    def gone(self, metas: Iterable[CommitMetadata]) -> list[str]:
+        """The files the commits of ``metas`` wrote that storage no longer holds (a clean
+        removes superseded slices), as paths relative to the base path."""
+        listed = {f.path for g in self._groups.values() for f in g.base_files}
+        listed.update(f.path for g in self._groups.values() for f in g.log_files)
+        return [stat.path for meta in metas for stat in meta.write_stats()
+                if stat.path and posixpath.join(self.base_path, stat.path) not in listed]
+
     def partitions(self) -> list[str]:
         """Relative partition paths ('' for a non-partitioned table)."""
         _ = self._groups
