@@ -298,6 +298,23 @@ class Table:
             raise QueryError(f"time travel to {as_of}: before the first commit {writes[0].timestamp} of "
                              f"{self.base_path}: the table did not exist yet")
 
+    def _check_files(self, as_of: str | None, allow_corrupt: bool) -> None:
+        """The files the slices read as of ``as_of`` are all there (see
+        :meth:`FileSystemView.check_committed_files`). A time travel's may have been
+        cleaned (a clean that keeps file versions names no commit to retain, which
+        :meth:`_check_time_travel` could compare): refused naming the clean, never read as
+        a group with no slice."""
+        try:
+            self.fsview.check_committed_files(as_of, allow_short=allow_corrupt)
+        except MissingFileError as e:
+            cleans = [i.timestamp for i in self.timeline.completed() if i.action == "clean"]
+            if as_of is None or not cleans or cleans[-1] <= as_of or moved_to_archive(
+                    e.path, self.snapshot.refresh().timeline):
+                raise  # damage, or an instant archived during the read (planned again)
+            raise VersionsCleanedError(
+                f"time travel to {as_of}: clean {cleans[-1]} removed file versions it reads ({e.path}) of "
+                f"{self.base_path}; retain more file versions for time travel") from e
+
     def _has_archive(self) -> bool:
         """Instants were archived (:func:`streamer.read.incremental.has_archive`)."""
         return has_archive(self.fs, self.base_path, self.properties, self.timeline)
@@ -374,8 +391,8 @@ class Table:
             slices = view.latest_base_files(as_of, by_completion=by_completion)
         else:
             slices = view.latest_merged_slices(as_of, by_completion=by_completion)
-        if query == "snapshot":
-            view.check_committed_files(as_of, allow_short=allow_corrupt)
+        if query == "snapshot" or (query == "read_optimized" and as_of):
+            self._check_files(as_of, allow_corrupt)
         commit_times: frozenset[str] | None = None
         reach: ArchivedReach | None = None
         if query == "incremental":
