@@ -44,7 +44,7 @@ from streamer.table.evolution import merge_type
 from streamer.table.fsview import FileSlice, FileSystemView
 from streamer.table.instant import Action, Instant
 from streamer.table.merge import META_COLUMNS, MergeSpec, ScanStats, concat_aligned
-from streamer.table.naming import partition_values
+from streamer.table.naming import parse_base_file_name, parse_log_file_name, partition_values
 from streamer.table.properties import TableProperties, load_properties
 from streamer.table.snapshot import TableSnapshot
 from streamer.table.timeline import CommittedInstants, Timeline
@@ -297,6 +297,33 @@ class Table:
                     f"timeline of {self.base_path}; older instants are archived and cannot be read as of")
             raise QueryError(f"time travel to {as_of}: before the first commit {writes[0].timestamp} of "
                              f"{self.base_path}: the table did not exist yet")
+        self._check_kept_versions(as_of, [c for c in cleans if c.timestamp > as_of])
+
+    def _check_kept_versions(self, as_of: str, cleans: list[Instant]) -> None:
+        """Refuse a time travel to ``as_of`` if one of ``cleans`` (completed after it)
+        removed a file of a slice it reads: one that began by ``as_of`` in a group with no
+        slice left that began after it and by ``as_of``.
+
+        Why: a clean that keeps file versions names no commit to retain, and the writes of
+        a removed slice may be archived, so neither the clean's bound nor the files the
+        active writes name can tell; only what each clean removed can (before, such a time
+        travel silently lacked the groups' rows)."""
+        from streamer.table.metadata import CleanMetadata
+
+        tl = self.timeline
+        for clean in cleans:
+            meta = CleanMetadata.from_bytes(tl.read_details(clean), tl.path_of(clean))
+            for partition, pm in meta.partition_metadata.items():
+                for name in pm.success_delete_files:
+                    began = _slice_began(posixpath.basename(name))
+                    if began is None or began[1] > as_of:
+                        continue
+                    file_id, start = began
+                    starts = [s.base_instant for s in self.fsview.group_slices(partition, file_id)]
+                    if not any(start < b <= as_of for b in starts):
+                        raise VersionsCleanedError(
+                            f"time travel to {as_of}: clean {clean.timestamp} removed {name}, a file version it "
+                            f"reads, of {self.base_path}; retain more file versions for time travel")
 
     def _check_files(self, as_of: str | None, allow_corrupt: bool) -> None:
         """The files the slices read as of ``as_of`` are all there (see
@@ -672,6 +699,16 @@ def _filter_columns(expr: pc.Expression, schema: pa.Schema | None,
     by_name = "FieldPath" not in text and "Nested" not in text
     return tuple(f.name for i, f in enumerate(full)
                  if (not by_name or f.name in text) and not binds(full.remove(i)))
+
+
+def _slice_began(name: str) -> tuple[str, str] | None:
+    """A data file's group and the instant its slice began by (a log file's own instant at
+    versions 8 and 9, which its slice began by); ``None``: no data file's name."""
+    if (base := parse_base_file_name(name)) is not None:
+        return base.file_id, base.instant_time
+    if (log := parse_log_file_name(name)) is not None:
+        return log.file_id, log.base_instant
+    return None
 
 
 def _written_in(slices: list[FileSlice], metas: list) -> list[FileSlice]:

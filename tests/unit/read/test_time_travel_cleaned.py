@@ -44,3 +44,31 @@ def test_a_time_travel_to_cleaned_file_versions_is_refused_naming_the_clean(tmp_
     # the versions kept stay readable: the 40 keys compacted, and the 2 the last write added
     assert sorted(table.read("snapshot", as_of=last).column("id").to_pylist()) == list(range(42))
     assert set(table.read("read_optimized", as_of=last).column("id").to_pylist()) >= set(range(40))
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_time_travel_to_a_slice_whose_writes_were_archived_is_refused_too(tmp_path, version):
+    """The slice's writes archived, only the clean's record of what it removed tells:
+    before, a time travel to a later, active instant lacked the group's rows (40 of them)."""
+    from streamer.config.policies import ArchivePolicy
+    from streamer.services.archive import run_archive
+
+    path = str(tmp_path / "t")
+    cfg = TableConfig("t", ("id",), ("city",), "ts").with_changes(table_version=version)
+    w = HudiWriter.create(path, cfg, schema=SCHEMA, options=WriteOptions(engine="local"))
+    first = w.upsert(_batch(range(40), 1)).instant
+    w.upsert(_batch(range(0, 40, 3), 2))  # into the logs of both groups, which the compaction rewrites
+    later = [w.upsert(pa.Table.from_pylist([{"id": 100 + i, "city": f"p{i}", "ts": 3, "v": "d"}],
+                                           schema=SCHEMA)).instant for i in range(6)]
+    plan = schedule_compaction(Table.open(path), CompactionPolicy(), force=True)
+    assert plan is not None and execute(Table.open(path), plan).status == "completed"
+    for i in range(2):
+        w.upsert(pa.Table.from_pylist([{"id": 200 + i, "city": f"q{i}", "ts": 4, "v": "e"}], schema=SCHEMA))
+    clean = run_clean(Table.open(path), CleanPolicy(retain_file_versions=1))
+    archived = run_archive(Table.open(path), ArchivePolicy(min_commits=5, max_commits=6)).archived
+    assert first in archived and later[0] not in archived
+    table = Table.open(path)
+    # as of later[0] the table held the 40 keys and one more: their versions are gone
+    with pytest.raises(VersionsCleanedError, match=f"time travel to {later[0]}: clean {clean.instant} removed"):
+        table.read(as_of=later[0])
+    assert table.read().num_rows == 40 + 6 + 2
