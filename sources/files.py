@@ -45,6 +45,13 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 CORRUPT_COLUMN = "_corrupt_record"
+#: A record whose JSON object is followed by more than white space.
+TEXT_AFTER_JSON = ("text after the record's JSON object (a second object?): a record holds one JSON "
+                   "object, and the rest would be lost")
+#: After a closing brace or bracket, JSON has white space then ``,``, ``}``, ``]`` or the end.
+_NOT_AFTER_CLOSE = r"[}\]]\s*[^\s,}\]]"
+#: A JSON string literal (its escapes included).
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 #: Bytes of an oversized record kept in the error table (the file and line say where the rest is).
 OVERSIZED_KEEP = 64 * 1024
 
@@ -264,6 +271,7 @@ class FilesSource:
             skip = skip | (F.col("_line") == 1)
         rows = rows.where(~skip)
         parsed = rows.withColumn("_p", parse(cfg.format, F.col("_text"), schema, self._parse_options()))
+        after = text_after_value(F.col("_text")) if cfg.format == "json" else F.lit(False)
         reason = (
             F.when(
                 F.col("_size") > F.lit(limit),
@@ -276,6 +284,7 @@ class FilesSource:
             .when(~F.col("_valid"), F.lit("record is not valid UTF-8 text (raw_payload holds its bytes, base64)"))
             .when(F.col(f"_p.{CORRUPT_COLUMN}").isNotNull(),
                   explain(cfg.format, F.col("_text"), schema, self._parse_options()))
+            .when(after, F.lit(TEXT_AFTER_JSON))
         )
         flagged = parsed.withColumn("_reason", reason).select(
             "_source_file", "_line", "_valid", "_p", RECORD_COLUMN, "_reason",
@@ -517,3 +526,17 @@ def line_errors(rows: DataFrame, reason: Column, keep: tuple[str, ...] = ()) -> 
 
 def _inside(uri: str, scheme: str | None) -> str:
     return uri.split("://", 1)[1] if scheme else posixpath.normpath(uri)
+
+
+def text_after_value(text: Column) -> Column:
+    """Whether JSON ``text``, whose first value parsed, holds more than white space after it:
+    a second object (``{..}\\n{..}``, ``{..} {..}``) or other text, which a JSON parse of the
+    first value ignores (Spark's, and Jackson's under HoodieStreamer), so the rest would be
+    lost unseen. Vectorised: a regex finds a closing brace or bracket followed by something
+    JSON never puts there; only a record it finds has its string literals blanked (a brace
+    in a string proves nothing) and is asked again. Never null."""
+    from pyspark.sql import functions as F
+
+    suspect = text.rlike(_NOT_AFTER_CLOSE)
+    confirmed = F.regexp_replace(text, _JSON_STRING, '""').rlike(_NOT_AFTER_CLOSE)
+    return F.coalesce(suspect & confirmed, F.lit(False))

@@ -573,7 +573,7 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from streamer.sources.files import explain
+    from streamer.sources.files import TEXT_AFTER_JSON, explain, text_after_value
 
     full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
@@ -600,6 +600,9 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
     is_bad_record = ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
+    after = text_after_value(F.col("_raw"))
+    reason = reason.when(after, F.lit(TEXT_AFTER_JSON))
+    is_bad_record = is_bad_record | after
     typed = connect_schema.is_typed(schema)
     if typed:  # the batch's other records carry their schemas: this one must too
         unwrapped = F.col("_p.payload").isNull()
