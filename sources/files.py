@@ -327,8 +327,18 @@ class FilesSource:
         if cfg.schema_ddl is not None:
             ddl = cfg.schema_ddl + (f", {CORRUPT_COLUMN} STRING" if textual else "")
             reader = reader.schema(ddl)
+        elif cfg.format == "parquet":
+            # every file's columns: Spark otherwise takes one file's schema, and a column
+            # another file of the batch added is dropped unseen
+            reader = reader.option("mergeSchema", "true")
         reader = reader.options(**reveal(cfg.options))
-        raw = reader.load(paths)
+        try:
+            raw = reader.load(paths)
+        except Exception as e:
+            if cfg.format != "parquet" or "CANNOT_MERGE" not in str(e):
+                raise
+            raise SourceError(f"files {cfg.path}: {self._parquet_conflict(paths) or _first_line(e)}; read the "
+                              "files in separate batches, or declare source.schema") from e
         if not textual or CORRUPT_COLUMN not in raw.columns:
             return raw, empty_errors(spark), ()
         if cfg.format == "json" and set(raw.columns) == {CORRUPT_COLUMN}:
@@ -340,6 +350,22 @@ class FilesSource:
         errors = _error_rows(bad, CORRUPT_COLUMN, f"malformed {self.config.format} record")
         good = raw.where(F.col(CORRUPT_COLUMN).isNull()).drop(CORRUPT_COLUMN, "_source_file")
         return good, errors, (raw,)
+
+    def _parquet_conflict(self, paths: list[str]) -> str | None:
+        """The first column two of ``paths`` give different types, named with both files
+        (Spark's merge error names neither); ``None`` if their footers agree."""
+        import pyarrow.parquet as pq
+
+        seen: dict[str, tuple[pa.DataType, str]] = {}
+        for path in paths:
+            with self._fs.open_input_file(_inside(path, self._scheme)) as f:
+                schema = pq.read_schema(f)
+            for field in schema:
+                first = seen.setdefault(field.name, (field.type, path))
+                if first[0] != field.type:
+                    return (f"column '{field.name}' is {first[0]} in {first[1]} and {field.type} in {path}, "
+                            "types Spark cannot merge")
+        return None
 
     def _all_malformed_json(self, spark: SparkSession, paths: list[str]) -> tuple[DataFrame, DataFrame, tuple]:
         """Files in which no line parses: Spark infers a schema of the corrupt-record column
@@ -355,18 +381,47 @@ class FilesSource:
 
     # -- Avro via fastavro on executors ---------------------------------------------------
 
-    def _read_avro(self, spark: SparkSession, paths: list[str]) -> DataFrame:
+    def _avro_reader_schema(self, paths: list[str]) -> dict[str, Any]:
+        """The schema the batch's Avro files are read into: the newest file's, with the
+        fields only older files have added, and every field some file lacks optional (else
+        a column of an older file of the batch is dropped unseen, or the batch refused). Every file is checked to resolve into it here, on the
+        driver, so a type two files disagree on is refused naming the file."""
         import fastavro
+
+        writers = []
+        for path in paths:
+            with self._fs.open_input_file(_inside(path, self._scheme)) as f:
+                schema = fastavro.reader(f).writer_schema
+            if not isinstance(schema, dict) or schema.get("type") != "record":
+                raise SourceError(f"{path}: the Avro schema is not a record")
+            writers.append(schema)
+        fields = {f["name"]: f for f in writers[-1]["fields"]}
+        for schema in reversed(writers[:-1]):
+            for f in schema["fields"]:
+                fields.setdefault(f["name"], f)
+        everywhere = set.intersection(*({f["name"] for f in w["fields"]} for w in writers))
+        merged = dict(writers[-1], fields=[
+            f if name in everywhere else {"name": name, "type": _optional(f["type"]), "default": None}
+            for name, f in fields.items()])
+        for path, writer in zip(paths, writers, strict=True):
+            try:
+                with self._fs.open_input_file(_inside(path, self._scheme)) as f:
+                    next(iter(fastavro.reader(f, reader_schema=merged)), None)
+            except Exception as e:  # fastavro's SchemaResolutionError, and a bad named type
+                types = {f["name"]: f["type"] for f in merged["fields"]}
+                differ = [f["name"] for f in writer["fields"] if _optional(f["type"]) != _optional(types[f["name"]])]
+                field = f"field '{differ[0]}': " if differ else ""
+                raise SourceError(f"{path}: {field}its Avro schema does not resolve into the batch's "
+                                  f"({_first_line(e)}); read it in its own batch") from e
+        return merged
+
+    def _read_avro(self, spark: SparkSession, paths: list[str]) -> DataFrame:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from streamer.sources.avro import spark_arrow_schema
         from streamer.table.avro_schema import avro_to_arrow
 
-        # Reader schema: the newest file's writer schema (older files resolve into it).
-        with self._fs.open_input_file(_inside(paths[-1], self._scheme)) as f:
-            reader_schema = fastavro.reader(f).writer_schema
-        if isinstance(reader_schema, list):
-            raise SourceError(f"{paths[-1]}: the Avro schema is a union, not a record")
+        reader_schema = self._avro_reader_schema(paths)
         arrow_schema = avro_to_arrow(reader_schema)
         spark_arrow = spark_arrow_schema(arrow_schema)
         spark_schema = from_arrow_schema(spark_arrow)
@@ -391,6 +446,16 @@ class FilesSource:
         files = spark.createDataFrame([(p,) for p in paths], "path STRING")
         files = files.repartition(min(len(paths), spark.sparkContext.defaultParallelism))
         return files.mapInArrow(decode, spark_schema)
+
+
+def _optional(avro_type: Any) -> Any:
+    """``avro_type`` that may be null, null first (a field whose default is null)."""
+    branches = avro_type if isinstance(avro_type, list) else [avro_type]
+    return ["null", *[b for b in branches if b != "null"]]
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
 
 
 def _error_rows(bad: DataFrame, payload_column: str, reason: str) -> DataFrame:

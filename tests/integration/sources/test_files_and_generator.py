@@ -88,6 +88,46 @@ def test_avro_files_are_decoded_on_executors(spark, tmp_path):
     assert rows[0].at.replace(tzinfo=dt.timezone.utc) == when  # session time zone is UTC
 
 
+def test_a_batch_of_files_keeps_every_files_columns_or_names_the_conflict(spark, tmp_path):
+    """Files of one batch whose columns differ: every file's columns are read (before, a
+    column only one Parquet file had, or only an older Avro file had, was dropped unseen),
+    and a column two files type differently is refused naming it and both files."""
+    from streamer.errors import SourceError
+
+    for fmt in ("parquet", "avro"):
+        folder = tmp_path / fmt
+        folder.mkdir()
+        rows = [{"id": "a", "n": 1, "old": "o"}, {"id": "b", "n": 2, "new": "x"}]
+        for i, row in enumerate(rows):
+            path = folder / f"f{i}.{fmt}"
+            if fmt == "parquet":
+                pq.write_table(pa.Table.from_pylist([row]), path)
+            else:
+                fields = [{"name": k, "type": "long" if k == "n" else "string"} for k in row]
+                with open(path, "wb") as f:
+                    fastavro.writer(f, {"type": "record", "name": "R", "fields": fields}, [row])
+            os.utime(path, (1000 + i, 1000 + i))
+        got = files_source(folder, fmt).read_batch(spark, None).df.orderBy("id").collect()
+        assert [r.asDict() for r in got] == [{**{"old": None, "new": None}, **row} for row in rows], fmt
+
+        clash = tmp_path / f"{fmt}-clash"
+        clash.mkdir()
+        for i, n in enumerate(["three", 4]):
+            path = clash / f"g{i}.{fmt}"
+            if fmt == "parquet":
+                pq.write_table(pa.table({"id": ["c"], "n": [n]}), path)
+            else:
+                kind = "string" if isinstance(n, str) else "long"
+                schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"},
+                                                                    {"name": "n", "type": kind}]}
+                with open(path, "wb") as f:
+                    fastavro.writer(f, schema, [{"id": "c", "n": n}])
+            os.utime(path, (1000 + i, 1000 + i))
+        with pytest.raises(SourceError, match=r"g0\.(parquet|avro)") as refused:
+            files_source(clash, fmt).read_batch(spark, None).df.collect()
+        assert "'n'" in str(refused.value), fmt
+
+
 def test_generator_on_spark_matches_arrow_and_replays(spark):
     config = GeneratorSourceConfig(type="generator", records_per_batch=300, update_ratio=0.2, delete_ratio=0.1)
     src = GeneratorSource(config)
