@@ -607,7 +607,7 @@ def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) 
         return batch
     table = table_spark_schema(config.target.path, config.s3_settings())
     if table is None:
-        return batch
+        return numeric_ordering(config, batch)
     have = {f.name: f.dataType for f in batch.df.schema.fields}
     if has_steps(config):
         out = {f.name: f.dataType for f in transformed(config, batch.df, spark).schema.fields}
@@ -618,6 +618,34 @@ def with_table_types(config: PipelineConfig, spark: SparkSession, batch: Batch) 
     if all(have[f.name] == f.dataType for f in wanted.fields):
         return batch  # nothing to change: no second decoding
     return batch.retype(wanted)
+
+
+def numeric_ordering(config: PipelineConfig, batch: Batch) -> Batch:
+    """The first batch of a new table, its ordering field decoded as a number when any
+    record gives it as one and inference made it text.
+
+    Why: inference makes a column text when one record's value is text (``"ts":
+    "yesterday"`` among numbers), and the table would keep that type: its versions then
+    order as text (``"9"`` above ``"10"``), and the wrong one wins, for good. As a number,
+    only the odd record goes to the error table, as it does once the table exists. A field
+    every record gives as text (an ISO time) stays text; one a transform makes is left alone.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    name = config.target.ordering_field
+    assert batch.retype is not None
+    field = next((f for f in batch.df.schema.fields if f.name == name), None)
+    if field is None or not isinstance(field.dataType, StringType) or has_steps(config):
+        return batch
+    for kind in (LongType(), DoubleType()):
+        retyped = batch.retype(StructType([StructField(field.name, kind, True)]))
+        if retyped.df.where(F.col(f"`{field.name}`").isNotNull()).limit(1).count():
+            return retyped
+        for d in retyped.cached:  # its own caches only: it shares the input's with ``batch``
+            if d.is_cached and all(d is not c for c in batch.cached):
+                d.unpersist()
+    return batch
 
 
 def table_spark_schema(path: str, s3: S3Settings | None = None) -> StructType | None:

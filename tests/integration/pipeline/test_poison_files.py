@@ -39,3 +39,45 @@ def test_an_all_malformed_json_file_goes_to_the_error_table(tmp_path, spark):
     (src / "good.json").write_text('{"id": "a", "city": "sf"}\n{"id": "b", "city": "la"}\n')
     report = PipelineRunner(config, spark=spark).run_once()
     assert report.written == 2 and Table.open(table).read().num_rows == 2
+
+
+ORDERED = """
+pipelines:
+  - name: ordered
+    source: {{type: files, path: "{src}", format: json}}
+    target: {{path: "{t}", record_key: [id], ordering_field: ts}}
+    trigger: {{mode: once}}
+    engine: local
+"""
+
+
+def test_one_text_ordering_value_in_a_new_tables_first_batch_goes_to_the_error_table(tmp_path, spark):
+    """Inference made ``ts`` text for one record's ``"yesterday"``, and the new table kept
+    that type: its versions then ordered as text, and ``"9"`` beat ``"10"`` for good.
+    Any record giving the ordering field as a number makes it a number; a field every
+    record gives as text (an ISO time) stays text. Expected rows: what the files hold."""
+    import os
+
+    src, table = tmp_path / "in", str(tmp_path / "t")
+    src.mkdir()
+    files = [('{"id": "x", "ts": 1, "v": "first"}\n{"id": "bad", "ts": "yesterday", "v": "poison"}\n'),
+             '{"id": "x", "ts": 10, "v": "newest"}\n', '{"id": "x", "ts": 9, "v": "older, late"}\n']
+    (config,), problems = parse_pipelines(ORDERED.format(src=src, t=table))
+    assert not problems
+    for i, text in enumerate(files):
+        (src / f"{i}.json").write_text(text)
+        os.utime(src / f"{i}.json", (1000 + i, 1000 + i))
+        PipelineRunner(config, spark=spark).run_once()
+    rows = Table.open(table).read()
+    assert str(rows.schema.field("ts").type) == "int64"
+    assert [(r["id"], r["ts"], r["v"]) for r in rows.to_pylist()] == [("x", 10, "newest")]
+    errors = Table.open(config.errors.path).read().to_pylist()
+    assert [(e["raw_payload"], "'ts'" in e["reason"]) for e in errors] == [
+        ('{"id": "bad", "ts": "yesterday", "v": "poison"}', True)]
+
+    iso, iso_table = tmp_path / "iso", str(tmp_path / "iso_t")
+    iso.mkdir()
+    (iso / "a.json").write_text('{"id": "y", "ts": "2024-01-02T00:00:00Z"}\n{"id": "z", "ts": "2024-01-01"}\n')
+    (config,), _ = parse_pipelines(ORDERED.format(src=iso, t=iso_table))
+    assert PipelineRunner(config, spark=spark).run_once().written == 2
+    assert str(Table.open(iso_table).read().schema.field("ts").type) == "string"
