@@ -79,8 +79,11 @@ def _deletable(slices: list[FileSlice], rule: str, n: int, earliest: str | None,
     else:
         if earliest is None:
             return []
-        readable = [i for i, s in enumerate(slices) if s.base_instant <= earliest]
-        doomed = slices[: readable[-1]] if readable else []
+        # every slice from the earliest commit to retain on, and the last one before it:
+        # a query planned before that commit may still read it (Hudi's CleanPlanner keeps
+        # it for that reason, the window of a query's run)
+        before = [i for i, s in enumerate(slices) if s.base_instant < earliest]
+        doomed = slices[: before[-1]] if before else []
     if keep_from is not None:
         doomed = [s for s in doomed if s.base_instant < keep_from]
     return [s for s in doomed if s in older and id(s) not in saved]

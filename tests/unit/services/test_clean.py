@@ -57,3 +57,32 @@ def test_the_retained_commits_stop_at_the_earliest_pending_instant(tmp_path):
     for state in ("requested", "inflight"):
         (folder / f"{between}.deltacommit.{state}").rename(folder / f"{str(int(writes[0]) - 1)}.deltacommit.{state}")
     assert earliest_commit_to_retain(Table.open(path), 1) is None
+
+
+def test_the_slice_before_the_earliest_retained_commit_stays_as_in_hudi(tmp_path):
+    """Retaining commits keeps every slice from the earliest retained commit on and the
+    last slice before it, which a query planned before that commit may still be reading
+    (Hudi's ``CleanPlanner`` keeps ``lastVersionBeforeEarliestCommitToRetain`` for that).
+    When a compaction was that commit, ours deleted the slice it compacted, which Hudi
+    1.2's cleaner keeps (a differential run of both cleaners on copies of a table Hudi
+    wrote now leaves the same data files)."""
+    import pyarrow as pa
+
+    from streamer.write import HudiWriter, TableConfig, WriteOptions
+
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.int64())])
+    w = HudiWriter.create(path, TableConfig("t", ("id",), (), "ts"), schema=schema,
+                          options=WriteOptions(engine="local"))
+    w.upsert(pa.table({"id": [1, 2], "ts": [1, 1]}, schema=schema))
+    w.upsert(pa.table({"id": [1], "ts": [2]}, schema=schema))  # a log of the first slice
+    comp = schedule_compaction_safely(Table.open(path), CompactionPolicy(), force=True)
+    assert comp is not None and execute(Table.open(path), comp).status == "completed"
+    w.upsert(pa.table({"id": [2], "ts": [3]}, schema=schema))
+    assert earliest_commit_to_retain(Table.open(path), 2).timestamp == comp.timestamp
+    before = sorted(p.name for p in (tmp_path / "t").iterdir() if not p.name.startswith("."))
+    assert run_clean(Table.open(path), CleanPolicy(retain_commits=2)).files_deleted == 0
+    assert sorted(p.name for p in (tmp_path / "t").iterdir() if not p.name.startswith(".")) == before
+    # retaining one commit, the compacted slice goes: no query can be planned before both
+    assert run_clean(Table.open(path), CleanPolicy(retain_commits=1)).files_deleted == 2
+    assert sorted((r["id"], r["ts"]) for r in Table.open(path).read().to_pylist()) == [(1, 2), (2, 3)]
