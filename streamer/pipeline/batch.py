@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamer.config.pipeline import PipelineConfig
+from streamer.errors import first_line
 from streamer.pipeline import held_back
 from streamer.pipeline.collect import collect_together, set_rows
 from streamer.pipeline.dupes import drop_existing, drop_existing_on_spark
@@ -40,7 +41,7 @@ from streamer.sources.base import RECORD_COLUMN, SOURCE_ERROR_COL, Batch, Record
 from streamer.sources.debezium import change_rows
 from streamer.sources.position import KafkaOffsets, Position
 from streamer.table.meta_fields import IS_DELETED
-from streamer.transforms import TransformError, apply_transforms
+from streamer.transforms import TransformError, apply_transforms, build_transform
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -146,17 +147,23 @@ def prepare(
 
     n_good_in: int | None = None
     columns = _kafka_columns(positions)  # where a Debezium batch may hold its tail back
-    if local:
-        if one_pass:
-            source_errors, rows = _one_pass(batch, config, metadata)
+    try:
+        if local:
+            if one_pass:
+                source_errors, rows = _one_pass(batch, config, metadata)
+            else:
+                source_errors, rows, n_good_in = _collect(batch, _made(flagged), steps)
+            split = _split_local(config, rows, columns, batch, drop(rows.column_names))
         else:
-            source_errors, rows, n_good_in = _collect(batch, _made(flagged), steps)
-        split = _split_local(config, rows, columns, batch, drop(rows.column_names))
-    else:
-        source_errors = as_error_arrow(batch.errors.toArrow())
-        flagged = _made(flagged).persist()  # never one pass off the driver
-        cached.append(flagged)
-        split = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns, batch)
+            source_errors = as_error_arrow(batch.errors.toArrow())
+            flagged = _made(flagged).persist()  # never one pass off the driver
+            cached.append(flagged)
+            split = _split_on_spark(config, flagged, spark, drop(flagged.columns), columns, batch)
+    except Exception as e:
+        failed = failing_step(config, spark, batch) if config.transforms else None
+        if failed is None:
+            raise
+        raise failed from e
     good, bad, n_written, n_flagged = split.good, split.bad, split.written, split.flagged
     holds, creates, deferred = split.holds, split.creates, split.deferred
     if n_good_in is None:
@@ -178,6 +185,28 @@ def prepare(
         deferred=deferred,
         _cached=cached,
     )
+
+
+def failing_step(config: PipelineConfig, spark: SparkSession, batch: Batch) -> TransformError | None:
+    """The first of the transforms that fails on the batch's rows, as an error naming it
+    (``transforms[1] (cast)``) with its own reason; ``None`` if each runs.
+
+    Why: Spark analyses a step when it is added but runs it only when the batch is
+    collected or written, so a value one step cannot take (``CAST('seven' AS INT)`` under
+    ANSI, a Python function's exception) failed the batch naming no step. Asked only
+    after such a failure: each step is run in turn (Spark's no-op sink: no Python, no
+    collect) until one fails."""
+    df = batch.df
+    database = debezium_of(config)
+    if database is not None:
+        df = change_rows(df, database)
+    for i, step in enumerate(config.transforms):
+        try:
+            df = build_transform(step).apply(df, spark)
+            df.write.format("noop").mode("overwrite").save()
+        except Exception as e:
+            return TransformError(f"transforms[{i}] ({step.type}) failed on a record of the batch: {first_line(e)}")
+    return None
 
 
 def has_steps(config: PipelineConfig) -> bool:

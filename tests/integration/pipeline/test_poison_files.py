@@ -81,3 +81,29 @@ def test_one_text_ordering_value_in_a_new_tables_first_batch_goes_to_the_error_t
     (config,), _ = parse_pipelines(ORDERED.format(src=iso, t=iso_table))
     assert PipelineRunner(config, spark=spark).run_once().written == 2
     assert str(Table.open(iso_table).read().schema.field("ts").type) == "string"
+
+
+CAST = """
+pipelines:
+  - name: cast
+    source: {{type: files, path: "{src}", format: json, schema: "id STRING, n STRING"}}
+    transforms: [{{type: rename, columns: {{id: key}}}}, {{type: cast, columns: {{n: int}}}}]
+    target: {{path: "{t}", record_key: [key]}}
+    trigger: {{mode: once}}
+    engine: local
+"""
+
+
+def test_a_transform_that_fails_on_a_value_is_named_with_the_value(tmp_path, spark):
+    """Spark runs a step only when the batch is collected, so ``CAST('seven' AS INT)``
+    (ANSI) failed the run naming no step: the error now names the step and Spark's reason,
+    which names the value. The batch is not committed, so nothing is lost."""
+    from streamer.transforms import TransformError
+
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.json").write_text('{"id": "a", "n": "1"}\n{"id": "b", "n": "seven"}\n')
+    (config,), problems = parse_pipelines(CAST.format(src=src, t=tmp_path / "t"))
+    assert not problems
+    with pytest.raises(TransformError, match=r"transforms\[1\] \(cast\) failed on a record of the batch: .*'seven'"):
+        PipelineRunner(config, spark=spark).run_once()
