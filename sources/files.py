@@ -262,6 +262,9 @@ class FilesSource:
         cfg = self.config
         limit = int(cfg.max_record_bytes)
         text = F.col("_raw").cast("string")
+        dropped: list[tuple[str, str]] = []
+        if cfg.format == "json":
+            schema, dropped = case_unique(schema, spelling_counts(lines, text, schema))
         rows = lines.withColumn("_valid", F.is_valid_utf8(text)).withColumn(
             "_text", F.when((F.col("_size") <= F.lit(limit)) & F.col("_valid"), text)
         )
@@ -286,6 +289,9 @@ class FilesSource:
                   explain(cfg.format, F.col("_text"), schema, self._parse_options()))
             .when(after, F.lit(TEXT_AFTER_JSON))
         )
+        if dropped:  # a key another differs from only in case (``v`` and ``V``)
+            clash = case_clash(F.col("_text"), dropped)
+            reason = reason.when(clash.isNotNull(), clash)
         flagged = parsed.withColumn("_reason", reason).select(
             "_source_file", "_line", "_valid", "_p", RECORD_COLUMN, "_reason",
             F.when(F.col("_reason").isNotNull(), F.col("_raw")).alias("_raw"),  # bytes kept for bad rows only
@@ -605,3 +611,70 @@ def text_after_value(text: Column) -> Column:
     suspect = text.rlike(_NOT_AFTER_CLOSE)
     confirmed = F.regexp_replace(text, _JSON_STRING, '""').rlike(_NOT_AFTER_CLOSE)
     return F.coalesce(suspect & confirmed, F.lit(False))
+
+
+def spelling_counts(rows: DataFrame, text: Column, schema: StructType) -> dict[str, int]:
+    """How many of ``rows``' JSON records (``text``) hold each top-level field of ``schema``
+    whose name another differs from only in case; empty (and no Spark job) when none does."""
+    from pyspark.sql import functions as F
+
+    groups: dict[str, list[str]] = {}
+    for f in schema.fields:
+        groups.setdefault(f.name.lower(), []).append(f.name)
+    clashing = [name for names in groups.values() if len(names) > 1 for name in names]
+    if not clashing:
+        return {}
+    counts = rows.select(*[F.count(_only(text, name)).alias(f"n{i}") for i, name in enumerate(clashing)]).first()
+    return {name: int(counts[i]) if counts is not None else 0 for i, name in enumerate(clashing)}
+
+
+def case_unique(schema: StructType, counts: dict[str, int] | None = None) -> tuple[StructType, list[tuple[str, str]]]:
+    """``schema`` with one field per name whatever its case - the spelling most records
+    hold (``counts``, :func:`spelling_counts`), else the first - and the ``(dropped, kept)``
+    name pairs of the others.
+
+    Why: JSON keys are case-sensitive and Spark's inference keeps ``v`` and ``V`` apart,
+    but Spark's column names, and Hudi's, are not: reading either field of the record then
+    fails as ambiguous, the batch on every run. The records that hold a dropped spelling
+    go to the error table (:func:`case_clash`); the others are written."""
+    from pyspark.sql.types import StructType
+
+    counts = counts or {}
+    kept: dict[str, str] = {}
+    for f in schema.fields:  # the most held spelling; the first of equals
+        best = kept.setdefault(f.name.lower(), f.name)
+        if counts.get(f.name, 0) > counts.get(best, 0):
+            kept[f.name.lower()] = f.name
+    dropped = list(dict.fromkeys((f.name, kept[f.name.lower()]) for f in schema.fields
+                                 if kept[f.name.lower()] != f.name))
+    # a key a record repeats (``{"v": 5, "v": 6}``) may be inferred twice: one field, whose
+    # value the parse takes from the key's last occurrence, as Jackson's does under Hudi
+    fields, seen = [], set()
+    for f in schema.fields:
+        if kept[f.name.lower()] == f.name and f.name not in seen:
+            seen.add(f.name)
+            fields.append(f)
+    if len(fields) == len(schema.fields):
+        return schema, []
+    return StructType(fields), dropped
+
+
+def case_clash(text: Column, dropped: list[tuple[str, str]]) -> Column:
+    """Why a JSON record ``text`` is an error row: it holds a top-level key of ``dropped``
+    (:func:`case_unique`), named with the spelling kept; null when it holds none."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(*[F.when(_only(text, name).isNotNull(), F.lit(
+        f"field '{name}' differs from field '{first}' only in case; Spark and Hudi take column "
+        f"names whatever their case, and the batch's column is '{first}', which most records spell so"))
+        for name, first in dropped])
+
+
+def _only(text: Column, name: str) -> Column:
+    """The top-level key ``name`` of JSON ``text`` as text, matched by its exact case (as
+    Spark's JSON parse matches keys), or null; parsed alone, so no other spelling of the
+    name makes the field ambiguous."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return F.from_json(text, StructType([StructField(name, StringType())])).getField(name)

@@ -424,6 +424,8 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     one frame (``Batch.together``) with the explanation of its bad rows."""
     from pyspark.sql import functions as F
 
+    from streamer.sources.files import case_unique, spelling_counts
+
     base = raw.select("topic", "partition", "offset", "timestamp", *_as_text(F.col("value")))
     declared = config.schema_ddl is not None
     schema: StructType | None
@@ -442,7 +444,11 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
             schema = infer_json_schema(spark, base.cache(), sample, limit)
     if schema is None:  # nothing to infer from: no good records, only (possible) null payloads
         schema = struct_from_ddl("value STRING")
-    exprs = _json_expressions(schema, config)
+    dropped: tuple[tuple[str, str], ...] = ()
+    if not declared and not connect_schema.is_typed(schema):  # keys differing only in case
+        schema, pairs = case_unique(schema, spelling_counts(base, F.col("_raw"), schema))
+        dropped = tuple(pairs)
+    exprs = _json_expressions(schema, config, dropped)
     parsed = base.select("topic", "partition", "offset", "timestamp", "_raw", "_valid", exprs.parse.alias("_p"))
     if declared:
         together = parsed.select(*exprs.good, exprs.unexplained_error.alias(SOURCE_ERROR_COL))
@@ -456,7 +462,7 @@ def json_decoder(spark: SparkSession, raw: DataFrame, config: KafkaSourceConfig)
     def redecode(types: StructType) -> Frames:
         from streamer.sources.files import prefer_types
 
-        exprs2 = _json_expressions(prefer_types(schema, types), config)
+        exprs2 = _json_expressions(prefer_types(schema, types), config, dropped)
         parsed2 = base.select("topic", "partition", "offset", "timestamp", "_raw", "_valid",
                               exprs2.parse.alias("_p"))
         good2, bad2, (_, flagged2) = _split(base, parsed2, exprs2)
@@ -550,30 +556,37 @@ class _JsonExpressions:
 
 
 #: Expressions by (SparkContext, schema, settings); small: one entry per schema a run sees.
-_EXPRESSIONS: dict[tuple[int, str, int | None, bool, bool], _JsonExpressions] = {}
+_EXPRESSIONS: dict[tuple[int, str, int | None, bool, bool, tuple[tuple[str, str], ...]], _JsonExpressions] = {}
 _EXPRESSIONS_MAX = 32
 
 
-def _json_expressions(schema: StructType, config: KafkaSourceConfig) -> _JsonExpressions:
+def _json_expressions(schema: StructType, config: KafkaSourceConfig,
+                      dropped: tuple[tuple[str, str], ...] = ()) -> _JsonExpressions:
     from pyspark import SparkContext
 
     limit = None if config.max_record_bytes is None else int(config.max_record_bytes)
     # keyed by the SparkContext too: Columns hold JVM objects of the context they came from
     key = (id(SparkContext._active_spark_context), schema.json(), limit, bool(config.include_metadata),
-           config.debezium is not None)
+           config.debezium is not None, dropped)
     found = _EXPRESSIONS.get(key)
     if found is None:
         if len(_EXPRESSIONS) >= _EXPRESSIONS_MAX:
             _EXPRESSIONS.clear()
-        found = _EXPRESSIONS[key] = _build_json_expressions(schema, limit, config)
+        found = _EXPRESSIONS[key] = _build_json_expressions(schema, limit, config, dropped)
     return found
 
 
-def _build_json_expressions(schema: StructType, limit: int | None, config: KafkaSourceConfig) -> _JsonExpressions:
+def _build_json_expressions(schema: StructType, limit: int | None, config: KafkaSourceConfig,
+                            dropped: tuple[tuple[str, str], ...] = ()) -> _JsonExpressions:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from streamer.sources.files import TEXT_AFTER_JSON, explain, text_after_value
+    from streamer.sources.files import (
+        TEXT_AFTER_JSON,
+        case_clash,
+        explain,
+        text_after_value,
+    )
 
     full = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
@@ -603,6 +616,10 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
     after = text_after_value(F.col("_raw"))
     reason = reason.when(after, F.lit(TEXT_AFTER_JSON))
     is_bad_record = is_bad_record | after
+    if dropped:  # a key another differs from only in case (``v`` and ``V``)
+        clash = case_clash(F.when(parsable, F.col("_raw")), list(dropped))
+        reason = reason.when(clash.isNotNull(), clash)
+        is_bad_record = is_bad_record | clash.isNotNull()
     typed = connect_schema.is_typed(schema)
     if typed:  # the batch's other records carry their schemas: this one must too
         unwrapped = F.col("_p.payload").isNull()
