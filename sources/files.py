@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from streamer.config.base import reveal
 from streamer.config.sources import FilesSourceConfig
-from streamer.errors import SourceError
+from streamer.errors import SourceError, first_line
 from streamer.fs import FileStatus, resolve
 from streamer.sources.base import (
     ERROR_COLUMNS,
@@ -343,7 +343,7 @@ class FilesSource:
         except Exception as e:
             if cfg.format != "parquet" or "CANNOT_MERGE" not in str(e):
                 raise
-            raise SourceError(f"files {cfg.path}: {self._parquet_conflict(paths) or _first_line(e)}; read the "
+            raise SourceError(f"files {cfg.path}: {self._parquet_conflict(paths) or first_line(e)}; read the "
                               "files in separate batches, or declare source.schema") from e
         if not textual or CORRUPT_COLUMN not in raw.columns:
             return raw, empty_errors(spark), ()
@@ -390,8 +390,9 @@ class FilesSource:
     def _avro_reader_schema(self, paths: list[str]) -> dict[str, Any]:
         """The schema the batch's Avro files are read into: the newest file's, with the
         fields only older files have added, and every field some file lacks optional (else
-        a column of an older file of the batch is dropped unseen, or the batch refused). Every file is checked to resolve into it here, on the
-        driver, so a type two files disagree on is refused naming the file."""
+        a column of an older file of the batch is dropped unseen, or the batch refused).
+        Every file is checked to resolve into it here, on the driver, so a type two files
+        disagree on is refused naming the file and the field."""
         import fastavro
 
         writers = []
@@ -418,7 +419,7 @@ class FilesSource:
                 differ = [f["name"] for f in writer["fields"] if _optional(f["type"]) != _optional(types[f["name"]])]
                 field = f"field '{differ[0]}': " if differ else ""
                 raise SourceError(f"{path}: {field}its Avro schema does not resolve into the batch's "
-                                  f"({_first_line(e)}); read it in its own batch") from e
+                                  f"({first_line(e)}); read it in its own batch") from e
         return merged
 
     def _read_avro(self, spark: SparkSession, paths: list[str]) -> DataFrame:
@@ -458,10 +459,6 @@ def _optional(avro_type: Any) -> Any:
     """``avro_type`` that may be null, null first (a field whose default is null)."""
     branches = avro_type if isinstance(avro_type, list) else [avro_type]
     return ["null", *[b for b in branches if b != "null"]]
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
 
 
 def _error_rows(bad: DataFrame, payload_column: str, reason: str) -> DataFrame:
