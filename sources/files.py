@@ -646,14 +646,26 @@ def case_unique(schema: StructType, counts: dict[str, int] | None = None) -> tup
                                  if kept[f.name.lower()] != f.name))
     # a key a record repeats (``{"v": 5, "v": 6}``) may be inferred twice: one field, whose
     # value the parse takes from the key's last occurrence, as Jackson's does under Hudi
-    fields, seen = [], set()
-    for f in schema.fields:
-        if kept[f.name.lower()] == f.name and f.name not in seen:
-            seen.add(f.name)
-            fields.append(f)
-    if len(fields) == len(schema.fields):
-        return schema, []
-    return StructType(fields), dropped
+    unique = _one_per_name(StructType([f for f in schema.fields if kept[f.name.lower()] == f.name]))
+    assert isinstance(unique, StructType)
+    return (schema, []) if unique == schema else (unique, dropped)
+
+
+def _one_per_name(t: DataType) -> DataType:
+    """``t`` with each struct's repeated field names (a key a record repeats, at any
+    depth) made one field, the first; Arrow refuses a struct that repeats a name."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(t, StructType):
+        fields: dict[str, StructField] = {}
+        for f in t.fields:
+            fields.setdefault(f.name, StructField(f.name, _one_per_name(f.dataType), f.nullable, f.metadata))
+        return StructType(list(fields.values()))
+    if isinstance(t, ArrayType):
+        return ArrayType(_one_per_name(t.elementType), t.containsNull)
+    if isinstance(t, MapType):
+        return MapType(t.keyType, _one_per_name(t.valueType), t.valueContainsNull)
+    return t
 
 
 def case_clash(text: Column, dropped: list[tuple[str, str]]) -> Column:

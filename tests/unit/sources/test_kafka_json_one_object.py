@@ -69,20 +69,21 @@ def test_keys_differing_only_in_case_keep_the_spelling_most_records_hold(spark, 
     """``id`` and ``ID``, ``v`` and ``V``: JSON keeps them apart, Spark's and Hudi's column
     names do not, so reading either failed the batch as ambiguous, on every run. The
     spelling most records hold is the column; a record holding another is an error row
-    naming both. A key repeated in one record is one column (its last value, as Jackson
-    takes it under Hudi); before, that failed the batch too."""
+    naming both. A key repeated in one record, at any depth, is one column (its last value,
+    as Jackson takes it under Hudi); before, that failed the batch too."""
     from streamer.config.sources import FilesSourceConfig
     from streamer.sources.files import FilesSource
 
     values = ['{"id": "a", "ts": 1, "v": 1}', '{"id": "b", "ts": 1, "v": 2}',
               '{"id": "c", "ID": "other", "ts": 1}', '{"id": "d", "ts": 1, "V": 4}',
-              '{"id": "e", "ts": 1, "v": 5, "v": 6}']
+              '{"id": "e", "ts": 1, "v": 5, "v": 6}', '{"id": "f", "ts": 1, "s": {"x": 1, "x": 2}}']
     config = KafkaSourceConfig(type="kafka", bootstrap_servers="127.0.0.1:1", topic="t")
     kafka_good, kafka_bad, _ = json_decoder(spark, _raw(spark, values), config).frames()
     (tmp_path / "a.json").write_text("\n".join(values) + "\n")
     batch = FilesSource(FilesSourceConfig(type="files", path=str(tmp_path), format="json")).read_batch(spark, None)
     for good, bad in ((kafka_good, kafka_bad), (batch.df, batch.errors)):
-        assert sorted((r.id, r.v) for r in good.collect()) == [("a", 1), ("b", 2), ("e", 6)]
+        assert sorted((r.id, r.v, r.s and r.s.asDict()) for r in good.collect()) == [
+            ("a", 1, None), ("b", 2, None), ("e", 6, None), ("f", None, {"x": 2})]
         reasons = sorted(r.reason for r in bad.collect())
         assert reasons == [f"field '{name}' differs from field '{kept}' only in case; Spark and Hudi take column "
                            f"names whatever their case, and the batch's column is '{kept}', which most records spell so"
