@@ -50,8 +50,6 @@ TEXT_AFTER_JSON = ("text after the record's JSON object (a second object?): a re
                    "object, and the rest would be lost")
 #: After a closing brace or bracket, JSON has white space then ``,``, ``}``, ``]`` or the end.
 _NOT_AFTER_CLOSE = r"[}\]]\s*[^\s,}\]]"
-#: A JSON string literal (its escapes included).
-_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 #: Bytes of an oversized record kept in the error table (the file and line say where the rest is).
 OVERSIZED_KEEP = 64 * 1024
 
@@ -601,13 +599,15 @@ def text_after_value(text: Column) -> Column:
     a second object (``{..}\\n{..}``, ``{..} {..}``) or other text, which a JSON parse of the
     first value ignores (Spark's, and Jackson's under HoodieStreamer), so the rest would be
     lost unseen. Vectorised: a regex finds a closing brace or bracket followed by something
-    JSON never puts there; only a record it finds has its string literals blanked (a brace
-    in a string proves nothing) and is asked again. Never null."""
+    JSON never puts there (one pass, no backtracking); only a record it finds is parsed
+    again, inside ``[...]``, where Jackson reads every value and refuses text between them
+    (a brace inside a string literal proves nothing). Never null."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, StringType
 
-    suspect = text.rlike(_NOT_AFTER_CLOSE)
-    confirmed = F.regexp_replace(text, _JSON_STRING, '""').rlike(_NOT_AFTER_CLOSE)
-    return F.coalesce(suspect & confirmed, F.lit(False))
+    values = F.from_json(F.concat(F.lit("["), text, F.lit("]")), ArrayType(StringType()))
+    one = F.coalesce(F.size(values) == F.lit(1), F.lit(False))
+    return F.coalesce(F.when(text.rlike(_NOT_AFTER_CLOSE), ~one), F.lit(False))
 
 
 def spelling_counts(rows: DataFrame, text: Column, schema: StructType) -> dict[str, int]:

@@ -613,7 +613,7 @@ def _build_json_expressions(schema: StructType, limit: int | None, config: Kafka
         explain("json", F.col("_raw"), schema, {}, malformed=MALFORMED_JSON),
     )
     is_bad_record = ~valid | F.col("_p").isNull() | F.col(f"_p.{CORRUPT_COLUMN}").isNotNull()
-    after = text_after_value(F.col("_raw"))
+    after = text_after_value(F.when(parsable, F.col("_raw")))
     reason = reason.when(after, F.lit(TEXT_AFTER_JSON))
     is_bad_record = is_bad_record | after
     if dropped:  # a key another differs from only in case (``v`` and ``V``)
