@@ -195,7 +195,8 @@ class AvroDecoder:
         fn = make_decoder(reader, writers, self.wire_format, self.fixed_schema is not None, out_schema,
                           self.max_record_bytes, self.tombstones_ok)
         decoded = raw.mapInArrow(fn, from_arrow_schema(out_schema)).cache()
-        columns = [F.col(f"`{f.name}`").alias(f.name) for f in value_schema]
+        decoded_columns = [F.col(f"`{f.name}`").alias(f.name) for f in value_schema]
+        columns = decoded_columns
         reason = F.col(ERROR_FIELD)
         if self.connect_types:  # Debezium's named dates and timestamps, as the JSON decode has them
             spark_fields = connect_schema.annotate_avro(from_arrow_schema(value_schema), parse_avro_schema(reader))
@@ -203,8 +204,7 @@ class AvroDecoder:
                        for c, f in zip(columns, spark_fields.fields, strict=True)]
             # a value its column's type cannot hold (a timestamptz 'infinity') makes its record
             # an error row, as in the JSON decode: converted, it would stop the batch
-            record = F.struct(*[F.col(f"`{f.name}`").alias(f.name) for f in value_schema])
-            unheld = connect_schema.value_errors(record, spark_fields)
+            unheld = connect_schema.value_errors(F.struct(*decoded_columns), spark_fields)
             if unheld is not None:
                 reason = F.coalesce(reason, unheld)
         good = decoded.where(reason.isNull()).select(

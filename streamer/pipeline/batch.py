@@ -130,7 +130,7 @@ def prepare(
     cached: list[DataFrame] = []
     retyped = with_table_types(config, spark, batch)
     if retyped is not batch:
-        cached.extend(d for d in retyped.cached if all(d is not c for c in batch.cached))
+        cached.extend(_own_caches(retyped, batch))
         batch = retyped
     local = on_driver(config, batch)
     steps = has_steps(config)
@@ -675,10 +675,15 @@ def numeric_ordering(config: PipelineConfig, batch: Batch) -> Batch:
         retyped = batch.retype(StructType([StructField(field.name, kind, True)]))
         if retyped.df.where(F.col(f"`{field.name}`").isNotNull()).limit(1).count():
             return retyped
-        for d in retyped.cached:  # its own caches only: it shares the input's with ``batch``
-            if d.is_cached and all(d is not c for c in batch.cached):
+        for d in _own_caches(retyped, batch):
+            if d.is_cached:
                 d.unpersist()
     return batch
+
+
+def _own_caches(retyped: Batch, batch: Batch) -> list[DataFrame]:
+    """The caches of ``retyped`` that ``batch``, whose input it shares, does not hold."""
+    return [d for d in retyped.cached if all(d is not c for c in batch.cached)]
 
 
 def table_spark_schema(path: str, s3: S3Settings | None = None) -> StructType | None:
